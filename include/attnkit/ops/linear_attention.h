@@ -1,0 +1,61 @@
+#pragma once
+// Linear attention (Katharopoulos et al. 2020): V' = φ(Q)(φ(K)ᵀV) / (φ(Q)·Σ_j φ(K_j) + 1e-6).
+// Layout: q [batch, heads, L, dk], k [batch, heads, S, dk], v [batch, heads, S, dv].
+// causal: prefix sums over keys (the RNN form); query i sees keys j <= i + (S - L), so L <= S.
+// key_padding_mask [batch, S] bool (true = real key): padded keys contribute nothing.
+// Other masks cannot be expressed in the linear form; the layers reject them with an error.
+#include <ATen/core/Tensor.h>
+#include <c10/util/Optional.h>
+
+#include <cstdint>
+#include <string>
+
+namespace attnkit::ops {
+
+enum class FeatureMapKind { Elu, Relu, Favor };
+
+// φ: [..., d] -> [..., m]. elu: elu(x)+1 (m = d); relu: max(x, 0) (m = d);
+// favor: Performer's positive orthogonal random features,
+//   φ(x) = exp(W x̃ − |x̃|²/2) / sqrt(m), x̃ = x · d^(-1/4), W [m, d] orthogonal rows with
+//   chi-distributed norms, so that φ(q)·φ(k) ≈ exp(q·k / sqrt(d)). Seeded; redraw() draws anew.
+class FeatureMap {
+ public:
+  static FeatureMap elu();
+  static FeatureMap relu();
+  // num_features = 0 picks m = d·ceil(ln d) (at least d), the Θ(d log d) of the Performer paper.
+  static FeatureMap favor(int64_t dim, int64_t num_features = 0, uint64_t seed = 0);
+  // "elu", "relu", "favor", "favor:M" or "favor:M:SEED"; dim is the input size d (for favor).
+  static FeatureMap parse(const std::string& spec, int64_t dim);
+
+  FeatureMapKind kind() const { return kind_; }
+  std::string name() const;
+  int64_t output_dim(int64_t input_dim) const;
+  // The favor projection W [m, d] (float64); undefined for elu/relu.
+  const at::Tensor& projection() const { return projection_; }
+  uint64_t seed() const { return seed_; }
+  // Draws a new favor projection with the given seed (no-op for elu/relu).
+  void redraw(uint64_t seed);
+
+  at::Tensor apply(const at::Tensor& x) const;
+
+ private:
+  FeatureMap(FeatureMapKind kind, at::Tensor projection, uint64_t seed)
+      : kind_(kind), projection_(std::move(projection)), seed_(seed) {}
+  FeatureMapKind kind_;
+  at::Tensor projection_;
+  uint64_t seed_ = 0;
+};
+
+// The favor projection W [num_features, dim] (float64) drawn from `seed`.
+at::Tensor favor_projection(int64_t dim, int64_t num_features, uint64_t seed);
+
+at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const FeatureMap& feature_map, bool causal = false,
+                            const c10::optional<at::Tensor>& key_padding_mask = c10::nullopt);
+
+// Same, with the feature map given by name (FeatureMap::parse with dim = dk).
+at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const std::string& feature_map = "elu", bool causal = false,
+                            const c10::optional<at::Tensor>& key_padding_mask = c10::nullopt);
+
+}  // namespace attnkit::ops

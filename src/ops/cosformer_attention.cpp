@@ -1,0 +1,41 @@
+#include "attnkit/ops/cosformer_attention.h"
+
+#include "checks.h"
+#include "feature_attention.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace attnkit::ops {
+
+at::Tensor cosformer_angles(int64_t count, int64_t first_offset, int64_t M, at::ScalarType dtype) {
+  auto pos = at::arange(1 + first_offset, 1 + first_offset + count,
+                        at::TensorOptions().dtype(at::kDouble));
+  return (pos * (M_PI / 2.0 / static_cast<double>(M))).to(dtype);
+}
+
+namespace {
+
+// [ReLU(x)·cos(angle), ReLU(x)·sin(angle)] along the feature axis; x [B, H, n, d].
+at::Tensor cosformer_features(const at::Tensor& x, const at::Tensor& angles) {
+  auto r = at::relu(x);
+  auto a = angles.view({1, 1, -1, 1});
+  return at::cat({r * a.cos(), r * a.sin()}, -1);
+}
+
+}  // namespace
+
+at::Tensor cosformer_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               bool causal, const c10::optional<at::Tensor>& key_padding_mask) {
+  detail::check_feature_attention_inputs("cosformer_attention", q, k, v, causal, key_padding_mask);
+  const int64_t L = q.size(2), S = k.size(2);
+  const int64_t M = std::max<int64_t>({L, S, 1});
+  const auto dtype = q.scalar_type();
+  auto phi_q = cosformer_features(q, cosformer_angles(L, causal ? S - L : 0, M, dtype));
+  auto phi_k = detail::zero_padded_keys(cosformer_features(k, cosformer_angles(S, 0, M, dtype)),
+                                        key_padding_mask);
+  return detail::feature_attention(phi_q, phi_k, v, causal, detail::Denominator::ClampEpsilon);
+}
+
+}  // namespace attnkit::ops

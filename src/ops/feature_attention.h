@@ -1,0 +1,29 @@
+#pragma once
+// The shared core of linear attention and cosFormer: attention through feature maps.
+//   out_i = φq_i · Σ_j φk_j v_jᵀ / den(φq_i · Σ_j φk_j)
+// with the sum over all keys (non-causal) or over j <= i + S − L (causal). Private to src/.
+#include <ATen/core/Tensor.h>
+
+namespace attnkit::ops::detail {
+
+enum class Denominator {
+  AddEpsilon,    // den + 1e-6 (linear attention)
+  ClampEpsilon,  // max(den, 1e-6) (cosFormer)
+};
+
+constexpr double kFeatureAttentionEpsilon = 1e-6;
+
+// phi_q [B, H, L, m], phi_k [B, H, S, m] (padded keys already zeroed), v [B, H, S, dv].
+at::Tensor feature_attention(const at::Tensor& phi_q, const at::Tensor& phi_k, const at::Tensor& v,
+                             bool causal, Denominator denominator);
+
+// Checks shared by linear_attention and cosformer_attention (qkv, causal L <= S, padding mask).
+void check_feature_attention_inputs(const char* op, const at::Tensor& q, const at::Tensor& k,
+                                    const at::Tensor& v, bool causal,
+                                    const c10::optional<at::Tensor>& key_padding_mask);
+
+// phi_k with padded keys zeroed (returns phi_k unchanged when there is no mask).
+at::Tensor zero_padded_keys(const at::Tensor& phi_k,
+                            const c10::optional<at::Tensor>& key_padding_mask);
+
+}  // namespace attnkit::ops::detail

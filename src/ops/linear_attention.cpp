@@ -1,0 +1,145 @@
+#include "attnkit/ops/linear_attention.h"
+
+#include "checks.h"
+#include "feature_attention.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace attnkit::ops {
+
+namespace {
+
+int64_t default_favor_features(int64_t dim) {
+  const auto log_d = static_cast<int64_t>(std::ceil(std::log(static_cast<double>(dim))));
+  return dim * std::max<int64_t>(1, log_d);
+}
+
+int64_t parse_int(const std::string& text, const std::string& spec) {
+  try {
+    size_t used = 0;
+    const long long value = std::stoll(text, &used);
+    if (used == text.size() && value >= 0) return static_cast<int64_t>(value);
+  } catch (const std::exception&) {
+  }
+  detail::fail("FeatureMap::parse",
+               fmt::format("'{}' is not a valid feature map; expected elu, relu, favor, favor:M "
+                           "or favor:M:SEED with non-negative integers",
+                           spec));
+}
+
+}  // namespace
+
+at::Tensor favor_projection(int64_t dim, int64_t num_features, uint64_t seed) {
+  if (dim < 1 || num_features < 1)
+    detail::fail("favor_projection", fmt::format("dim ({}) and num_features ({}) must be >= 1",
+                                                 dim, num_features));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto opts = at::TensorOptions().dtype(at::kDouble);
+  // Stack blocks of d orthogonal directions (QR of a Gaussian block), each row rescaled to the
+  // norm of an independent Gaussian vector so rows are marginally N(0, I).
+  std::vector<at::Tensor> blocks;
+  int64_t rows = 0;
+  while (rows < num_features) {
+    auto gaussian = at::randn({dim, dim}, gen, opts);
+    auto q = std::get<0>(at::linalg_qr(gaussian));  // columns orthonormal
+    blocks.push_back(q.transpose(0, 1));
+    rows += dim;
+  }
+  auto w = at::cat(blocks, 0).narrow(0, 0, num_features);
+  auto norms = at::randn({num_features, dim}, gen, opts).norm(2, {1}, /*keepdim=*/true);
+  return (w * norms).contiguous();
+}
+
+FeatureMap FeatureMap::elu() { return FeatureMap(FeatureMapKind::Elu, at::Tensor(), 0); }
+FeatureMap FeatureMap::relu() { return FeatureMap(FeatureMapKind::Relu, at::Tensor(), 0); }
+
+FeatureMap FeatureMap::favor(int64_t dim, int64_t num_features, uint64_t seed) {
+  const int64_t m = num_features > 0 ? num_features : default_favor_features(dim);
+  return FeatureMap(FeatureMapKind::Favor, favor_projection(dim, m, seed), seed);
+}
+
+FeatureMap FeatureMap::parse(const std::string& spec, int64_t dim) {
+  if (spec == "elu") return elu();
+  if (spec == "relu") return relu();
+  if (spec.rfind("favor", 0) == 0) {
+    const std::string rest = spec.substr(5);
+    if (rest.empty()) return favor(dim);
+    if (rest[0] == ':') {
+      const auto colon = rest.find(':', 1);
+      const int64_t m = parse_int(rest.substr(1, colon == std::string::npos ? std::string::npos
+                                                                             : colon - 1),
+                                  spec);
+      const uint64_t seed =
+          colon == std::string::npos ? 0 : static_cast<uint64_t>(parse_int(rest.substr(colon + 1), spec));
+      return favor(dim, m, seed);
+    }
+  }
+  detail::fail("FeatureMap::parse",
+               fmt::format("unknown feature map '{}'; expected elu, relu, favor, favor:M or "
+                           "favor:M:SEED",
+                           spec));
+}
+
+std::string FeatureMap::name() const {
+  switch (kind_) {
+    case FeatureMapKind::Elu: return "elu";
+    case FeatureMapKind::Relu: return "relu";
+    case FeatureMapKind::Favor:
+      return fmt::format("favor:{}:{}", projection_.size(0), seed_);
+  }
+  return "?";
+}
+
+int64_t FeatureMap::output_dim(int64_t input_dim) const {
+  return kind_ == FeatureMapKind::Favor ? projection_.size(0) : input_dim;
+}
+
+void FeatureMap::redraw(uint64_t seed) {
+  if (kind_ != FeatureMapKind::Favor) return;
+  projection_ = favor_projection(projection_.size(1), projection_.size(0), seed);
+  seed_ = seed;
+}
+
+at::Tensor FeatureMap::apply(const at::Tensor& x) const {
+  switch (kind_) {
+    case FeatureMapKind::Elu: return at::elu(x) + 1;
+    case FeatureMapKind::Relu: return at::relu(x);
+    case FeatureMapKind::Favor: {
+      const int64_t d = projection_.size(1);
+      if (x.size(-1) != d)
+        detail::fail("FeatureMap::apply",
+                     fmt::format("favor feature map was drawn for dimension {} but the input has "
+                                 "shape {}",
+                                 d, detail::shape_str(x)));
+      const double m = static_cast<double>(projection_.size(0));
+      auto xs = x * std::pow(static_cast<double>(d), -0.25);
+      auto proj = at::matmul(xs, projection_.to(x.scalar_type()).transpose(0, 1));
+      auto half_norm = xs.pow(2).sum(-1, /*keepdim=*/true) * 0.5;
+      return (proj - half_norm).exp() / std::sqrt(m);
+    }
+  }
+  return x;
+}
+
+at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const FeatureMap& feature_map, bool causal,
+                            const c10::optional<at::Tensor>& key_padding_mask) {
+  detail::check_feature_attention_inputs("linear_attention", q, k, v, causal, key_padding_mask);
+  auto phi_q = feature_map.apply(q);
+  auto phi_k = detail::zero_padded_keys(feature_map.apply(k), key_padding_mask);
+  return detail::feature_attention(phi_q, phi_k, v, causal, detail::Denominator::AddEpsilon);
+}
+
+at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const std::string& feature_map, bool causal,
+                            const c10::optional<at::Tensor>& key_padding_mask) {
+  detail::check_rank("linear_attention", "q", q, 4, "[batch, heads, L, dk]");
+  return linear_attention(q, k, v, FeatureMap::parse(feature_map, q.size(3)), causal,
+                          key_padding_mask);
+}
+
+}  // namespace attnkit::ops

@@ -1,0 +1,107 @@
+#include "attnkit/ops/softmax_attention.h"
+
+#include "attnkit/ops/masks.h"
+#include "checks.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+namespace attnkit::ops {
+
+namespace {
+
+constexpr const char* kLogitsOp = "masked_softmax";
+
+void check_logits(const char* op, const at::Tensor& logits) {
+  detail::check_rank(op, "logits", logits, 4, "[batch, heads, L, S]");
+  detail::check_floating(op, "logits", logits);
+}
+
+// Masked softmax without checks; logits already validated.
+at::Tensor masked_softmax_unchecked(const at::Tensor& logits, const c10::optional<at::Tensor>& mask,
+                                    bool causal) {
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  at::Tensor x = logits;
+  if (mask.has_value() && mask->defined()) {
+    x = mask->scalar_type() == at::kBool ? x.masked_fill(mask->logical_not(), neg_inf) : x + *mask;
+  }
+  if (causal) {
+    x = x.masked_fill(causal_mask(x.size(2), x.size(3)).logical_not(), neg_inf);
+  }
+  // Subtract the row max for stability; a row that is entirely -inf uses 0 instead, so that
+  // exp() gives zeros and the row sum is 0 (then the weights stay 0 rather than NaN).
+  auto row_max = std::get<0>(x.detach().max(-1, /*keepdim=*/true));
+  row_max = row_max.masked_fill(row_max.isneginf(), 0.0);
+  auto p = (x - row_max).exp();
+  auto sum = p.sum(-1, /*keepdim=*/true);
+  return p / sum.masked_fill(sum.eq(0), 1.0);
+}
+
+}  // namespace
+
+at::Tensor masked_softmax(const at::Tensor& logits, const c10::optional<at::Tensor>& mask,
+                          bool causal) {
+  check_logits(kLogitsOp, logits);
+  if (mask.has_value() && mask->defined())
+    detail::check_attention_mask(kLogitsOp, *mask, logits.size(0), logits.size(1), logits.size(2),
+                                 logits.size(3), logits);
+  return masked_softmax_unchecked(logits, mask, causal);
+}
+
+at::Tensor attention_from_logits(const at::Tensor& logits, const at::Tensor& v,
+                                 const c10::optional<at::Tensor>& mask, bool causal) {
+  constexpr const char* op = "attention_from_logits";
+  check_logits(op, logits);
+  detail::check_rank(op, "v", v, 4, "[batch, heads, S, dv]");
+  detail::check_same_dtype(op, "logits", logits, "v", v);
+  if (v.size(2) != logits.size(3) ||
+      (v.size(0) != logits.size(0) && logits.size(0) != 1) ||
+      (v.size(1) != logits.size(1) && logits.size(1) != 1))
+    detail::fail(op, fmt::format("v has shape {} but logits have shape {}; v must be "
+                                 "[batch, heads, S, dv] matching logits [batch, heads, L, S]",
+                                 detail::shape_str(v), detail::shape_str(logits)));
+  if (mask.has_value() && mask->defined())
+    detail::check_attention_mask(op, *mask, v.size(0), v.size(1), logits.size(2), logits.size(3),
+                                 logits);
+  return at::matmul(masked_softmax_unchecked(logits, mask, causal), v);
+}
+
+namespace {
+
+at::Tensor scaled_logits(const char* op, const at::Tensor& q, const at::Tensor& k,
+                         c10::optional<double> scale) {
+  const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  if (!std::isfinite(s)) detail::fail(op, fmt::format("scale must be finite, got {}", s));
+  return at::matmul(q, k.transpose(-2, -1)) * s;
+}
+
+void check_inputs(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  const c10::optional<at::Tensor>& mask) {
+  detail::check_qkv(op, q, k, v);
+  if (mask.has_value() && mask->defined())
+    detail::check_attention_mask(op, *mask, q.size(0), q.size(1), q.size(2), k.size(2), q);
+}
+
+}  // namespace
+
+at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const c10::optional<at::Tensor>& mask, bool causal,
+                             c10::optional<double> scale) {
+  constexpr const char* op = "softmax_attention";
+  check_inputs(op, q, k, v, mask);
+  auto weights = masked_softmax_unchecked(scaled_logits(op, q, k, scale), mask, causal);
+  return at::matmul(weights, v);
+}
+
+at::Tensor softmax_attention_weights(const at::Tensor& q, const at::Tensor& k,
+                                     const c10::optional<at::Tensor>& mask, bool causal,
+                                     c10::optional<double> scale) {
+  constexpr const char* op = "softmax_attention_weights";
+  check_inputs(op, q, k, k, mask);
+  return masked_softmax_unchecked(scaled_logits(op, q, k, scale), mask, causal);
+}
+
+}  // namespace attnkit::ops

@@ -1,0 +1,1 @@
+// Keeps the attnkit_text object library non-empty on every checkout; holds no code.

@@ -1,0 +1,37 @@
+#pragma once
+// Subcommand plumbing for the attnkit CLI. Each subcommand lives in its own file and exposes a
+// register_*_command function that main.cpp calls; the callback stores the action to run after
+// the global options (threads, seed) have been applied.
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace attnkit::cli {
+
+struct GlobalOptions {
+  int threads = 0;          // 0 = all cores
+  uint64_t seed = 0;
+  bool quiet = false;
+  std::function<int()> action;  // set by the chosen subcommand
+};
+
+// "--n: must be >= 1 (got 0)" instead of CLI11's PositiveNumber text with a 300-digit bound.
+inline CLI::Validator at_least(long long lower) {
+  return CLI::Validator(
+      [lower](std::string& value) -> std::string {
+        try {
+          if (std::stoll(value) >= lower) return {};
+        } catch (const std::exception&) {
+        }
+        return "must be an integer >= " + std::to_string(lower) + " (got " + value + ")";
+      },
+      ">=" + std::to_string(lower));
+}
+
+void register_attention_command(CLI::App& app, GlobalOptions& global);
+void register_demo_command(CLI::App& app, GlobalOptions& global);
+void register_tokenize_commands(CLI::App& app, GlobalOptions& global);
+
+}  // namespace attnkit::cli

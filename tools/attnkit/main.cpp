@@ -1,0 +1,57 @@
+// attnkit: command-line entry point. Global options apply to every subcommand; each subcommand
+// is registered from its own file (see command.h).
+#include "attnkit/error.h"
+#include "attnkit/version.h"
+#include "command.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+namespace {
+
+void apply_threads(int threads) {
+  const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(n);
+  at::set_num_interop_threads(n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace attnkit::cli;
+  CLI::App app{"attnkit: build, train, decode and dissect Transformer attention"};
+  app.set_version_flag("--version", attnkit::version());
+  app.require_subcommand(1);
+  GlobalOptions global;
+  app.add_option("--threads", global.threads,
+                 "CPU threads for intra- and inter-op parallelism (default: all cores)")
+      ->check(attnkit::cli::at_least(0));
+  app.add_option("--seed", global.seed, "random seed")->capture_default_str();
+  app.add_flag("--quiet", global.quiet, "print less");
+
+  register_attention_command(app, global);
+  register_demo_command(app, global);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    apply_threads(global.threads);
+    return global.action ? global.action() : 0;
+  } catch (const attnkit::Error& e) {
+    std::fprintf(stderr, "attnkit: error: %s\n", e.what());
+    return 2;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "attnkit: error: %s\n", e.what_without_backtrace());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attnkit: error: %s\n", e.what());
+    return 2;
+  }
+}
