@@ -1,5 +1,6 @@
 #include "feature_attention.h"
 
+#include "causal_product.h"
 #include "checks.h"
 
 #include <ATen/ATen.h>
@@ -13,11 +14,19 @@ at::Tensor feature_attention(const at::Tensor& phi_q, const at::Tensor& phi_k, c
   const int64_t S = phi_k.size(2);
   at::Tensor num, den;
   if (causal) {
-    // Prefix sums of φ(k_j) v_jᵀ and φ(k_j); query i reads prefix S − L + i.
-    auto kv = (phi_k.unsqueeze(-1) * v.unsqueeze(-2)).cumsum(2).narrow(2, S - L, L);
-    auto z = phi_k.cumsum(2).narrow(2, S - L, L);
-    num = at::matmul(phi_q.unsqueeze(-2), kv).squeeze(-2);
-    den = (phi_q * z).sum(-1, /*keepdim=*/true);
+    // Numerator and denominator in one fused causal product over values augmented with a
+    // column of ones: tril(φq φkᵀ) [v, 1] = [num, den]. Query i sees key S − L + i and before;
+    // the first S − L keys (all visible to every query) enter as a plain product.
+    const int64_t dv = v.size(3);
+    auto v1 = at::cat({v, at::ones_like(v.narrow(3, 0, 1))}, 3);
+    auto aligned = causal_product(phi_q, phi_k.narrow(2, S - L, L), v1.narrow(2, S - L, L));
+    if (S > L) {
+      auto prefix_k = phi_k.narrow(2, 0, S - L);
+      aligned = aligned + at::matmul(phi_q, at::matmul(prefix_k.transpose(-2, -1),
+                                                       v1.narrow(2, 0, S - L)));
+    }
+    num = aligned.narrow(3, 0, dv);
+    den = aligned.narrow(3, dv, 1);
   } else {
     num = at::matmul(phi_q, at::matmul(phi_k.transpose(-2, -1), v));
     den = at::matmul(phi_q, phi_k.sum(2).unsqueeze(-1));

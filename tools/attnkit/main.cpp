@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
 
   register_attention_command(app, global);
   register_demo_command(app, global);
+  register_tokenize_commands(app, global);
 
   try {
     app.parse(argc, argv);

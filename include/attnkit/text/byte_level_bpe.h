@@ -1,0 +1,63 @@
+#pragma once
+// Byte-level BPE (GPT-2): a word's bytes start as one symbol each (the byte_level character's
+// token), then adjacent symbols are merged, lowest merge rank first (leftmost on ties), until no
+// ranked pair is left. Results are cached per word. Every byte string is encodable because the
+// vocabulary must hold all 256 byte tokens.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "attnkit/text/model.h"
+
+namespace attnkit::text {
+
+struct Merge {
+  std::string left;
+  std::string right;
+};
+
+struct ByteLevelBpeOptions {
+  // When the whole word is a vocabulary token, emit it without merging (HF "ignore_merges").
+  bool ignore_merges = false;
+  size_t cache_capacity = 10000;  // words; 0 disables the cache
+};
+
+// Why `merge` cannot be used with `vocabulary` (unknown part or unknown result), or nullopt.
+std::optional<std::string> invalid_merge_reason(const Vocabulary& vocabulary, const Merge& merge);
+
+class ByteLevelBpe final : public Model {
+ public:
+  // Throws attnkit::Error naming the merge when a merge refers to a token not in the vocabulary,
+  // or when a byte has no token.
+  ByteLevelBpe(Vocabulary vocabulary, std::vector<Merge> merges, ByteLevelBpeOptions options = {});
+  ~ByteLevelBpe() override;
+
+  void tokenize(std::string_view word, std::vector<ModelToken>& out) const override;
+  const Vocabulary& vocabulary() const override { return vocabulary_; }
+  const std::vector<Merge>& merges() const { return merges_; }
+  const ByteLevelBpeOptions& options() const { return options_; }
+
+ private:
+  struct MergeResult {
+    uint32_t rank;
+    uint32_t id;
+  };
+  void merge_word(std::string_view word, std::vector<ModelToken>& out) const;
+  const MergeResult* find_merge(uint32_t left, uint32_t right) const;
+
+  Vocabulary vocabulary_;
+  std::vector<Merge> merges_;
+  ByteLevelBpeOptions options_;
+  uint32_t byte_ids_[256];
+  std::unordered_map<uint64_t, MergeResult> merge_table_;  // (left id << 32 | right id) -> result
+
+  mutable std::shared_mutex cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<ModelToken>> cache_;
+};
+
+}  // namespace attnkit::text

@@ -1,0 +1,24 @@
+#pragma once
+// Decoders: turn tokens back into text.
+//   WordPieceDecoder: join with spaces, glue "##" pieces to their left neighbour, and (cleanup)
+//                     remove the spaces BERT's tokenization put before punctuation and contractions.
+//   ByteLevelDecoder: concatenate and map the byte-level characters back to the original bytes,
+//                     so decode(encode(x)) == x for any byte string.
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace attnkit::text {
+
+struct WordPieceDecoder {
+  std::string prefix = "##";
+  bool cleanup = true;
+};
+
+struct ByteLevelDecoder {};
+
+using Decoder = std::variant<WordPieceDecoder, ByteLevelDecoder>;
+
+std::string decode_tokens(const Decoder& decoder, const std::vector<std::string>& tokens);
+
+}  // namespace attnkit::text

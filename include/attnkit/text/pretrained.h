@@ -1,0 +1,41 @@
+#pragma once
+// Building tokenizers from vocabularies, and loading/saving them by path.
+//   load_tokenizer(PATH): PATH is a tokenizer.json, a vocab.txt (WordPiece), a vocab.json or
+//   encoder.json (byte-level BPE; merges.txt / vocab.bpe next to it), or a directory holding one
+//   of these (tried in that order: tokenizer.json, vocab.json+merges.txt, encoder.json+vocab.bpe,
+//   vocab.txt).
+#include <string>
+#include <vector>
+
+#include "attnkit/text/byte_level_bpe.h"
+#include "attnkit/text/tokenizer.h"
+
+namespace attnkit::text {
+
+struct BertTokenizerOptions {
+  bool lowercase = true;  // uncased models; strip accents follows it
+  std::string unk_token = "[UNK]";
+  std::string cls_token = "[CLS]";
+  std::string sep_token = "[SEP]";
+  std::string pad_token = "[PAD]";
+  std::string mask_token = "[MASK]";
+};
+
+// BERT's pipeline around a WordPiece vocabulary: BertNormalizer, BertPreTokenizer, [CLS]/[SEP]
+// template (when both are in the vocabulary), the special tokens above as never-split tokens.
+Tokenizer make_bert_tokenizer(const Vocabulary& vocabulary, const BertTokenizerOptions& options = {});
+
+// GPT-2's pipeline around a byte-level BPE vocabulary: ByteLevel pre-tokenizer without prefix
+// space, no added ids, offsets not trimmed, "<|endoftext|>" never split when present.
+Tokenizer make_gpt2_tokenizer(const Vocabulary& vocabulary, std::vector<Merge> merges);
+
+struct LoadOptions {
+  BertTokenizerOptions bert;  // for a bare vocab.txt
+};
+
+Tokenizer load_tokenizer(const std::string& path, const LoadOptions& options = {});
+
+// Writes DIR/tokenizer.json and the classic files (vocab.txt, or vocab.json + merges.txt).
+void save_tokenizer(const Tokenizer& tokenizer, const std::string& directory);
+
+}  // namespace attnkit::text

@@ -1,0 +1,70 @@
+#pragma once
+// Tokenizer: the full pipeline of a Hugging Face-style tokenizer.
+//   text -> added tokens split out -> normaliser -> pre-tokenizer -> model -> post-processor
+//        -> truncation -> padding                                  (encode, encode_pair, encode_batch)
+//   ids  -> tokens -> decoder                                       (decode)
+// A Tokenizer is immutable while encoding and safe to share between threads.
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnkit/text/added_vocabulary.h"
+#include "attnkit/text/decoder.h"
+#include "attnkit/text/encoding.h"
+#include "attnkit/text/model.h"
+#include "attnkit/text/normalizer.h"
+#include "attnkit/text/post_processor.h"
+#include "attnkit/text/pre_tokenizer.h"
+
+namespace attnkit::text {
+
+struct TokenizerParts {
+  std::shared_ptr<const Model> model;  // WordPiece or ByteLevelBpe
+  std::optional<BertNormalizer> normalizer;
+  PreTokenizer pre_tokenizer;
+  PostProcessor post_processor;
+  Decoder decoder;
+  AddedVocabulary added_tokens;
+  std::optional<TruncationOptions> truncation;
+  std::optional<PaddingOptions> padding;
+};
+
+// One input of a batch: a text, or a pair when `second` is set.
+struct EncodeInput {
+  std::string first;
+  std::optional<std::string> second;
+};
+
+class Tokenizer {
+ public:
+  // Throws attnkit::Error when the parts do not fit together (no model, byte-level BPE without
+  // the byte-level pre-tokenizer, a template naming unknown tokens).
+  explicit Tokenizer(TokenizerParts parts);
+
+  Encoding encode(std::string_view text, bool add_special_tokens = true) const;
+  Encoding encode_pair(std::string_view first, std::string_view second, bool add_special_tokens = true) const;
+  // Encodes every input on `threads` threads (0: all cores); padding to the longest applies here.
+  std::vector<Encoding> encode_batch(const std::vector<EncodeInput>& inputs, int threads = 0,
+                                     bool add_special_tokens = true) const;
+  // Text of `ids` (raw bytes for byte-level models). Throws attnkit::Error for an unknown id.
+  std::string decode(const std::vector<uint32_t>& ids, bool skip_special_tokens = true) const;
+
+  std::optional<uint32_t> token_to_id(std::string_view token) const;
+  const std::string* id_to_token(uint32_t id) const;
+  size_t vocab_size() const;  // model vocabulary plus added tokens outside it
+
+  void set_truncation(std::optional<TruncationOptions> truncation);
+  void set_padding(std::optional<PaddingOptions> padding);
+  const TokenizerParts& parts() const { return parts_; }
+
+ private:
+  Encoding encode_text(std::string_view text, int32_t sequence_id) const;
+  Encoding finish(Encoding first, Encoding* second, bool add_special_tokens) const;
+
+  TokenizerParts parts_;
+  bool byte_level_ = false;
+};
+
+}  // namespace attnkit::text

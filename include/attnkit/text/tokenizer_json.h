@@ -1,0 +1,20 @@
+#pragma once
+// Hugging Face tokenizer.json: read and write.
+// Supported: models WordPiece and BPE (byte-level); normalizer BertNormalizer or none;
+// pre_tokenizer BertPreTokenizer or ByteLevel; post_processor BertProcessing, TemplateProcessing,
+// ByteLevel or none; decoder WordPiece or ByteLevel; added_tokens; truncation; padding.
+// Anything else is rejected with an attnkit::Error that names the file and the unsupported part.
+#include <string>
+
+#include "attnkit/text/tokenizer.h"
+
+namespace attnkit::text {
+
+// `source` names the origin in error messages (a path, or "<string>").
+Tokenizer tokenizer_from_json_string(const std::string& json, const std::string& source = "<string>");
+std::string tokenizer_to_json_string(const Tokenizer& tokenizer, bool pretty = true);
+
+Tokenizer read_tokenizer_json(const std::string& path);
+void write_tokenizer_json(const Tokenizer& tokenizer, const std::string& path, bool pretty = true);
+
+}  // namespace attnkit::text

@@ -1,0 +1,61 @@
+#include "attnkit/text/decoder.h"
+
+#include "attnkit/text/byte_level.h"
+
+namespace attnkit::text {
+namespace {
+
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  size_t pos = 0;
+  while ((pos = text.find(from, pos)) != std::string::npos) {
+    text.replace(pos, from.size(), to);
+    pos += to.size();
+  }
+}
+
+// The clean-up of the reference WordPiece decoder, applied to each token with its leading space.
+void clean_up_tokenization(std::string& text) {
+  static const std::pair<const char*, const char*> kRules[] = {
+      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
+      {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
+  };
+  for (const auto& [from, to] : kRules) replace_all(text, from, to);
+}
+
+std::string decode_wordpiece(const WordPieceDecoder& decoder, const std::vector<std::string>& tokens) {
+  std::string out;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string piece = tokens[i];
+    if (i > 0) {
+      if (piece.compare(0, decoder.prefix.size(), decoder.prefix) == 0) {
+        piece.erase(0, decoder.prefix.size());
+      } else {
+        piece.insert(0, " ");
+      }
+    }
+    if (decoder.cleanup) clean_up_tokenization(piece);
+    out += piece;
+  }
+  return out;
+}
+
+std::string decode_byte_level(const std::vector<std::string>& tokens) {
+  std::string out;
+  for (const auto& token : tokens) {
+    if (auto bytes = byte_level::token_to_bytes(token)) {
+      out += *bytes;
+    } else {
+      out += token;  // an added token outside the byte alphabet is kept as written
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string decode_tokens(const Decoder& decoder, const std::vector<std::string>& tokens) {
+  if (const auto* wordpiece = std::get_if<WordPieceDecoder>(&decoder)) return decode_wordpiece(*wordpiece, tokens);
+  return decode_byte_level(tokens);
+}
+
+}  // namespace attnkit::text

@@ -1,0 +1,112 @@
+#include "attnkit/text/pretrained.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "attnkit/error.h"
+#include "attnkit/text/tokenizer_json.h"
+#include "attnkit/text/vocab_files.h"
+#include "attnkit/text/wordpiece.h"
+
+namespace attnkit::text {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kEndOfText = "<|endoftext|>";
+
+Tokenizer load_bpe(const fs::path& vocab, const fs::path& merges) {
+  if (!fs::exists(merges)) {
+    throw Error(fmt::format("{}: the merges file {} is missing next to it", vocab.string(), merges.filename().string()));
+  }
+  Vocabulary vocabulary = read_vocab_json(vocab.string());
+  std::vector<Merge> merge_list = read_merges_txt(merges.string(), vocabulary);
+  try {
+    return make_gpt2_tokenizer(vocabulary, std::move(merge_list));
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", vocab.string(), e.what()));
+  }
+}
+
+Tokenizer load_vocab_txt(const fs::path& path, const LoadOptions& options) {
+  Vocabulary vocabulary = read_vocab_txt(path.string());
+  try {
+    return make_bert_tokenizer(vocabulary, options.bert);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path.string(), e.what()));
+  }
+}
+
+}  // namespace
+
+Tokenizer make_bert_tokenizer(const Vocabulary& vocabulary, const BertTokenizerOptions& options) {
+  TokenizerParts parts;
+  WordPieceOptions wordpiece;
+  wordpiece.unk_token = options.unk_token;
+  parts.model = std::make_shared<WordPiece>(vocabulary, wordpiece);
+  parts.normalizer = BertNormalizer{true, true, std::nullopt, options.lowercase};
+  parts.pre_tokenizer = BertPreTokenizer{};
+  parts.decoder = WordPieceDecoder{};
+  std::vector<AddedToken> added;
+  for (const std::string* special : {&options.pad_token, &options.unk_token, &options.cls_token, &options.sep_token, &options.mask_token}) {
+    if (auto id = vocabulary.find(*special)) added.push_back({*special, *id, true, false, false, false, false});
+  }
+  std::sort(added.begin(), added.end(), [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
+  parts.added_tokens = AddedVocabulary(std::move(added));
+  auto cls = vocabulary.find(options.cls_token);
+  auto sep = vocabulary.find(options.sep_token);
+  if (cls && sep) parts.post_processor = PostProcessor::bert(options.cls_token, *cls, options.sep_token, *sep);
+  return Tokenizer(std::move(parts));
+}
+
+Tokenizer make_gpt2_tokenizer(const Vocabulary& vocabulary, std::vector<Merge> merges) {
+  TokenizerParts parts;
+  parts.model = std::make_shared<ByteLevelBpe>(vocabulary, std::move(merges));
+  parts.pre_tokenizer = ByteLevelPreTokenizer{false, true, true};
+  parts.post_processor = PostProcessor::byte_level(false, true);
+  parts.decoder = ByteLevelDecoder{};
+  if (auto id = vocabulary.find(kEndOfText)) {
+    parts.added_tokens = AddedVocabulary({{kEndOfText, *id, true, false, false, false, true}});
+  }
+  return Tokenizer(std::move(parts));
+}
+
+Tokenizer load_tokenizer(const std::string& path_text, const LoadOptions& options) {
+  const fs::path path(path_text);
+  std::error_code error;
+  if (fs::is_directory(path, error)) {
+    if (fs::exists(path / "tokenizer.json")) return read_tokenizer_json((path / "tokenizer.json").string());
+    if (fs::exists(path / "vocab.json")) return load_bpe(path / "vocab.json", path / "merges.txt");
+    if (fs::exists(path / "encoder.json")) return load_bpe(path / "encoder.json", path / "vocab.bpe");
+    if (fs::exists(path / "vocab.txt")) return load_vocab_txt(path / "vocab.txt", options);
+    throw Error(fmt::format("{}: no tokenizer.json, vocab.json + merges.txt, encoder.json + vocab.bpe or vocab.txt in this directory",
+                            path_text));
+  }
+  if (!fs::exists(path, error)) throw Error(fmt::format("{}: no such file or directory", path_text));
+  const std::string name = path.filename().string();
+  const std::string extension = path.extension().string();
+  if (name == "encoder.json") return load_bpe(path, path.parent_path() / "vocab.bpe");
+  if (name == "vocab.json") return load_bpe(path, path.parent_path() / "merges.txt");
+  if (extension == ".json") return read_tokenizer_json(path.string());
+  if (extension == ".txt") return load_vocab_txt(path, options);
+  throw Error(fmt::format("{}: unknown tokenizer file; expected tokenizer.json, vocab.txt, vocab.json or encoder.json", path_text));
+}
+
+void save_tokenizer(const Tokenizer& tokenizer, const std::string& directory) {
+  const fs::path dir(directory);
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) throw Error(fmt::format("{}: cannot create directory ({})", directory, error.message()));
+  write_tokenizer_json(tokenizer, (dir / "tokenizer.json").string());
+  const Model& model = *tokenizer.parts().model;
+  if (const auto* bpe = dynamic_cast<const ByteLevelBpe*>(&model)) {
+    write_vocab_json(bpe->vocabulary(), (dir / "vocab.json").string());
+    write_merges_txt(bpe->merges(), (dir / "merges.txt").string());
+  } else {
+    write_vocab_txt(model.vocabulary(), (dir / "vocab.txt").string());
+  }
+}
+
+}  // namespace attnkit::text

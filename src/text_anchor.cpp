@@ -1,1 +1,0 @@
-// Keeps the attnkit_text object library non-empty on every checkout; holds no code.

@@ -1,0 +1,94 @@
+// Byte-level BPE: the byte <-> unicode map, GPT-2's pre-tokenisation rule on hand-worked cases,
+// merge order, and the round trip decode(encode(x)) == x for any byte string.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "attnkit/text/byte_level.h"
+#include "attnkit/text/pre_tokenizer.h"
+#include "attnkit/text/pretrained.h"
+#include "attnkit/text/unicode.h"
+
+namespace attnkit::text {
+namespace {
+
+using Words = std::vector<std::string>;
+
+TEST(ByteLevelMap, IsABijectionOntoPrintableCharacters) {
+  std::set<char32_t> seen;
+  for (int byte = 0; byte < 256; ++byte) {
+    char32_t c = byte_level::byte_to_char(static_cast<uint8_t>(byte));
+    EXPECT_TRUE(seen.insert(c).second) << byte;
+    EXPECT_FALSE(unicode::is_whitespace(c) || unicode::is_other(c)) << byte;
+    EXPECT_EQ(byte_level::char_to_byte(c), static_cast<uint8_t>(byte));
+  }
+  EXPECT_EQ(byte_level::bytes_to_token(" hi\n"), "Ġhi\xC4\x8A");  // space -> U+0120, newline -> U+010A
+  EXPECT_EQ(byte_level::byte_to_char('A'), U'A');
+  EXPECT_FALSE(byte_level::char_to_byte(U'€'));
+}
+
+Words gpt2_pieces(const std::string& text) {
+  std::u32string chars = unicode::decode_utf8(text, unicode::InvalidUtf8::kKeepBytes);
+  Words out;
+  for (auto [begin, end] : split_gpt2(chars)) out.push_back(unicode::encode_utf8(chars.substr(begin, end - begin)));
+  return out;
+}
+
+TEST(Gpt2PreTokenizer, HandWorkedCases) {
+  EXPECT_EQ(gpt2_pieces("Hello world"), (Words{"Hello", " world"}));
+  EXPECT_EQ(gpt2_pieces("I'm here, you've 42 cats!!"), (Words{"I", "'m", " here", ",", " you", "'ve", " 42", " cats", "!!"}));
+  // The last space of a run goes to the next word; a trailing run stays whole.
+  EXPECT_EQ(gpt2_pieces("a   b  "), (Words{"a", "  ", " b", "  "}));
+  EXPECT_EQ(gpt2_pieces("x\t\ty"), (Words{"x", "\t", "\t", "y"}));
+  // Only U+0020 may lead a word; contractions are lower-case only.
+  EXPECT_EQ(gpt2_pieces("a\xC2\xA0" "b 'S 's"), (Words{"a", "\xC2\xA0", "b", " '", "S", " '", "s"}));
+  EXPECT_EQ(gpt2_pieces("abc123def"), (Words{"abc", "123", "def"}));
+  EXPECT_EQ(gpt2_pieces("中文 😀😀x"), (Words{"中文", " 😀😀", "x"}));
+  // An invalid byte is a symbol of its own class ("other"), like punctuation.
+  EXPECT_EQ(gpt2_pieces("a\xFF!b"), (Words{"a", "\xFF!", "b"}));
+}
+
+Tokenizer tiny_bpe() {
+  std::vector<std::string> tokens;
+  for (int byte = 0; byte < 256; ++byte) tokens.push_back(byte_level::bytes_to_token(std::string(1, static_cast<char>(byte))));
+  for (const char* merged : {"bc", "ab", "abc", "Ġa"}) tokens.push_back(merged);
+  std::vector<Merge> merges = {{"b", "c"}, {"a", "b"}, {"a", "bc"}, {"Ġ", "a"}};
+  return make_gpt2_tokenizer(Vocabulary::from_tokens(tokens), merges);
+}
+
+TEST(ByteLevelBpe, MergesLowestRankFirst) {
+  Tokenizer tokenizer = tiny_bpe();
+  // "b c" (rank 0) beats "a b" (rank 1), then "a bc" (rank 2) joins the rest.
+  EXPECT_EQ(tokenizer.encode("abc").tokens, (Words{"abc"}));
+  EXPECT_EQ(tokenizer.encode("abab").tokens, (Words{"ab", "ab"}));
+  // "a b" (rank 1) is applied before "Ġ a" (rank 3), which then no longer applies.
+  EXPECT_EQ(tokenizer.encode(" abd").tokens, (Words{"Ġ", "ab", "d"}));
+  EXPECT_EQ(tokenizer.encode(" ad").tokens, (Words{"Ġa", "d"}));
+}
+
+TEST(ByteLevelBpe, RoundTripsArbitraryBytes) {
+  Tokenizer tokenizer = tiny_bpe();
+  std::mt19937 random(1234);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_int_distribution<int> length(0, 40);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string text;
+    for (int i = length(random); i > 0; --i) text.push_back(static_cast<char>(byte(random)));
+    EXPECT_EQ(tokenizer.decode(tokenizer.encode(text).ids, false), text);
+  }
+  for (const std::string text : {"\xC3\x28", "\xE2\x82", "\xF0\x9F\x98", "\xED\xA0\x80", "abc\x80\xBF", "\xC0\xAF", "\xFF\xFE"}) {
+    EXPECT_EQ(tokenizer.decode(tokenizer.encode(text).ids, false), text);
+  }
+}
+
+TEST(ByteLevelBpe, OffsetsCoverWholeCharactersOfSplitBytes) {
+  Tokenizer tokenizer = tiny_bpe();
+  Encoding encoding = tokenizer.encode("a😀");
+  // The emoji's four bytes are four tokens; each points at character 1.
+  using Span = std::pair<uint32_t, uint32_t>;
+  EXPECT_EQ(encoding.offsets, (std::vector<Span>{{0, 1}, {1, 2}, {1, 2}, {1, 2}, {1, 2}}));
+}
+
+}  // namespace
+}  // namespace attnkit::text
