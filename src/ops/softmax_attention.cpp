@@ -2,6 +2,7 @@
 
 #include "attnkit/ops/masks.h"
 #include "checks.h"
+#include "flash_attention.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -71,11 +72,15 @@ at::Tensor attention_from_logits(const at::Tensor& logits, const at::Tensor& v,
 
 namespace {
 
-at::Tensor scaled_logits(const char* op, const at::Tensor& q, const at::Tensor& k,
-                         c10::optional<double> scale) {
+double resolve_scale(const char* op, const at::Tensor& q, c10::optional<double> scale) {
   const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   if (!std::isfinite(s)) detail::fail(op, fmt::format("scale must be finite, got {}", s));
-  return at::matmul(q, k.transpose(-2, -1)) * s;
+  return s;
+}
+
+at::Tensor scaled_logits(const char* op, const at::Tensor& q, const at::Tensor& k,
+                         c10::optional<double> scale) {
+  return at::matmul(q, k.transpose(-2, -1)) * resolve_scale(op, q, scale);
 }
 
 void check_inputs(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -92,6 +97,8 @@ at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at:
                              c10::optional<double> scale) {
   constexpr const char* op = "softmax_attention";
   check_inputs(op, q, k, v, mask);
+  if (detail::flash_attention_supports(q, mask))
+    return detail::flash_attention(q, k, v, mask, causal, resolve_scale(op, q, scale));
   auto weights = masked_softmax_unchecked(scaled_logits(op, q, k, scale), mask, causal);
   return at::matmul(weights, v);
 }

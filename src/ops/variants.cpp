@@ -91,6 +91,13 @@ VariantCase make_variant_case(const std::string& kind, const VariantShape& shape
     };
     return c;
   }
+  if (kind == "softmax") {
+    c.op = [=](const Inputs& x) { return softmax_attention(x[0], x[1], x[2], mask, causal); };
+    c.reference = [=](const Inputs& x) {
+      return reference::softmax_attention(x[0], x[1], x[2], mask, causal);
+    };
+    return c;
+  }
   if (kind == "cosformer") {
     c.op = [=](const Inputs& x) { return cosformer_attention(x[0], x[1], x[2], causal, kp); };
     c.reference = [=](const Inputs& x) {
@@ -113,12 +120,7 @@ VariantCase make_variant_case(const std::string& kind, const VariantShape& shape
   // The rest are "logits, then masked softmax, then · v": pick the logit producer.
   const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
   LogitPair logits;
-  if (kind == "softmax") {
-    logits.op = [=](const Inputs& x) { return at::matmul(x[0], x[1].transpose(-2, -1)) * scale; };
-    logits.reference = [=](const Inputs& x) {
-      return at::matmul(f64(x[0]), f64(x[1]).transpose(-2, -1)) * scale;
-    };
-  } else if (kind == "synthesizer-dense") {
+  if (kind == "synthesizer-dense") {
     const int64_t hidden = std::max<int64_t>(dk, 4);
     c.inputs.push_back(randn({H, dk, hidden}, 1.0 / std::sqrt(double(dk))));
     c.inputs.push_back(randn({H, hidden}, 0.1));

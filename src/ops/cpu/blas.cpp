@@ -1,0 +1,67 @@
+#include "blas.h"
+
+#include <dlfcn.h>
+
+extern "C" {
+void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+            const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+            const float* beta, float* c, const int* ldc);
+void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+            const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
+            const double* beta, double* c, const int* ldc);
+}
+
+namespace attnkit::ops::cpu {
+
+namespace {
+
+// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands, keep the flags.
+template <typename T, typename Fn>
+void gemm_row_major(Fn fortran_gemm, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                    T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
+                    int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  const char ta = trans_b ? 'T' : 'N', tb = trans_a ? 'T' : 'N';
+  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
+  const int la = static_cast<int>(ldb), lb = static_cast<int>(lda), lc = static_cast<int>(ldc);
+  fortran_gemm(&ta, &tb, &m, &n, &k, &alpha, B, &la, A, &lb, &beta, C, &lc);
+}
+
+using SetThreads = void (*)(int);
+using GetThreads = int (*)();
+
+SetThreads openblas_set() {
+  static auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  return fn;
+}
+GetThreads openblas_get() {
+  static auto fn = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return fn;
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+          int64_t ldc) {
+  gemm_row_major(sgemm_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+          const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
+          int64_t ldc) {
+  gemm_row_major(dgemm_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+SingleThreadedBlas::SingleThreadedBlas() {
+  if (openblas_set() && openblas_get()) {
+    previous_ = openblas_get()();
+    openblas_set()(1);
+  }
+}
+
+SingleThreadedBlas::~SingleThreadedBlas() {
+  if (previous_ > 0) openblas_set()(previous_);
+}
+
+}  // namespace attnkit::ops::cpu

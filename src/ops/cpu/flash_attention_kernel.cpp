@@ -1,0 +1,253 @@
+#include "flash_attention_kernel.h"
+
+#include "blas.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace attnkit::ops::cpu {
+
+namespace {
+
+// exp for float in a form GCC vectorises: 2^n · e^y with |y| <= ln2/2 and a degree-7 Taylor
+// polynomial (relative error ~1e-7). Inputs are clamped to [-87, 88]; callers map masked (-inf)
+// scores to exactly 0 themselves.
+inline float exp_vectorizable(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+  const float y = x - n * 0.693147180559945309f;
+  float p = 1.0f / 5040.0f;
+  p = p * y + 1.0f / 720.0f;
+  p = p * y + 1.0f / 120.0f;
+  p = p * y + 1.0f / 24.0f;
+  p = p * y + 1.0f / 6.0f;
+  p = p * y + 0.5f;
+  p = p * y + 1.0f;
+  p = p * y + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+inline double exp_vectorizable(double x) { return std::exp(x); }
+
+
+// One score row folded into the running softmax: s (masked entries -inf) becomes the
+// unnormalised probabilities exp(s − m_new); o (dv values) and l are rescaled to the new max.
+template <typename T>
+inline void online_softmax_row_impl(T* __restrict s, int64_t n, T& m, T& l, T* __restrict o,
+                                    int64_t dv) {
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  T row_max = neg_inf;
+  for (int64_t c = 0; c < n; ++c) row_max = std::max(row_max, s[c]);
+  const T m_new = std::max(m, row_max);
+  if (m_new == neg_inf) {  // nothing visible yet
+    std::fill(s, s + n, T(0));
+    return;
+  }
+  const T alpha = m == neg_inf ? T(0) : exp_vectorizable(m - m_new);
+  T sum = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    const T p = s[c] == neg_inf ? T(0) : exp_vectorizable(s[c] - m_new);
+    s[c] = p;
+    sum += p;
+  }
+  for (int64_t c = 0; c < dv; ++c) o[c] *= alpha;
+  l = l * alpha + sum;
+  m = m_new;
+}
+
+// s (masked -inf) -> exp(s − lse); all zero when lse = -inf (row without visible keys).
+template <typename T>
+inline void probabilities_row_impl(T* __restrict s, int64_t n, T lse) {
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  if (lse == neg_inf) {
+    std::fill(s, s + n, T(0));
+    return;
+  }
+  for (int64_t c = 0; c < n; ++c) s[c] = s[c] == neg_inf ? T(0) : exp_vectorizable(s[c] - lse);
+}
+
+// dp -> p ∘ (dp − D): the softmax backward for one row.
+template <typename T>
+inline void softmax_grad_row_impl(T* __restrict dp, const T* __restrict p, int64_t n, T D) {
+  for (int64_t c = 0; c < n; ++c) dp[c] = p[c] * (dp[c] - D);
+}
+
+#define ATTNKIT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+ATTNKIT_CLONES void online_softmax_row(float* s, int64_t n, float& m, float& l, float* o, int64_t dv) {
+  online_softmax_row_impl(s, n, m, l, o, dv);
+}
+ATTNKIT_CLONES void online_softmax_row(double* s, int64_t n, double& m, double& l, double* o, int64_t dv) {
+  online_softmax_row_impl(s, n, m, l, o, dv);
+}
+ATTNKIT_CLONES void probabilities_row(float* s, int64_t n, float lse) { probabilities_row_impl(s, n, lse); }
+ATTNKIT_CLONES void probabilities_row(double* s, int64_t n, double lse) { probabilities_row_impl(s, n, lse); }
+ATTNKIT_CLONES void softmax_grad_row(float* dp, const float* p, int64_t n, float D) {
+  softmax_grad_row_impl(dp, p, n, D);
+}
+ATTNKIT_CLONES void softmax_grad_row(double* dp, const double* p, int64_t n, double D) {
+  softmax_grad_row_impl(dp, p, n, D);
+}
+
+#undef ATTNKIT_CLONES
+
+// Last key index (exclusive) visible to query row i under causality.
+inline int64_t causal_key_end(const FlashProblem& p, int64_t i) {
+  return std::clamp<int64_t>(i + 1 + p.S - p.L, 0, p.S);
+}
+
+// Scores of query rows [q0, q0+br) against keys [j0, j0+bc) for head (b, h), masks applied as
+// -inf (bool/causal) or added (additive). s is [br × bc].
+template <typename T>
+void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q, const T* k, int64_t q0,
+                int64_t br, int64_t j0, int64_t bc, T* s) {
+  gemm(false, true, br, bc, p.dk, static_cast<T>(p.scale), q + q0 * p.dk, p.dk, k + j0 * p.dk,
+       p.dk, T(0), s, bc);
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  const auto& mk = p.mask;
+  const bool has_mask = mk.bool_data || mk.additive_data;
+  for (int64_t r = 0; r < br; ++r) {
+    T* row = s + r * bc;
+    if (has_mask) {
+      const int64_t base = b * mk.stride_b + h * mk.stride_h + (q0 + r) * mk.stride_l;
+      if (mk.bool_data) {
+        for (int64_t c = 0; c < bc; ++c)
+          if (!mk.bool_data[base + (j0 + c) * mk.stride_s]) row[c] = neg_inf;
+      } else {
+        const T* add = static_cast<const T*>(mk.additive_data);
+        for (int64_t c = 0; c < bc; ++c) row[c] += add[base + (j0 + c) * mk.stride_s];
+      }
+    }
+    if (p.causal) {
+      const int64_t visible = causal_key_end(p, q0 + r) - j0;
+      if (visible < bc) std::fill(row + std::max<int64_t>(visible, 0), row + bc, neg_inf);
+    }
+  }
+}
+
+template <typename T>
+void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* out, T* lse,
+                  const ParallelFor& parallel_for) {
+  const int64_t q_tiles = (p.L + kFlashQueryTile - 1) / kFlashQueryTile;
+  SingleThreadedBlas single_threaded_blas;
+  parallel_for(p.B * p.H * q_tiles, [&](int64_t begin, int64_t end) {
+    std::vector<T> s(kFlashQueryTile * kFlashKeyTile), acc(kFlashQueryTile * p.dv);
+    std::vector<T> m(kFlashQueryTile), l(kFlashQueryTile);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t bh = task / q_tiles, b = bh / p.H, h = bh % p.H;
+      const int64_t q0 = (task % q_tiles) * kFlashQueryTile;
+      const int64_t br = std::min(kFlashQueryTile, p.L - q0);
+      const T* qh = q + bh * p.L * p.dk;
+      const T* kh = k + bh * p.S * p.dk;
+      const T* vh = v + bh * p.S * p.dv;
+      std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+      std::fill(l.begin(), l.end(), T(0));
+      std::fill(acc.begin(), acc.end(), T(0));
+      const int64_t key_end = p.causal ? causal_key_end(p, q0 + br - 1) : p.S;
+      for (int64_t j0 = 0; j0 < key_end; j0 += kFlashKeyTile) {
+        const int64_t bc = std::min(kFlashKeyTile, key_end - j0);
+        score_tile(p, b, h, qh, kh, q0, br, j0, bc, s.data());
+        for (int64_t r = 0; r < br; ++r)
+          online_softmax_row(s.data() + r * bc, bc, m[r], l[r], acc.data() + r * p.dv, p.dv);
+        gemm(false, false, br, p.dv, bc, T(1), s.data(), bc, vh + j0 * p.dv, p.dv, T(1),
+             acc.data(), p.dv);
+      }
+      T* oh = out + (bh * p.L + q0) * p.dv;
+      T* lh = lse + bh * p.L + q0;
+      for (int64_t r = 0; r < br; ++r) {
+        const T inv = l[r] > 0 ? T(1) / l[r] : T(0);
+        for (int64_t c = 0; c < p.dv; ++c) oh[r * p.dv + c] = acc[r * p.dv + c] * inv;
+        lh[r] = l[r] > 0 ? m[r] + std::log(l[r]) : -std::numeric_limits<T>::infinity();
+      }
+    }
+  });
+}
+
+template <typename T>
+void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, const T* out,
+                   const T* lse, const T* dout, T* dq, T* dk, T* dv,
+                   const ParallelFor& parallel_for) {
+  SingleThreadedBlas single_threaded_blas;
+  const T scale = static_cast<T>(p.scale);
+  // One (batch, head) per task: dq accumulates over key tiles and dk, dv over query tiles, so
+  // a head is never split between threads.
+  parallel_for(p.B * p.H, [&](int64_t begin, int64_t end) {
+    std::vector<T> s(kFlashQueryTile * kFlashKeyTile), dp(kFlashQueryTile * kFlashKeyTile);
+    std::vector<T> D(p.L);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / p.H, h = bh % p.H;
+      const T* qh = q + bh * p.L * p.dk;
+      const T* kh = k + bh * p.S * p.dk;
+      const T* vh = v + bh * p.S * p.dv;
+      const T* oh = out + bh * p.L * p.dv;
+      const T* doh = dout + bh * p.L * p.dv;
+      const T* lh = lse + bh * p.L;
+      T* dqh = dq + bh * p.L * p.dk;
+      T* dkh = dk + bh * p.S * p.dk;
+      T* dvh = dv + bh * p.S * p.dv;
+      std::fill(dqh, dqh + p.L * p.dk, T(0));
+      std::fill(dkh, dkh + p.S * p.dk, T(0));
+      std::fill(dvh, dvh + p.S * p.dv, T(0));
+      for (int64_t i = 0; i < p.L; ++i) {
+        T acc = 0;
+        for (int64_t c = 0; c < p.dv; ++c) acc += doh[i * p.dv + c] * oh[i * p.dv + c];
+        D[i] = acc;
+      }
+      for (int64_t j0 = 0; j0 < p.S; j0 += kFlashKeyTile) {
+        const int64_t bc = std::min(kFlashKeyTile, p.S - j0);
+        // Causal: the first query that sees key j0 is j0 − (S − L).
+        const int64_t first_query = p.causal ? std::max<int64_t>(0, j0 - (p.S - p.L)) : 0;
+        for (int64_t q0 = (first_query / kFlashQueryTile) * kFlashQueryTile; q0 < p.L;
+             q0 += kFlashQueryTile) {
+          const int64_t br = std::min(kFlashQueryTile, p.L - q0);
+          score_tile(p, b, h, qh, kh, q0, br, j0, bc, s.data());
+          for (int64_t r = 0; r < br; ++r) probabilities_row(s.data() + r * bc, bc, lh[q0 + r]);
+          // dV_j += Pᵀ dO_i
+          gemm(true, false, bc, p.dv, br, T(1), s.data(), bc, doh + q0 * p.dv, p.dv, T(1),
+               dvh + j0 * p.dv, p.dv);
+          // dP = dO_i V_jᵀ, then dS = P ∘ (dP − D)
+          gemm(false, true, br, bc, p.dv, T(1), doh + q0 * p.dv, p.dv, vh + j0 * p.dv, p.dv, T(0),
+               dp.data(), bc);
+          for (int64_t r = 0; r < br; ++r)
+            softmax_grad_row(dp.data() + r * bc, s.data() + r * bc, bc, D[q0 + r]);
+          // dQ_i += scale · dS K_j;  dK_j += scale · dSᵀ Q_i
+          gemm(false, false, br, p.dk, bc, scale, dp.data(), bc, kh + j0 * p.dk, p.dk, T(1),
+               dqh + q0 * p.dk, p.dk);
+          gemm(true, false, bc, p.dk, br, scale, dp.data(), bc, qh + q0 * p.dk, p.dk, T(1),
+               dkh + j0 * p.dk, p.dk);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void flash_attention_forward(const FlashProblem& p, const float* q, const float* k, const float* v,
+                             float* out, float* lse, const ParallelFor& parallel_for) {
+  forward_impl(p, q, k, v, out, lse, parallel_for);
+}
+void flash_attention_forward(const FlashProblem& p, const double* q, const double* k,
+                             const double* v, double* out, double* lse,
+                             const ParallelFor& parallel_for) {
+  forward_impl(p, q, k, v, out, lse, parallel_for);
+}
+void flash_attention_backward(const FlashProblem& p, const float* q, const float* k,
+                              const float* v, const float* out, const float* lse,
+                              const float* dout, float* dq, float* dk, float* dv,
+                              const ParallelFor& parallel_for) {
+  backward_impl(p, q, k, v, out, lse, dout, dq, dk, dv, parallel_for);
+}
+void flash_attention_backward(const FlashProblem& p, const double* q, const double* k,
+                              const double* v, const double* out, const double* lse,
+                              const double* dout, double* dq, double* dk, double* dv,
+                              const ParallelFor& parallel_for) {
+  backward_impl(p, q, k, v, out, lse, dout, dq, dk, dv, parallel_for);
+}
+
+}  // namespace attnkit::ops::cpu

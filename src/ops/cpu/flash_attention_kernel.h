@@ -1,0 +1,50 @@
+#pragma once
+// Flash-style softmax attention on the CPU: query tiles × key tiles with an online softmax, so the
+// [L, S] score matrix never exists; the backward recomputes score tiles from the saved row
+// log-sum-exp. Tile products go to BLAS (single-threaded inside our parallel loop); the
+// elementwise softmax work is vectorised with runtime ISA dispatch. No LibTorch here.
+#include <cstdint>
+#include <functional>
+
+namespace attnkit::ops::cpu {
+
+constexpr int64_t kFlashQueryTile = 128;
+constexpr int64_t kFlashKeyTile = 256;
+
+// An optional mask over [B, H, L, S] given by element strides (0 = broadcast). Either bool
+// (true = attend) or additive in the attention dtype.
+struct FlashMask {
+  const bool* bool_data = nullptr;
+  const void* additive_data = nullptr;
+  int64_t stride_b = 0, stride_h = 0, stride_l = 0, stride_s = 0;
+};
+
+struct FlashProblem {
+  int64_t B = 0, H = 0, L = 0, S = 0, dk = 0, dv = 0;
+  double scale = 1.0;
+  bool causal = false;  // bottom-right aligned: query i sees keys j <= i + S − L
+  FlashMask mask;
+};
+
+// Runs body(begin, end) over [0, n) in parallel (the caller supplies at::parallel_for).
+using ParallelFor = std::function<void(int64_t n, const std::function<void(int64_t, int64_t)>& body)>;
+
+// q [B,H,L,dk], k [B,H,S,dk], v [B,H,S,dv] contiguous -> out [B,H,L,dv], lse [B,H,L]
+// (log Σ exp of each row's scores; -inf for a row with no visible key, whose output is 0).
+void flash_attention_forward(const FlashProblem& p, const float* q, const float* k, const float* v,
+                             float* out, float* lse, const ParallelFor& parallel_for);
+void flash_attention_forward(const FlashProblem& p, const double* q, const double* k,
+                             const double* v, double* out, double* lse,
+                             const ParallelFor& parallel_for);
+
+// Gradients from dout [B,H,L,dv] and the forward's out and lse. dq, dk, dv are overwritten.
+void flash_attention_backward(const FlashProblem& p, const float* q, const float* k,
+                              const float* v, const float* out, const float* lse,
+                              const float* dout, float* dq, float* dk, float* dv,
+                              const ParallelFor& parallel_for);
+void flash_attention_backward(const FlashProblem& p, const double* q, const double* k,
+                              const double* v, const double* out, const double* lse,
+                              const double* dout, double* dq, double* dk, double* dv,
+                              const ParallelFor& parallel_for);
+
+}  // namespace attnkit::ops::cpu

@@ -1,0 +1,107 @@
+#include "flash_attention.h"
+
+#include "cpu/flash_attention_kernel.h"
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+namespace attnkit::ops::detail {
+
+namespace {
+
+const cpu::ParallelFor& aten_parallel_for() {
+  static const cpu::ParallelFor fn = [](int64_t n,
+                                        const std::function<void(int64_t, int64_t)>& body) {
+    at::parallel_for(0, n, 1, body);
+  };
+  return fn;
+}
+
+// Problem description and (expanded, strided) mask view; `mask_view` keeps the view alive.
+cpu::FlashProblem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const at::Tensor& mask, bool causal, double scale, at::Tensor& mask_view) {
+  cpu::FlashProblem p;
+  p.B = q.size(0);
+  p.H = q.size(1);
+  p.L = q.size(2);
+  p.S = k.size(2);
+  p.dk = q.size(3);
+  p.dv = v.size(3);
+  p.scale = scale;
+  p.causal = causal;
+  if (mask.defined()) {
+    mask_view = mask.expand({p.B, p.H, p.L, p.S});
+    p.mask.stride_b = mask_view.stride(0);
+    p.mask.stride_h = mask_view.stride(1);
+    p.mask.stride_l = mask_view.stride(2);
+    p.mask.stride_s = mask_view.stride(3);
+    if (mask_view.scalar_type() == at::kBool)
+      p.mask.bool_data = mask_view.data_ptr<bool>();
+    else
+      p.mask.additive_data = mask_view.data_ptr();
+  }
+  return p;
+}
+
+class FlashAttention : public torch::autograd::Function<FlashAttention> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q_in,
+                            const at::Tensor& k_in, const at::Tensor& v_in,
+                            const c10::optional<at::Tensor>& mask_arg, bool causal, double scale) {
+    // The mask takes no gradient (flash_attention_supports), so it travels as plain data.
+    const at::Tensor mask = mask_arg.has_value() ? *mask_arg : at::Tensor();
+    auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+    at::Tensor mask_view;
+    const auto p = describe(q, k, v, mask, causal, scale, mask_view);
+    auto out = at::empty({p.B, p.H, p.L, p.dv}, q.options());
+    auto lse = at::empty({p.B, p.H, p.L}, q.options());
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "flash_attention_forward", [&] {
+      cpu::flash_attention_forward(p, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
+                                   v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
+                                   lse.data_ptr<scalar_t>(), aten_parallel_for());
+    });
+    ctx->save_for_backward({q, k, v, out, lse});
+    if (mask.defined()) ctx->saved_data["mask"] = mask;
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["scale"] = scale;
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    const at::Tensor mask =
+        ctx->saved_data.count("mask") ? ctx->saved_data["mask"].toTensor() : at::Tensor();
+    auto dout = grads[0].contiguous();
+    at::Tensor mask_view;
+    const auto p = describe(q, k, v, mask, ctx->saved_data["causal"].toBool(),
+                            ctx->saved_data["scale"].toDouble(), mask_view);
+    auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "flash_attention_backward", [&] {
+      cpu::flash_attention_backward(p, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
+                                    v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
+                                    lse.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
+                                    dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
+                                    dv.data_ptr<scalar_t>(), aten_parallel_for());
+    });
+    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool flash_attention_supports(const at::Tensor& q, const c10::optional<at::Tensor>& mask) {
+  const auto t = q.scalar_type();
+  if (t != at::kFloat && t != at::kDouble) return false;
+  return !(mask.has_value() && mask->defined() && mask->requires_grad());
+}
+
+at::Tensor flash_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const c10::optional<at::Tensor>& mask, bool causal, double scale) {
+  c10::optional<at::Tensor> defined_mask;
+  if (mask.has_value() && mask->defined()) defined_mask = *mask;
+  return FlashAttention::apply(q, k, v, defined_mask, causal, scale);
+}
+
+}  // namespace attnkit::ops::detail
