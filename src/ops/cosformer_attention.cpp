@@ -15,16 +15,11 @@ at::Tensor cosformer_angles(int64_t count, int64_t first_offset, int64_t M, at::
   return (pos * (M_PI / 2.0 / static_cast<double>(M))).to(dtype);
 }
 
-namespace {
-
-// [ReLU(x)·cos(angle), ReLU(x)·sin(angle)] along the feature axis; x [B, H, n, d].
 at::Tensor cosformer_features(const at::Tensor& x, const at::Tensor& angles) {
   auto r = at::relu(x);
   auto a = angles.view({1, 1, -1, 1});
   return at::cat({r * a.cos(), r * a.sin()}, -1);
 }
-
-}  // namespace
 
 at::Tensor cosformer_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                bool causal, const c10::optional<at::Tensor>& key_padding_mask) {

@@ -19,4 +19,8 @@ at::Tensor cosformer_attention(const at::Tensor& q, const at::Tensor& k, const a
 // as a [count] tensor of the given dtype. Shared with the recurrent (decoding) form.
 at::Tensor cosformer_angles(int64_t count, int64_t first_offset, int64_t M, at::ScalarType dtype);
 
+// cosFormer's features [ReLU(x)·cos(angle), ReLU(x)·sin(angle)] along the last axis;
+// x [B, H, n, d], angles [n] -> [B, H, n, 2d].
+at::Tensor cosformer_features(const at::Tensor& x, const at::Tensor& angles);
+
 }  // namespace attnkit::ops
