@@ -3,10 +3,7 @@
 // trained here. Prints MB/s and tokens/s for 1 thread and all threads, and the speed-up over the
 // reference. Needs scripts/setup.sh (npm packages, fortunes).
 //
-// Build (not part of the test glob):
-//   add_executable(attnkit_tokenizer_bench tests/text/tokenizer_bench.cpp)
-//   target_link_libraries(attnkit_tokenizer_bench PRIVATE attnkit_text)
-//   target_compile_definitions(attnkit_tokenizer_bench PRIVATE ATTNKIT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+// Built by bench/CMakeLists.txt; `make bench` runs it after the attention table.
 // Run: attnkit_tokenizer_bench [SCRATCH_DIR]
 #include <fmt/format.h>
 

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# make bench -> bash bench/run.sh BUILD_DIR [compare.py options, e.g. --quick]
+# Builds the benchmark binary and the torch.ops library if needed, then runs bench/compare.py
+# (attnkit vs PyTorch eager, one fresh process per case; writes docs/benchmarks.md on full runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD="${1:-build}"
+shift || true
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  echo "bench/run.sh: $BUILD is not a configured build dir (run: make build)" >&2
+  exit 1
+fi
+cmake --build "$BUILD" --target attnkit_bench_attention attnkit_ops attnkit_tokenizer_bench -j "${JOBS:-2}"
+# Debian's interpreter with python3-torch (the peer), not whatever python3 is first on PATH.
+/usr/bin/python3 bench/compare.py --build "$BUILD" "$@"
+echo
+echo "== tokenizers: attnkit vs Hugging Face tokenizers (Node), same lines, same threads =="
+"$BUILD/attnkit_tokenizer_bench" "$BUILD/tokenizer_bench"
