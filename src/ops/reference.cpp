@@ -12,7 +12,7 @@ namespace {
 
 at::Tensor f64(const at::Tensor& t) { return t.to(at::kDouble); }
 
-const c10::optional<at::Tensor> bool_part(const c10::optional<at::Tensor>& mask) {
+c10::optional<at::Tensor> bool_part(const c10::optional<at::Tensor>& mask) {
   if (mask.has_value() && mask->defined() && mask->scalar_type() == at::kBool) return mask;
   return c10::nullopt;
 }
@@ -65,11 +65,8 @@ at::Tensor softmax_weights(const at::Tensor& logits, const at::Tensor& allowed) 
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const c10::optional<at::Tensor>& mask, bool causal,
                              c10::optional<double> scale) {
-  auto logits = attention_from_logits(
-      at::matmul(f64(q), f64(k).transpose(-2, -1)) *
-          (scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)))),
-      v, mask, causal);
-  return logits;
+  const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  return attention_from_logits(at::matmul(f64(q), f64(k).transpose(-2, -1)) * s, v, mask, causal);
 }
 
 at::Tensor attention_from_logits(const at::Tensor& logits, const at::Tensor& v,
