@@ -1,0 +1,59 @@
+#pragma once
+// Input embeddings: token + position (learned, sinusoidal or none) + token type, then an optional
+// (conditional) LayerNorm and an optional projection embedding_size -> hidden (ALBERT's
+// factorised embeddings). Output [batch, n, hidden].
+#include "attnkit/layers/conditional_layer_norm.h"
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <string>
+
+namespace attnkit::layers {
+
+enum class PositionEncoding { Learned, Sinusoidal, None };
+PositionEncoding parse_position_encoding(const std::string& name);  // learned|sinusoidal|none
+const char* position_encoding_name(PositionEncoding encoding);
+
+// The fixed sinusoidal table of Vaswani et al. [positions, size].
+at::Tensor sinusoidal_positions(int64_t positions, int64_t size);
+
+struct EmbeddingsOptions {
+  EmbeddingsOptions(int64_t vocab_size, int64_t embedding_size)
+      : vocab_size_(vocab_size), embedding_size_(embedding_size) {}
+  TORCH_ARG(int64_t, vocab_size);
+  TORCH_ARG(int64_t, embedding_size);
+  TORCH_ARG(int64_t, hidden) = 0;  // > 0 and != embedding_size: add a projection to hidden
+  TORCH_ARG(int64_t, max_positions) = 512;
+  TORCH_ARG(PositionEncoding, positions) = PositionEncoding::Learned;
+  TORCH_ARG(int64_t, type_vocab_size) = 0;  // 0: no token-type embedding
+  TORCH_ARG(bool, layer_norm) = true;
+  TORCH_ARG(double, layer_norm_eps) = 1e-12;
+  TORCH_ARG(int64_t, condition_size) = 0;
+  TORCH_ARG(double, dropout) = 0.0;
+};
+
+class EmbeddingsImpl : public torch::nn::Module {
+ public:
+  explicit EmbeddingsImpl(const EmbeddingsOptions& options);
+  // input_ids [batch, n] int64; token_type_ids [batch, n] (zeros if absent); positions start at
+  // position_offset (incremental decoding).
+  at::Tensor forward(const at::Tensor& input_ids,
+                     const c10::optional<at::Tensor>& token_type_ids = c10::nullopt,
+                     int64_t position_offset = 0,
+                     const c10::optional<at::Tensor>& condition = c10::nullopt);
+  const EmbeddingsOptions& options() const { return options_; }
+
+  torch::nn::Embedding token{nullptr}, position{nullptr}, token_type{nullptr};
+  ConditionalLayerNorm norm{nullptr};
+  torch::nn::Linear projection{nullptr};
+
+ private:
+  EmbeddingsOptions options_;
+  at::Tensor sinusoid_;  // buffer for sinusoidal positions
+};
+TORCH_MODULE(Embeddings);
+
+}  // namespace attnkit::layers

@@ -1,0 +1,38 @@
+#pragma once
+// Position-wise feed-forward network fc_out(act(fc_in(x))) and the activations the model
+// families use (BERT: exact erf gelu; GPT-2/ALBERT: the tanh approximation "gelu_new").
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <string>
+
+namespace attnkit::layers {
+
+enum class Activation { Gelu, GeluTanh, Relu };
+
+// "gelu" (exact), "gelu_new" / "gelu_tanh" / "gelu_pytorch_tanh" (tanh approximation), "relu".
+Activation parse_activation(const std::string& name);
+const char* activation_name(Activation activation);
+at::Tensor apply_activation(const at::Tensor& x, Activation activation);
+
+struct FeedForwardOptions {
+  FeedForwardOptions(int64_t hidden, int64_t intermediate)
+      : hidden_(hidden), intermediate_(intermediate) {}
+  TORCH_ARG(int64_t, hidden);
+  TORCH_ARG(int64_t, intermediate);
+  TORCH_ARG(Activation, activation) = Activation::Gelu;
+};
+
+class FeedForwardImpl : public torch::nn::Module {
+ public:
+  explicit FeedForwardImpl(const FeedForwardOptions& options);
+  at::Tensor forward(const at::Tensor& x);
+  torch::nn::Linear fc_in{nullptr}, fc_out{nullptr};
+
+ private:
+  FeedForwardOptions options_;
+};
+TORCH_MODULE(FeedForward);
+
+}  // namespace attnkit::layers

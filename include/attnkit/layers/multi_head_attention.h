@@ -1,0 +1,88 @@
+#pragma once
+// Multi-head attention as a torch::nn module; the variant is an AttentionSpec value and the
+// computation is delegated to ops/. Shapes: x [batch, L, hidden], memory [batch, S, kv_hidden];
+// per head q/k have key_size and v has value_size (both independent of hidden / heads).
+#include "attnkit/layers/attention_spec.h"
+#include "attnkit/ops/linear_attention.h"
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <memory>
+#include <vector>
+
+namespace attnkit::layers {
+
+struct MultiHeadAttentionOptions {
+  MultiHeadAttentionOptions(int64_t hidden, int64_t heads) : hidden_(hidden), heads_(heads) {}
+  TORCH_ARG(int64_t, hidden);
+  TORCH_ARG(int64_t, heads);
+  // Width of the memory for cross attention; 0 = hidden.
+  TORCH_ARG(int64_t, memory_hidden) = 0;
+  TORCH_ARG(AttentionSpec, spec);
+};
+
+struct AttentionInputs {
+  // bool, true = may attend, broadcastable to [batch, heads, L, S]. Only kinds with explicit
+  // logits (softmax, synthesizers, mixtures) accept it; linear/cosFormer take causal + padding.
+  c10::optional<at::Tensor> mask;
+  // bool [batch, S], true = real key.
+  c10::optional<at::Tensor> key_padding;
+  bool need_weights = false;        // fill AttentionResult::weights
+  bool need_head_contexts = false;  // fill AttentionResult::head_contexts
+};
+
+struct AttentionResult {
+  at::Tensor output;         // [batch, L, hidden]
+  at::Tensor weights;        // [batch, heads, L, S] (the weights that multiply v), if asked
+  at::Tensor head_contexts;  // [batch, heads, L, value_size] before gates and output projection
+};
+
+class MultiHeadAttentionImpl : public torch::nn::Module {
+ public:
+  explicit MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options);
+
+  // Self attention (memory = x) or cross attention (memory given).
+  AttentionResult forward(const at::Tensor& x, const AttentionInputs& inputs = {},
+                          const c10::optional<at::Tensor>& memory = c10::nullopt);
+
+  // Head gates ξ (Michel et al. 2019), [heads] or [batch, heads], multiplying each head's
+  // context; an undefined tensor removes them. A gate tensor that requires grad receives
+  // ∂loss/∂ξ (head importance).
+  void set_head_gates(const at::Tensor& gates);
+  const at::Tensor& head_gates() const { return head_gates_; }
+
+  const MultiHeadAttentionOptions& options() const { return options_; }
+  int64_t heads() const { return options_.heads(); }
+  int64_t key_size() const { return key_size_; }
+  int64_t value_size() const { return value_size_; }
+  const ops::FeatureMap* feature_map() const { return feature_map_.get(); }
+
+  // Projections; q and k are empty modules when the kind does not use them (random synthesizer).
+  torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
+
+ private:
+  at::Tensor logits(const at::Tensor& q, const at::Tensor& k, AttentionKind kind, int64_t L,
+                    int64_t S);
+  at::Tensor explicit_weights(const at::Tensor& q, const at::Tensor& k,
+                              const c10::optional<at::Tensor>& mask,
+                              const c10::optional<at::Tensor>& key_padding);
+
+  MultiHeadAttentionOptions options_;
+  int64_t key_size_ = 0;
+  int64_t value_size_ = 0;
+  std::shared_ptr<ops::FeatureMap> feature_map_;
+  // Talking-heads mixing matrices [heads, heads] (identity at init).
+  at::Tensor pre_mix_, post_mix_;
+  // Synthesizer parameters (registered only for the kinds that use them).
+  at::Tensor dense_w1_, dense_b1_, dense_w2_, dense_b2_;
+  at::Tensor random_logits_;
+  at::Tensor factor_a_, factor_b_;        // factorized dense projections
+  at::Tensor random_r1_, random_r2_;      // factorized random factors
+  at::Tensor mixing_;                     // mixture weights (softmax-normalised)
+  at::Tensor head_gates_;
+};
+TORCH_MODULE(MultiHeadAttention);
+
+}  // namespace attnkit::layers

@@ -1,0 +1,82 @@
+#pragma once
+// One Transformer block for every model family: self attention, optional cross attention
+// (decoders), feed-forward; post-LN (BERT/ALBERT, norm_first = false) or pre-LN (GPT-2,
+// norm_first = true). The skip connections, the MLP and the LayerNorms can be switched off
+// per block at run time (BlockPaths): the rank-collapse experiments (Dong et al. 2021) compare
+// pure attention, attention + skip, attention + MLP and the full block with the same weights.
+//
+//   post-LN: h = LN(x + Att(x));          y = LN(h + FFN(h))
+//   pre-LN:  h = x + Att(LN(x));          y = h + FFN(LN(h))
+// With skip off the "x +" terms vanish; with the MLP off y = h; with LN off LN is the identity.
+#include "attnkit/layers/conditional_layer_norm.h"
+#include "attnkit/layers/feed_forward.h"
+#include "attnkit/layers/multi_head_attention.h"
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+namespace attnkit::layers {
+
+struct BlockPaths {
+  bool skip = true;
+  bool mlp = true;
+  bool layer_norm = true;
+};
+
+struct TransformerBlockOptions {
+  TransformerBlockOptions(int64_t hidden, int64_t heads, int64_t intermediate)
+      : hidden_(hidden), heads_(heads), intermediate_(intermediate) {}
+  TORCH_ARG(int64_t, hidden);
+  TORCH_ARG(int64_t, heads);
+  TORCH_ARG(int64_t, intermediate);
+  TORCH_ARG(Activation, activation) = Activation::Gelu;
+  TORCH_ARG(bool, norm_first) = false;
+  TORCH_ARG(double, layer_norm_eps) = 1e-12;
+  TORCH_ARG(AttentionSpec, attention);
+  // Decoder blocks: cross attention over an encoder memory of width memory_hidden (0 = hidden).
+  TORCH_ARG(bool, cross_attention) = false;
+  TORCH_ARG(AttentionSpec, cross_spec);
+  TORCH_ARG(int64_t, memory_hidden) = 0;
+  TORCH_ARG(double, dropout) = 0.0;  // on each sub-layer's output before the residual sum
+  TORCH_ARG(int64_t, condition_size) = 0;  // > 0: every LayerNorm is conditional
+  TORCH_ARG(BlockPaths, paths);
+};
+
+struct BlockInputs {
+  AttentionInputs self;                     // mask, key padding, what to return
+  c10::optional<at::Tensor> memory;         // [batch, S, memory_hidden] for cross attention
+  c10::optional<at::Tensor> memory_padding; // [batch, S] bool, true = real token
+  c10::optional<at::Tensor> condition;      // [batch, condition_size]
+};
+
+struct BlockOutput {
+  at::Tensor hidden;         // [batch, n, hidden]
+  at::Tensor weights;        // self-attention weights, if asked
+  at::Tensor head_contexts;  // self-attention per-head contexts, if asked
+};
+
+class TransformerBlockImpl : public torch::nn::Module {
+ public:
+  explicit TransformerBlockImpl(const TransformerBlockOptions& options);
+  BlockOutput forward(const at::Tensor& x, const BlockInputs& inputs = {});
+
+  const TransformerBlockOptions& options() const { return options_; }
+  const BlockPaths& paths() const { return options_.paths(); }
+  void set_paths(const BlockPaths& paths) { options_.paths(paths); }
+
+  MultiHeadAttention attention{nullptr}, cross_attention{nullptr};
+  FeedForward ffn{nullptr};
+  ConditionalLayerNorm ln_attention{nullptr}, ln_cross{nullptr}, ln_ffn{nullptr};
+
+ private:
+  at::Tensor norm(ConditionalLayerNorm& ln, const at::Tensor& x, const BlockInputs& in);
+  // One residual sub-layer around `sublayer`, honouring norm_first and the paths.
+  template <typename Sublayer>
+  at::Tensor residual(const at::Tensor& x, ConditionalLayerNorm& ln, const BlockInputs& in,
+                      Sublayer&& sublayer);
+
+  TransformerBlockOptions options_;
+};
+TORCH_MODULE(TransformerBlock);
+
+}  // namespace attnkit::layers

@@ -1,0 +1,65 @@
+#pragma once
+// TransformerConfig: everything that shapes a TransformerModel. BERT, ALBERT and GPT-2 are
+// presets of it (one block, switches), not separate classes. Serialised as JSON in attnkit
+// checkpoints; io/hf_config converts to and from Hugging Face config.json.
+#include "attnkit/layers/attention_spec.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace attnkit::models {
+
+struct TransformerConfig {
+  std::string family = "bert";  // bert | albert | gpt2 | custom (informational + HF naming)
+  int64_t vocab_size = 30522;
+  int64_t hidden = 768;
+  int64_t layers = 12;
+  int64_t heads = 12;
+  int64_t intermediate = 3072;
+  int64_t embedding_size = 0;  // 0 = hidden; ALBERT's factorised E
+  int64_t max_positions = 512;
+  int64_t type_vocab_size = 2;  // 0 = no token-type embedding
+  std::string positions = "learned";  // learned | sinusoidal | none
+  std::string activation = "gelu";    // gelu | gelu_new | relu
+  bool norm_first = false;            // pre-LN (GPT-2) vs post-LN (BERT)
+  double layer_norm_eps = 1e-12;
+  bool embedding_layer_norm = true;
+  bool final_layer_norm = false;  // GPT-2's ln_f
+  bool pooler = true;             // BERT's tanh pooler over the first token
+  bool share_layers = false;      // ALBERT: one set of block weights per group
+  int64_t layer_groups = 1;       // ALBERT num_hidden_groups (with share_layers)
+  bool tie_word_embeddings = true;
+  double dropout = 0.1;
+  layers::AttentionSpec attention;  // kind, feature map, causal, key/value sizes, ...
+  // Decoder stacks of the encoder-decoder model: cross attention over a memory.
+  bool cross_attention = false;
+  layers::AttentionSpec cross_attention_spec;
+  int64_t memory_hidden = 0;
+  int64_t condition_size = 0;  // > 0: Conditional LayerNorm everywhere, fed [batch, size]
+  int64_t pad_token_id = 0;
+
+  int64_t effective_embedding_size() const { return embedding_size > 0 ? embedding_size : hidden; }
+  // Throws attnkit::Error naming the first inconsistent field.
+  void validate() const;
+
+  // Presets with the families' conventions (sizes are arguments so tests can build tiny ones).
+  static TransformerConfig bert(int64_t vocab_size, int64_t hidden, int64_t layers, int64_t heads,
+                                int64_t intermediate);
+  static TransformerConfig albert(int64_t vocab_size, int64_t embedding_size, int64_t hidden,
+                                  int64_t layers, int64_t heads, int64_t intermediate);
+  static TransformerConfig gpt2(int64_t vocab_size, int64_t hidden, int64_t layers, int64_t heads);
+};
+
+void to_json(nlohmann::json& j, const TransformerConfig& config);
+// Strict: unknown keys and wrong types are errors naming the key.
+void from_json(const nlohmann::json& j, TransformerConfig& config);
+
+}  // namespace attnkit::models
+
+namespace attnkit::layers {
+// In the spec's own namespace so nlohmann's ADL finds them.
+void to_json(nlohmann::json& j, const AttentionSpec& spec);
+void from_json(const nlohmann::json& j, AttentionSpec& spec);
+}  // namespace attnkit::layers

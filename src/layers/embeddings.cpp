@@ -1,0 +1,104 @@
+#include "attnkit/layers/embeddings.h"
+
+#include "attnkit/error.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace attnkit::layers {
+
+PositionEncoding parse_position_encoding(const std::string& name) {
+  if (name == "learned" || name == "absolute") return PositionEncoding::Learned;
+  if (name == "sinusoidal") return PositionEncoding::Sinusoidal;
+  if (name == "none") return PositionEncoding::None;
+  throw Error(fmt::format("unknown position encoding '{}' (known: learned, sinusoidal, none)", name));
+}
+
+const char* position_encoding_name(PositionEncoding encoding) {
+  switch (encoding) {
+    case PositionEncoding::Learned: return "learned";
+    case PositionEncoding::Sinusoidal: return "sinusoidal";
+    case PositionEncoding::None: return "none";
+  }
+  return "?";
+}
+
+at::Tensor sinusoidal_positions(int64_t positions, int64_t size) {
+  at::Tensor table = torch::zeros({positions, size}, torch::kFloat64);
+  auto t = table.accessor<double, 2>();
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < size; ++i) {
+      const double angle = double(p) / std::pow(10000.0, double(2 * (i / 2)) / double(size));
+      t[p][i] = i % 2 == 0 ? std::sin(angle) : std::cos(angle);
+    }
+  return table.to(torch::kFloat32);
+}
+
+EmbeddingsImpl::EmbeddingsImpl(const EmbeddingsOptions& options) : options_(options) {
+  const int64_t E = options.embedding_size();
+  if (options.vocab_size() <= 0 || E <= 0)
+    throw Error(fmt::format("embeddings: vocab_size ({}) and embedding_size ({}) must be positive",
+                            options.vocab_size(), E));
+  token = register_module("token", torch::nn::Embedding(options.vocab_size(), E));
+  if (options.positions() == PositionEncoding::Learned)
+    position = register_module("position", torch::nn::Embedding(options.max_positions(), E));
+  else if (options.positions() == PositionEncoding::Sinusoidal)
+    sinusoid_ = register_buffer("sinusoid", sinusoidal_positions(options.max_positions(), E));
+  if (options.type_vocab_size() > 0)
+    token_type = register_module("token_type", torch::nn::Embedding(options.type_vocab_size(), E));
+  if (options.layer_norm())
+    norm = register_module("norm", ConditionalLayerNorm(ConditionalLayerNormOptions(E)
+                                                            .eps(options.layer_norm_eps())
+                                                            .condition_size(options.condition_size())));
+  if (options.hidden() > 0 && options.hidden() != E)
+    projection = register_module("projection", torch::nn::Linear(E, options.hidden()));
+}
+
+at::Tensor EmbeddingsImpl::forward(const at::Tensor& input_ids,
+                                   const c10::optional<at::Tensor>& token_type_ids,
+                                   int64_t position_offset,
+                                   const c10::optional<at::Tensor>& condition) {
+  if (input_ids.dim() != 2)
+    throw Error(fmt::format("embeddings: input_ids must be [batch, n], got [{}]",
+                            fmt::join(input_ids.sizes(), ", ")));
+  const int64_t n = input_ids.size(1);
+  if (n > 0) {
+    const int64_t lo = input_ids.min().item<int64_t>(), hi = input_ids.max().item<int64_t>();
+    if (lo < 0 || hi >= options_.vocab_size())
+      throw Error(fmt::format("embeddings: token id {} is outside the vocabulary [0, {})",
+                              lo < 0 ? lo : hi, options_.vocab_size()));
+  }
+  if (options_.positions() != PositionEncoding::None && position_offset + n > options_.max_positions())
+    throw Error(fmt::format("embeddings: sequence of {} tokens (from position {}) exceeds "
+                            "max_positions {}",
+                            n, position_offset, options_.max_positions()));
+  at::Tensor x = token->forward(input_ids);
+  if (options_.positions() == PositionEncoding::Learned) {
+    at::Tensor ids = torch::arange(position_offset, position_offset + n, input_ids.options());
+    x = x + position->forward(ids).unsqueeze(0);
+  } else if (options_.positions() == PositionEncoding::Sinusoidal) {
+    x = x + sinusoid_.slice(0, position_offset, position_offset + n).to(x.dtype()).unsqueeze(0);
+  }
+  if (token_type) {
+    if (token_type_ids) {
+      if (token_type_ids->sizes() != input_ids.sizes())
+        throw Error(fmt::format("embeddings: token_type_ids must be [{}], got [{}]",
+                                fmt::join(input_ids.sizes(), ", "),
+                                fmt::join(token_type_ids->sizes(), ", ")));
+      if (n > 0 && (token_type_ids->min().item<int64_t>() < 0 ||
+                    token_type_ids->max().item<int64_t>() >= options_.type_vocab_size()))
+        throw Error(fmt::format("embeddings: token type ids must lie in [0, {})",
+                                options_.type_vocab_size()));
+      x = x + token_type->forward(*token_type_ids);
+    } else {
+      x = x + token_type->weight[0];
+    }
+  }
+  if (norm) x = norm->forward(x, condition);
+  if (options_.dropout() > 0) x = torch::dropout(x, options_.dropout(), is_training());
+  if (projection) x = projection->forward(x);
+  return x;
+}
+
+}  // namespace attnkit::layers

@@ -1,0 +1,257 @@
+#include "attnkit/layers/multi_head_attention.h"
+
+#include "attnkit/error.h"
+#include "attnkit/ops/cosformer_attention.h"
+#include "attnkit/ops/head_gates.h"
+#include "attnkit/ops/masks.h"
+#include "attnkit/ops/softmax_attention.h"
+#include "attnkit/ops/synthesizer.h"
+#include "attnkit/ops/talking_heads.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace attnkit::layers {
+namespace {
+
+bool uses_keys(const AttentionSpec& spec) {
+  switch (spec.kind) {
+    case AttentionKind::Softmax:
+    case AttentionKind::Linear:
+    case AttentionKind::Cosformer:
+      return true;
+    case AttentionKind::Mixture:
+      for (auto kind : spec.mixture)
+        if (kind == AttentionKind::Softmax) return true;
+      return false;
+    default:
+      return false;
+  }
+}
+
+bool uses_kind(const AttentionSpec& spec, AttentionKind kind) {
+  if (spec.kind == kind) return true;
+  if (spec.kind != AttentionKind::Mixture) return false;
+  for (auto component : spec.mixture)
+    if (component == kind) return true;
+  return false;
+}
+
+bool uses_queries(const AttentionSpec& spec) {
+  return uses_keys(spec) || uses_kind(spec, AttentionKind::SynthesizerDense) ||
+         uses_kind(spec, AttentionKind::SynthesizerFactorizedDense);
+}
+
+// [B, n, H·d] -> [B, H, n, d]
+at::Tensor split_heads(const at::Tensor& x, int64_t heads) {
+  return x.view({x.size(0), x.size(1), heads, -1}).transpose(1, 2);
+}
+
+// Keys valid under the optional padding, as a [B, 1, 1, S] mask combined with `mask`.
+c10::optional<at::Tensor> merged_mask(const c10::optional<at::Tensor>& mask,
+                                      const c10::optional<at::Tensor>& key_padding) {
+  if (!key_padding) return mask;
+  at::Tensor padding = ops::padding_mask(*key_padding);
+  if (!mask) return padding;
+  return ops::combine_masks(*mask, padding);
+}
+
+}  // namespace
+
+MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options)
+    : options_(options) {
+  const auto& spec = options_.spec();
+  const int64_t hidden = options_.hidden(), heads = options_.heads();
+  if (hidden <= 0 || heads <= 0)
+    throw Error(fmt::format("attention: hidden ({}) and heads ({}) must be positive", hidden, heads));
+  if ((spec.key_size == 0 || spec.value_size == 0) && hidden % heads != 0)
+    throw Error(fmt::format("attention: hidden {} is not divisible by heads {}; set key_size and "
+                            "value_size explicitly",
+                            hidden, heads));
+  key_size_ = spec.key_size > 0 ? spec.key_size : hidden / heads;
+  value_size_ = spec.value_size > 0 ? spec.value_size : hidden / heads;
+  const int64_t memory_hidden = options_.memory_hidden() > 0 ? options_.memory_hidden() : hidden;
+  if (spec.talking_heads && !spec.uses_logits())
+    throw Error(fmt::format("attention: talking-heads needs explicit logits; '{}' has none",
+                            spec.to_string()));
+  const bool bias = spec.bias;
+  if (uses_queries(spec))
+    q = register_module("q", torch::nn::Linear(
+                                 torch::nn::LinearOptions(hidden, heads * key_size_).bias(bias)));
+  if (uses_keys(spec))
+    k = register_module("k", torch::nn::Linear(torch::nn::LinearOptions(memory_hidden,
+                                                                        heads * key_size_)
+                                                   .bias(bias)));
+  v = register_module("v", torch::nn::Linear(
+                               torch::nn::LinearOptions(memory_hidden, heads * value_size_).bias(bias)));
+  o = register_module("o", torch::nn::Linear(
+                               torch::nn::LinearOptions(heads * value_size_, hidden).bias(bias)));
+
+  if (spec.kind == AttentionKind::Linear)
+    feature_map_ = std::make_shared<ops::FeatureMap>(ops::FeatureMap::parse(spec.feature_map, key_size_));
+  if (spec.talking_heads) {
+    pre_mix_ = register_parameter("pre_mix", torch::eye(heads));
+    post_mix_ = register_parameter("post_mix", torch::eye(heads));
+  }
+  const int64_t n = spec.max_length;
+  if (uses_kind(spec, AttentionKind::SynthesizerDense) ||
+      uses_kind(spec, AttentionKind::SynthesizerFactorizedDense) ||
+      uses_kind(spec, AttentionKind::SynthesizerRandom) ||
+      uses_kind(spec, AttentionKind::SynthesizerFactorizedRandom)) {
+    if (n <= 0) throw Error(fmt::format("attention: max_length must be positive (got {})", n));
+  }
+  const double std = 0.02;
+  if (uses_kind(spec, AttentionKind::SynthesizerDense)) {
+    const int64_t width = spec.synthesizer_hidden;
+    dense_w1_ = register_parameter("dense_w1", torch::randn({heads, key_size_, width}) *
+                                                   (1.0 / std::sqrt(double(key_size_))));
+    dense_b1_ = register_parameter("dense_b1", torch::zeros({heads, width}));
+    dense_w2_ = register_parameter("dense_w2", torch::randn({heads, width, n}) *
+                                                   (1.0 / std::sqrt(double(width))));
+    dense_b2_ = register_parameter("dense_b2", torch::zeros({heads, n}));
+  }
+  if (uses_kind(spec, AttentionKind::SynthesizerRandom))
+    random_logits_ = register_parameter("random_logits", torch::randn({heads, n, n}) * std);
+  if (uses_kind(spec, AttentionKind::SynthesizerFactorizedDense)) {
+    const auto a = static_cast<int64_t>(std::ceil(std::sqrt(double(n))));
+    const int64_t b = (n + a - 1) / a;
+    factor_a_ = register_parameter("factor_a", torch::randn({heads, key_size_, a}) *
+                                                   (1.0 / std::sqrt(double(key_size_))));
+    factor_b_ = register_parameter("factor_b", torch::randn({heads, key_size_, b}) *
+                                                   (1.0 / std::sqrt(double(key_size_))));
+  }
+  if (uses_kind(spec, AttentionKind::SynthesizerFactorizedRandom)) {
+    random_r1_ = register_parameter("random_r1", torch::randn({heads, n, spec.factor_rank}) * 0.1);
+    random_r2_ = register_parameter("random_r2", torch::randn({heads, n, spec.factor_rank}) * 0.1);
+  }
+  if (spec.kind == AttentionKind::Mixture)
+    mixing_ = register_parameter("mixing", torch::zeros({int64_t(spec.mixture.size())}));
+}
+
+void MultiHeadAttentionImpl::set_head_gates(const at::Tensor& gates) {
+  if (gates.defined()) {
+    const bool ok = (gates.dim() == 1 && gates.size(0) == heads()) ||
+                    (gates.dim() == 2 && gates.size(1) == heads());
+    if (!ok)
+      throw Error(fmt::format("head gates: expected [{}] or [batch, {}], got {}", heads(), heads(),
+                              fmt::join(gates.sizes(), "x")));
+  }
+  head_gates_ = gates;
+}
+
+at::Tensor MultiHeadAttentionImpl::logits(const at::Tensor& qh, const at::Tensor& kh,
+                                          AttentionKind kind, int64_t L, int64_t S) {
+  const auto& spec = options_.spec();
+  if (kind != AttentionKind::Softmax && (L > spec.max_length || S > spec.max_length))
+    throw Error(fmt::format("attention: {} covers sequences up to max_length {} (got L={}, S={})",
+                            attention_kind_name(kind), spec.max_length, L, S));
+  switch (kind) {
+    case AttentionKind::Softmax:
+      return at::matmul(qh, kh.transpose(-2, -1)) * (1.0 / std::sqrt(double(key_size_)));
+    case AttentionKind::SynthesizerDense:
+      return ops::dense_synthesizer_logits(qh, dense_w1_, dense_b1_, dense_w2_, dense_b2_, S);
+    case AttentionKind::SynthesizerRandom:
+      return ops::random_synthesizer_logits(random_logits_, L, S);
+    case AttentionKind::SynthesizerFactorizedDense:
+      return ops::factorized_dense_synthesizer_logits(qh, factor_a_, factor_b_, S);
+    case AttentionKind::SynthesizerFactorizedRandom:
+      return ops::factorized_random_synthesizer_logits(random_r1_, random_r2_, L, S);
+    case AttentionKind::Mixture: {
+      std::vector<at::Tensor> parts;
+      for (auto component : spec.mixture) parts.push_back(logits(qh, kh, component, L, S));
+      return ops::mix_logits(parts, mixing_);
+    }
+    default:
+      throw Error(fmt::format("attention: {} has no logits", attention_kind_name(kind)));
+  }
+}
+
+// The weights of the feature-map kinds written out [B, H, L, S] (analysis only, O(L·S)).
+at::Tensor MultiHeadAttentionImpl::explicit_weights(const at::Tensor& qh, const at::Tensor& kh,
+                                                    const c10::optional<at::Tensor>& mask,
+                                                    const c10::optional<at::Tensor>& key_padding) {
+  const auto& spec = options_.spec();
+  const int64_t L = qh.size(2), S = kh.size(2);
+  at::Tensor fq, fk;
+  double epsilon = 1e-6;
+  if (spec.kind == AttentionKind::Linear) {
+    fq = feature_map_->apply(qh);
+    fk = feature_map_->apply(kh);
+  } else {  // cosFormer: cos(a−b) weighting through the cos/sin features
+    const int64_t M = std::max(L, S);
+    fq = ops::cosformer_features(qh, ops::cosformer_angles(L, spec.causal ? S - L : 0, M,
+                                                           qh.scalar_type()));
+    fk = ops::cosformer_features(kh, ops::cosformer_angles(S, 0, M, kh.scalar_type()));
+  }
+  at::Tensor scores = at::matmul(fq, fk.transpose(-2, -1));
+  auto allowed = merged_mask(mask, key_padding);
+  if (spec.causal) {
+    at::Tensor causal = ops::causal_mask(L, S).to(scores.device());
+    allowed = allowed ? ops::combine_masks(*allowed, causal) : causal;
+  }
+  if (allowed) scores = scores.masked_fill(allowed->logical_not(), 0.0);
+  at::Tensor denominator = scores.sum(-1, /*keepdim=*/true);
+  if (spec.kind == AttentionKind::Linear)
+    denominator = denominator + epsilon;
+  else
+    denominator = denominator.clamp_min(epsilon);
+  return scores / denominator;
+}
+
+AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const AttentionInputs& in,
+                                                const c10::optional<at::Tensor>& memory) {
+  const auto& spec = options_.spec();
+  if (x.dim() != 3 || x.size(2) != options_.hidden())
+    throw Error(fmt::format("attention: x must be [batch, L, {}], got [{}]", options_.hidden(),
+                            fmt::join(x.sizes(), ", ")));
+  const at::Tensor& source = memory ? *memory : x;
+  if (source.dim() != 3 || source.size(0) != x.size(0))
+    throw Error(fmt::format("attention: memory must be [{}, S, width], got [{}]", x.size(0),
+                            fmt::join(source.sizes(), ", ")));
+  const int64_t H = heads(), L = x.size(1), S = source.size(1);
+  if (in.key_padding) {
+    const auto& kp = *in.key_padding;
+    if (kp.dim() != 2 || kp.size(0) != x.size(0) || kp.size(1) != S)
+      throw Error(fmt::format("attention: key_padding must be [{}, {}], got [{}]", x.size(0), S,
+                              fmt::join(kp.sizes(), ", ")));
+  }
+  at::Tensor qh = q ? split_heads(q->forward(x), H) : at::Tensor();
+  at::Tensor kh = k ? split_heads(k->forward(source), H) : at::Tensor();
+  at::Tensor vh = split_heads(v->forward(source), H);
+
+  AttentionResult result;
+  at::Tensor context;
+  if (spec.uses_logits()) {
+    const auto mask = merged_mask(in.mask, in.key_padding);
+    if (spec.talking_heads || in.need_weights) {
+      at::Tensor scores = logits(qh, kh, spec.kind, L, S);
+      if (spec.talking_heads) scores = ops::mix_heads(scores, pre_mix_);
+      at::Tensor weights = ops::masked_softmax(scores, mask, spec.causal);
+      if (spec.talking_heads) weights = ops::mix_heads(weights, post_mix_);
+      context = at::matmul(weights, vh);
+      if (in.need_weights) result.weights = weights;
+    } else if (spec.kind == AttentionKind::Softmax) {
+      context = ops::softmax_attention(qh, kh, vh, mask, spec.causal);
+    } else {
+      context = ops::attention_from_logits(logits(qh, kh, spec.kind, L, S), vh, mask, spec.causal);
+    }
+  } else {
+    if (in.mask)
+      throw Error(fmt::format("attention: '{}' takes causality and key padding only, not an "
+                              "arbitrary mask (use a softmax or synthesizer kind for {})",
+                              spec.to_string(), "UniLM/XLNet/prefix masks"));
+    if (spec.kind == AttentionKind::Linear)
+      context = ops::linear_attention(qh, kh, vh, *feature_map_, spec.causal, in.key_padding);
+    else
+      context = ops::cosformer_attention(qh, kh, vh, spec.causal, in.key_padding);
+    if (in.need_weights) result.weights = explicit_weights(qh, kh, c10::nullopt, in.key_padding);
+  }
+  if (in.need_head_contexts) result.head_contexts = context;
+  if (head_gates_.defined()) context = ops::apply_head_gates(context, head_gates_.to(context.dtype()));
+  at::Tensor merged = context.transpose(1, 2).reshape({x.size(0), L, H * value_size_});
+  result.output = o->forward(merged);
+  return result;
+}
+
+}  // namespace attnkit::layers

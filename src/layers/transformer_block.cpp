@@ -1,0 +1,67 @@
+#include "attnkit/layers/transformer_block.h"
+
+#include "attnkit/error.h"
+
+namespace attnkit::layers {
+
+TransformerBlockImpl::TransformerBlockImpl(const TransformerBlockOptions& options)
+    : options_(options) {
+  const auto ln_options = ConditionalLayerNormOptions(options.hidden())
+                              .eps(options.layer_norm_eps())
+                              .condition_size(options.condition_size());
+  attention = register_module(
+      "attention", MultiHeadAttention(MultiHeadAttentionOptions(options.hidden(), options.heads())
+                                          .spec(options.attention())));
+  ln_attention = register_module("ln_attention", ConditionalLayerNorm(ln_options));
+  if (options.cross_attention()) {
+    cross_attention = register_module(
+        "cross_attention",
+        MultiHeadAttention(MultiHeadAttentionOptions(options.hidden(), options.heads())
+                               .memory_hidden(options.memory_hidden())
+                               .spec(options.cross_spec())));
+    ln_cross = register_module("ln_cross", ConditionalLayerNorm(ln_options));
+  }
+  ffn = register_module("ffn", FeedForward(FeedForwardOptions(options.hidden(), options.intermediate())
+                                               .activation(options.activation())));
+  ln_ffn = register_module("ln_ffn", ConditionalLayerNorm(ln_options));
+}
+
+at::Tensor TransformerBlockImpl::norm(ConditionalLayerNorm& ln, const at::Tensor& x,
+                                      const BlockInputs& in) {
+  return paths().layer_norm ? ln->forward(x, in.condition) : x;
+}
+
+template <typename Sublayer>
+at::Tensor TransformerBlockImpl::residual(const at::Tensor& x, ConditionalLayerNorm& ln,
+                                          const BlockInputs& in, Sublayer&& sublayer) {
+  const bool pre = options_.norm_first();
+  at::Tensor y = sublayer(pre ? norm(ln, x, in) : x);
+  if (options_.dropout() > 0) y = torch::dropout(y, options_.dropout(), is_training());
+  if (paths().skip) y = x + y;
+  return pre ? y : norm(ln, y, in);
+}
+
+BlockOutput TransformerBlockImpl::forward(const at::Tensor& x, const BlockInputs& in) {
+  BlockOutput out;
+  at::Tensor h = residual(x, ln_attention, in, [&](const at::Tensor& input) {
+    AttentionResult r = attention->forward(input, in.self);
+    out.weights = r.weights;
+    out.head_contexts = r.head_contexts;
+    return r.output;
+  });
+  if (cross_attention) {
+    if (!in.memory)
+      throw Error("decoder block: cross attention needs the encoder memory [batch, S, width]");
+    h = residual(h, ln_cross, in, [&](const at::Tensor& input) {
+      AttentionInputs cross;
+      cross.key_padding = in.memory_padding;
+      return cross_attention->forward(input, cross, in.memory).output;
+    });
+  }
+  if (paths().mlp)
+    h = residual(h, ln_ffn, in, [&](const at::Tensor& input) { return ffn->forward(input); });
+  out.hidden = h;
+  return out;
+}
+
+}  // namespace attnkit::layers

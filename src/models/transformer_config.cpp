@@ -1,0 +1,224 @@
+#include "attnkit/models/transformer_config.h"
+
+#include "attnkit/error.h"
+#include "attnkit/layers/embeddings.h"
+#include "attnkit/layers/feed_forward.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+namespace attnkit::models {
+namespace detail {
+
+using nlohmann::json;
+
+// Reads json[key] into `value` when present, with a clear error on a type mismatch; records the
+// key so unknown keys can be reported afterwards.
+class StrictReader {
+ public:
+  StrictReader(const json& j, std::string what) : j_(j), what_(std::move(what)) {
+    if (!j.is_object()) throw Error(fmt::format("{}: expected a JSON object", what_));
+  }
+  template <typename T>
+  void read(const char* key, T& value) {
+    seen_.insert(key);
+    auto it = j_.find(key);
+    if (it == j_.end()) return;
+    try {
+      value = it->template get<T>();
+    } catch (const json::exception&) {
+      throw Error(fmt::format("{}: '{}' has the wrong type ({})", what_, key, it->dump()));
+    }
+  }
+  void reject_unknown() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      if (!seen_.count(it.key()))
+        throw Error(fmt::format("{}: unknown key '{}'", what_, it.key()));
+  }
+
+ private:
+  const json& j_;
+  std::string what_;
+  std::set<std::string> seen_;
+};
+
+}  // namespace detail
+namespace {
+
+using nlohmann::json;
+using detail::StrictReader;
+
+void require_positive(const char* name, int64_t value) {
+  if (value <= 0) throw Error(fmt::format("config: {} must be positive (got {})", name, value));
+}
+
+}  // namespace
+
+void to_json(json& j, const TransformerConfig& c) {
+  j = json{{"family", c.family},
+           {"vocab_size", c.vocab_size},
+           {"hidden", c.hidden},
+           {"layers", c.layers},
+           {"heads", c.heads},
+           {"intermediate", c.intermediate},
+           {"embedding_size", c.embedding_size},
+           {"max_positions", c.max_positions},
+           {"type_vocab_size", c.type_vocab_size},
+           {"positions", c.positions},
+           {"activation", c.activation},
+           {"norm_first", c.norm_first},
+           {"layer_norm_eps", c.layer_norm_eps},
+           {"embedding_layer_norm", c.embedding_layer_norm},
+           {"final_layer_norm", c.final_layer_norm},
+           {"pooler", c.pooler},
+           {"share_layers", c.share_layers},
+           {"layer_groups", c.layer_groups},
+           {"tie_word_embeddings", c.tie_word_embeddings},
+           {"dropout", c.dropout},
+           {"attention", c.attention},
+           {"cross_attention", c.cross_attention},
+           {"cross_attention_spec", c.cross_attention_spec},
+           {"memory_hidden", c.memory_hidden},
+           {"condition_size", c.condition_size},
+           {"pad_token_id", c.pad_token_id}};
+}
+
+void from_json(const json& j, TransformerConfig& c) {
+  StrictReader r(j, "config");
+  r.read("family", c.family);
+  r.read("vocab_size", c.vocab_size);
+  r.read("hidden", c.hidden);
+  r.read("layers", c.layers);
+  r.read("heads", c.heads);
+  r.read("intermediate", c.intermediate);
+  r.read("embedding_size", c.embedding_size);
+  r.read("max_positions", c.max_positions);
+  r.read("type_vocab_size", c.type_vocab_size);
+  r.read("positions", c.positions);
+  r.read("activation", c.activation);
+  r.read("norm_first", c.norm_first);
+  r.read("layer_norm_eps", c.layer_norm_eps);
+  r.read("embedding_layer_norm", c.embedding_layer_norm);
+  r.read("final_layer_norm", c.final_layer_norm);
+  r.read("pooler", c.pooler);
+  r.read("share_layers", c.share_layers);
+  r.read("layer_groups", c.layer_groups);
+  r.read("tie_word_embeddings", c.tie_word_embeddings);
+  r.read("dropout", c.dropout);
+  r.read("attention", c.attention);
+  r.read("cross_attention", c.cross_attention);
+  r.read("cross_attention_spec", c.cross_attention_spec);
+  r.read("memory_hidden", c.memory_hidden);
+  r.read("condition_size", c.condition_size);
+  r.read("pad_token_id", c.pad_token_id);
+  r.reject_unknown();
+}
+
+void TransformerConfig::validate() const {
+  require_positive("vocab_size", vocab_size);
+  require_positive("hidden", hidden);
+  require_positive("layers", layers);
+  require_positive("heads", heads);
+  require_positive("intermediate", intermediate);
+  require_positive("max_positions", max_positions);
+  if (embedding_size < 0) throw Error("config: embedding_size must be >= 0");
+  if (type_vocab_size < 0) throw Error("config: type_vocab_size must be >= 0");
+  if ((attention.key_size == 0 || attention.value_size == 0) && hidden % heads != 0)
+    throw Error(fmt::format("config: hidden {} is not divisible by heads {}", hidden, heads));
+  if (share_layers && (layer_groups <= 0 || layers % layer_groups != 0))
+    throw Error(fmt::format("config: layers {} must be a multiple of layer_groups {}", layers,
+                            layer_groups));
+  if (dropout < 0 || dropout >= 1)
+    throw Error(fmt::format("config: dropout must be in [0, 1) (got {})", dropout));
+  if (layer_norm_eps <= 0) throw Error("config: layer_norm_eps must be positive");
+  if (pad_token_id < 0 || pad_token_id >= vocab_size)
+    throw Error(fmt::format("config: pad_token_id {} outside the vocabulary", pad_token_id));
+  layers::parse_activation(activation);
+  layers::parse_position_encoding(positions);
+}
+
+TransformerConfig TransformerConfig::bert(int64_t vocab_size, int64_t hidden, int64_t layers,
+                                          int64_t heads, int64_t intermediate) {
+  TransformerConfig c;
+  c.family = "bert";
+  c.vocab_size = vocab_size;
+  c.hidden = hidden;
+  c.layers = layers;
+  c.heads = heads;
+  c.intermediate = intermediate;
+  return c;
+}
+
+TransformerConfig TransformerConfig::albert(int64_t vocab_size, int64_t embedding_size,
+                                            int64_t hidden, int64_t layers, int64_t heads,
+                                            int64_t intermediate) {
+  TransformerConfig c = bert(vocab_size, hidden, layers, heads, intermediate);
+  c.family = "albert";
+  c.embedding_size = embedding_size;
+  c.activation = "gelu_new";
+  c.share_layers = true;
+  c.dropout = 0.0;
+  return c;
+}
+
+TransformerConfig TransformerConfig::gpt2(int64_t vocab_size, int64_t hidden, int64_t layers,
+                                          int64_t heads) {
+  TransformerConfig c;
+  c.family = "gpt2";
+  c.vocab_size = vocab_size;
+  c.hidden = hidden;
+  c.layers = layers;
+  c.heads = heads;
+  c.intermediate = 4 * hidden;
+  c.max_positions = 1024;
+  c.type_vocab_size = 0;
+  c.activation = "gelu_new";
+  c.norm_first = true;
+  c.layer_norm_eps = 1e-5;
+  c.embedding_layer_norm = false;
+  c.final_layer_norm = true;
+  c.pooler = false;
+  c.attention.causal = true;
+  return c;
+}
+
+}  // namespace attnkit::models
+
+namespace attnkit::layers {
+
+void to_json(nlohmann::json& j, const AttentionSpec& spec) {
+  j = nlohmann::json{{"kind", spec.to_string()},   {"causal", spec.causal},
+           {"key_size", spec.key_size},  {"value_size", spec.value_size},
+           {"talking_heads", spec.talking_heads}, {"max_length", spec.max_length},
+           {"synthesizer_hidden", spec.synthesizer_hidden},
+           {"factor_rank", spec.factor_rank}, {"bias", spec.bias}};
+}
+
+void from_json(const nlohmann::json& j, AttentionSpec& spec) {
+  models::detail::StrictReader r(j, "config: attention");
+  std::string kind = spec.to_string();
+  r.read("kind", kind);
+  AttentionSpec parsed = AttentionSpec::parse(kind);
+  parsed.causal = spec.causal;
+  parsed.key_size = spec.key_size;
+  parsed.value_size = spec.value_size;
+  parsed.talking_heads = spec.talking_heads;
+  parsed.max_length = spec.max_length;
+  parsed.synthesizer_hidden = spec.synthesizer_hidden;
+  parsed.factor_rank = spec.factor_rank;
+  parsed.bias = spec.bias;
+  r.read("causal", parsed.causal);
+  r.read("key_size", parsed.key_size);
+  r.read("value_size", parsed.value_size);
+  r.read("talking_heads", parsed.talking_heads);
+  r.read("max_length", parsed.max_length);
+  r.read("synthesizer_hidden", parsed.synthesizer_hidden);
+  r.read("factor_rank", parsed.factor_rank);
+  r.read("bias", parsed.bias);
+  r.reject_unknown();
+  spec = parsed;
+}
+
+}  // namespace attnkit::layers

@@ -1,0 +1,172 @@
+#include "attnkit/models/transformer_model.h"
+
+#include "attnkit/error.h"
+
+#include <fmt/format.h>
+
+#include <unordered_set>
+
+namespace attnkit::models {
+
+using layers::TransformerBlock;
+
+layers::TransformerBlockOptions TransformerModelImpl::block_options() const {
+  const auto& c = config_;
+  return layers::TransformerBlockOptions(c.hidden, c.heads, c.intermediate)
+      .activation(layers::parse_activation(c.activation))
+      .norm_first(c.norm_first)
+      .layer_norm_eps(c.layer_norm_eps)
+      .attention(c.attention)
+      .cross_attention(c.cross_attention)
+      .cross_spec(c.cross_attention_spec)
+      .memory_hidden(c.memory_hidden)
+      .dropout(c.dropout)
+      .condition_size(c.condition_size);
+}
+
+TransformerModelImpl::TransformerModelImpl(const TransformerConfig& config) : config_(config) {
+  config_.validate();
+  const auto& c = config_;
+  embeddings = register_module(
+      "embeddings",
+      layers::Embeddings(layers::EmbeddingsOptions(c.vocab_size, c.effective_embedding_size())
+                             .hidden(c.hidden)
+                             .max_positions(c.max_positions)
+                             .positions(layers::parse_position_encoding(c.positions))
+                             .type_vocab_size(c.type_vocab_size)
+                             .layer_norm(c.embedding_layer_norm)
+                             .layer_norm_eps(c.layer_norm_eps)
+                             .condition_size(c.condition_size)
+                             .dropout(c.dropout)));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  const int64_t count = c.share_layers ? c.layer_groups : c.layers;
+  for (int64_t i = 0; i < count; ++i) blocks->push_back(TransformerBlock(block_options()));
+  if (c.final_layer_norm)
+    final_norm = register_module(
+        "final_norm", layers::ConditionalLayerNorm(layers::ConditionalLayerNormOptions(c.hidden)
+                                                       .eps(c.layer_norm_eps)
+                                                       .condition_size(c.condition_size)));
+  if (c.pooler) pooler = register_module("pooler", torch::nn::Linear(c.hidden, c.hidden));
+  reset_parameters();
+}
+
+namespace {
+
+// Every descendant module (modules() needs shared_from_this, unavailable in a constructor).
+void collect_descendants(const torch::nn::Module& module,
+                         std::vector<std::shared_ptr<torch::nn::Module>>& out) {
+  for (const auto& child : module.children()) {
+    out.push_back(child);
+    collect_descendants(*child, out);
+  }
+}
+
+}  // namespace
+
+void TransformerModelImpl::reset_parameters(double std) {
+  torch::NoGradGuard no_grad;
+  std::vector<std::shared_ptr<torch::nn::Module>> all;
+  collect_descendants(*this, all);
+  // Dense and embedding weights first; then the LayerNorms, which also zero their condition
+  // layers. Attention-specific parameters (talking-heads, synthesizer) keep their own init.
+  for (const auto& module : all) {
+    if (auto* linear = module->as<torch::nn::Linear>()) {
+      linear->weight.normal_(0.0, std);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* embedding = module->as<torch::nn::Embedding>()) {
+      embedding->weight.normal_(0.0, std);
+    }
+  }
+  for (const auto& module : all) {
+    if (auto* norm = module->as<layers::ConditionalLayerNorm>()) {
+      norm->weight.fill_(1.0);
+      norm->bias.zero_();
+      if (norm->condition_to_weight) {
+        norm->condition_to_weight->weight.zero_();
+        norm->condition_to_bias->weight.zero_();
+      }
+    }
+  }
+}
+
+TransformerBlock TransformerModelImpl::block(int64_t layer) const {
+  if (layer < 0 || layer >= config_.layers)
+    throw Error(fmt::format("model: layer {} out of range [0, {})", layer, config_.layers));
+  const int64_t index =
+      config_.share_layers ? layer / (config_.layers / config_.layer_groups) : layer;
+  return std::dynamic_pointer_cast<layers::TransformerBlockImpl>(blocks->ptr(index));
+}
+
+void TransformerModelImpl::unshare() {
+  if (!config_.share_layers) return;
+  // A fresh block per layer with the values of the block it shared (same options, same names).
+  auto fresh = torch::nn::ModuleList();
+  for (int64_t layer = 0; layer < config_.layers; ++layer) {
+    TransformerBlock copy(block_options());
+    copy->set_paths(block(layer)->paths());
+    const auto source = block(layer)->named_parameters();
+    torch::NoGradGuard no_grad;
+    for (auto& item : copy->named_parameters()) item.value().copy_(source[item.key()]);
+    fresh->push_back(copy);
+  }
+  blocks = replace_module("blocks", fresh);
+  config_.share_layers = false;
+  config_.layer_groups = 1;
+}
+
+void TransformerModelImpl::set_paths(const layers::BlockPaths& paths) {
+  for (int64_t i = 0; i < block_count(); ++i)
+    std::dynamic_pointer_cast<layers::TransformerBlockImpl>(blocks->ptr(i))->set_paths(paths);
+}
+
+ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {
+  if (!in.input_ids.defined() || in.input_ids.dim() != 2)
+    throw Error("model: input_ids must be a [batch, n] int64 tensor");
+  if (in.input_ids.scalar_type() != at::kLong)
+    throw Error(fmt::format("model: input_ids must be int64, got {}",
+                            c10::toString(in.input_ids.scalar_type())));
+  ModelOutput out;
+  layers::BlockInputs block_inputs;
+  if (in.attention_mask) {
+    if (in.attention_mask->sizes() != in.input_ids.sizes())
+      throw Error(fmt::format("model: attention_mask must be [{}], got [{}]",
+                              fmt::join(in.input_ids.sizes(), ", "),
+                              fmt::join(in.attention_mask->sizes(), ", ")));
+    block_inputs.self.key_padding = in.attention_mask->to(at::kBool);
+  }
+  block_inputs.self.mask = in.mask;
+  block_inputs.self.need_weights = in.output_attentions;
+  block_inputs.self.need_head_contexts = in.output_head_contexts;
+  block_inputs.memory = in.memory;
+  block_inputs.memory_padding = in.memory_padding;
+  block_inputs.condition = in.condition;
+
+  at::Tensor h = embeddings->forward(in.input_ids, in.token_type_ids, in.position_offset,
+                                     in.condition);
+  if (in.output_hidden_states) out.hidden_states.push_back(h);
+  for (int64_t layer = 0; layer < config_.layers; ++layer) {
+    layers::BlockOutput b = block(layer)->forward(h, block_inputs);
+    h = b.hidden;
+    if (in.output_attentions) out.attentions.push_back(b.weights);
+    if (in.output_head_contexts) out.head_contexts.push_back(b.head_contexts);
+    if (in.output_hidden_states) out.hidden_states.push_back(h);
+  }
+  if (final_norm) {
+    h = final_norm->forward(h, in.condition);
+    // HF GPT-2 reports the final-LN output as the last hidden state.
+    if (in.output_hidden_states) out.hidden_states.back() = h;
+  }
+  out.last_hidden_state = h;
+  if (pooler) out.pooled = torch::tanh(pooler->forward(h.select(1, 0)));
+  return out;
+}
+
+int64_t parameter_count(const torch::nn::Module& module) {
+  std::unordered_set<const void*> seen;
+  int64_t count = 0;
+  for (const auto& p : module.parameters())
+    if (seen.insert(p.unsafeGetTensorImpl()).second) count += p.numel();
+  return count;
+}
+
+}  // namespace attnkit::models

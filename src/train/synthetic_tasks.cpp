@@ -1,0 +1,160 @@
+#include "attnkit/train/synthetic_tasks.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "attnkit/error.h"
+
+namespace attnkit::train {
+namespace {
+
+// Uniform in [0, n) (n >= 1) from the engine's standardised output alone.
+uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
+  const uint64_t threshold = (0 - n) % n;
+  for (;;) {
+    const uint64_t x = rng();
+    if (x >= threshold) return x % n;
+  }
+}
+
+int64_t uniform_in(std::mt19937_64& rng, int64_t low, int64_t high) {
+  return low + static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(high - low) + 1));
+}
+
+void check_options(const SyntheticTaskOptions& o) {
+  if (o.min_length < 1 || o.min_length > o.max_length) {
+    throw Error(fmt::format("synthetic task {}: need 1 <= min_length <= max_length, got {} and {}", to_string(o.task),
+                            o.min_length, o.max_length));
+  }
+  if (o.task == SyntheticTask::kAssociativeRecall) {
+    if (o.num_values < 1) throw Error(fmt::format("synthetic task associative-recall: num_values must be at least 1, got {}", o.num_values));
+    if (o.num_keys < o.max_length) {
+      throw Error(fmt::format("synthetic task associative-recall: num_keys ({}) must be at least max_length ({}) so "
+                              "that the keys of an example are distinct",
+                              o.num_keys, o.max_length));
+    }
+  } else if (o.num_symbols < 1) {
+    throw Error(fmt::format("synthetic task {}: num_symbols must be at least 1, got {}", to_string(o.task), o.num_symbols));
+  }
+}
+
+}  // namespace
+
+std::string to_string(SyntheticTask task) {
+  switch (task) {
+    case SyntheticTask::kCopy: return "copy";
+    case SyntheticTask::kReverse: return "reverse";
+    case SyntheticTask::kSort: return "sort";
+    case SyntheticTask::kAssociativeRecall: return "associative-recall";
+  }
+  return "unknown";
+}
+
+SyntheticTask synthetic_task_from_string(const std::string& name) {
+  if (name == "copy") return SyntheticTask::kCopy;
+  if (name == "reverse") return SyntheticTask::kReverse;
+  if (name == "sort") return SyntheticTask::kSort;
+  if (name == "associative-recall" || name == "recall") return SyntheticTask::kAssociativeRecall;
+  throw Error(fmt::format("synthetic task: unknown task '{}', expected copy, reverse, sort or associative-recall", name));
+}
+
+int64_t synthetic_vocab_size(const SyntheticTaskOptions& options) {
+  return SyntheticVocabulary::kFirstSymbol +
+         (options.task == SyntheticTask::kAssociativeRecall ? options.num_keys + options.num_values : options.num_symbols);
+}
+
+SyntheticTaskGenerator::SyntheticTaskGenerator(const SyntheticTaskOptions& options, uint64_t seed)
+    : options_(options), rng_(seed) {
+  check_options(options_);
+  if (options_.task == SyntheticTask::kAssociativeRecall) {
+    keys_.resize(static_cast<size_t>(options_.num_keys));
+    std::iota(keys_.begin(), keys_.end(), SyntheticVocabulary::kFirstSymbol);
+  }
+}
+
+SyntheticExample SyntheticTaskGenerator::next() {
+  const int64_t n = uniform_in(rng_, options_.min_length, options_.max_length);
+  SyntheticExample example;
+  if (options_.task == SyntheticTask::kAssociativeRecall) {
+    // n distinct keys: the first n places of a partial Fisher-Yates shuffle.
+    const size_t pairs = static_cast<size_t>(n);
+    for (size_t i = 0; i < pairs; ++i) {
+      const size_t j = i + static_cast<size_t>(uniform_below(rng_, keys_.size() - i));
+      std::swap(keys_[i], keys_[j]);
+    }
+    const int64_t first_value = SyntheticVocabulary::kFirstSymbol + options_.num_keys;
+    example.input.reserve(2 * pairs + 2);
+    std::vector<int64_t> values(pairs);
+    for (size_t i = 0; i < pairs; ++i) {
+      values[i] = first_value + static_cast<int64_t>(uniform_below(rng_, static_cast<uint64_t>(options_.num_values)));
+      example.input.push_back(keys_[i]);
+      example.input.push_back(values[i]);
+    }
+    const size_t query = static_cast<size_t>(uniform_below(rng_, pairs));
+    example.input.push_back(SyntheticVocabulary::kSeparator);
+    example.input.push_back(keys_[query]);
+    example.target = {values[query]};
+    return example;
+  }
+  std::vector<int64_t> symbols(static_cast<size_t>(n));
+  for (int64_t& s : symbols) {
+    s = SyntheticVocabulary::kFirstSymbol + static_cast<int64_t>(uniform_below(rng_, static_cast<uint64_t>(options_.num_symbols)));
+  }
+  example.input = symbols;
+  example.input.push_back(SyntheticVocabulary::kSeparator);
+  example.target = std::move(symbols);
+  if (options_.task == SyntheticTask::kReverse) std::reverse(example.target.begin(), example.target.end());
+  if (options_.task == SyntheticTask::kSort) std::sort(example.target.begin(), example.target.end());
+  return example;
+}
+
+std::vector<SyntheticExample> generate_synthetic_task(const SyntheticTaskOptions& options, uint64_t seed,
+                                                      size_t count) {
+  SyntheticTaskGenerator generator(options, seed);
+  std::vector<SyntheticExample> examples;
+  examples.reserve(count);
+  for (size_t i = 0; i < count; ++i) examples.push_back(generator.next());
+  return examples;
+}
+
+SyntheticBatch make_synthetic_batch(const std::vector<SyntheticExample>& examples) {
+  if (examples.empty()) throw Error("make_synthetic_batch: no examples");
+  int64_t n = 0;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    if (examples[i].input.empty() || examples[i].target.empty()) {
+      throw Error(fmt::format("make_synthetic_batch: example {} has an empty {}", i,
+                              examples[i].input.empty() ? "input" : "target"));
+    }
+    n = std::max(n, static_cast<int64_t>(examples[i].input.size() + examples[i].target.size()) - 1);
+  }
+  const int64_t batch = static_cast<int64_t>(examples.size());
+  SyntheticBatch result;
+  result.inputs = at::full({batch, n}, SyntheticVocabulary::kPad, at::kLong);
+  result.targets = at::full({batch, n}, SyntheticBatch::kIgnoreIndex, at::kLong);
+  result.lengths = at::empty({batch}, at::kLong);
+  int64_t* inputs = result.inputs.data_ptr<int64_t>();
+  int64_t* targets = result.targets.data_ptr<int64_t>();
+  int64_t* lengths = result.lengths.data_ptr<int64_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    const SyntheticExample& example = examples[static_cast<size_t>(b)];
+    const int64_t prompt = static_cast<int64_t>(example.input.size());
+    const int64_t length = prompt + static_cast<int64_t>(example.target.size()) - 1;
+    auto token = [&](int64_t t) {
+      return t < prompt ? example.input[static_cast<size_t>(t)] : example.target[static_cast<size_t>(t - prompt)];
+    };
+    int64_t* in_row = inputs + b * n;
+    int64_t* target_row = targets + b * n;
+    for (int64_t t = 0; t < length; ++t) {
+      in_row[t] = token(t);
+      // Position t predicts token t + 1: a target token when t + 1 >= prompt.
+      if (t + 1 >= prompt) target_row[t] = token(t + 1);
+    }
+    lengths[b] = length;
+  }
+  return result;
+}
+
+}  // namespace attnkit::train

@@ -1,0 +1,157 @@
+// Models built from one TransformerBlock: the families' presets run, ALBERT's unshare() keeps the
+// outputs, Conditional LayerNorm equals LayerNorm at init, and every attention kind trains a step.
+#include "attnkit/error.h"
+#include "attnkit/layers/conditional_layer_norm.h"
+#include "attnkit/models/transformer_model.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace {
+
+using attnkit::layers::AttentionSpec;
+using attnkit::models::ModelInputs;
+using attnkit::models::TransformerConfig;
+using attnkit::models::TransformerModel;
+
+at::Tensor random_ids(int64_t batch, int64_t n, int64_t vocab) {
+  return torch::randint(vocab, {batch, n}, torch::kLong);
+}
+
+TEST(TransformerModel, AlbertUnshareKeepsOutputs) {
+  torch::manual_seed(1);
+  auto config = TransformerConfig::albert(50, 8, 16, 3, 4, 24);
+  TransformerModel model(config);
+  model->eval();
+  ModelInputs in;
+  in.input_ids = random_ids(2, 7, 50);
+  in.output_hidden_states = true;
+  auto before = model->forward(in);
+  EXPECT_EQ(model->block_count(), 1);
+  model->unshare();
+  EXPECT_EQ(model->block_count(), 3);
+  auto after = model->forward(in);
+  EXPECT_TRUE(torch::equal(before.last_hidden_state, after.last_hidden_state));
+  ASSERT_EQ(after.hidden_states.size(), 4u);
+  // The copies are independent: changing one layer changes only what follows it.
+  {
+    torch::NoGradGuard no_grad;
+    model->block(2)->ffn->fc_out->bias.add_(1.0);
+  }
+  auto changed = model->forward(in);
+  EXPECT_TRUE(torch::equal(changed.hidden_states[2], after.hidden_states[2]));
+  EXPECT_FALSE(torch::equal(changed.hidden_states[3], after.hidden_states[3]));
+}
+
+TEST(TransformerModel, ConditionalLayerNormEqualsLayerNormAtInit) {
+  torch::manual_seed(2);
+  attnkit::layers::ConditionalLayerNorm cln(
+      attnkit::layers::ConditionalLayerNormOptions(12).eps(1e-5).condition_size(5));
+  {
+    torch::NoGradGuard no_grad;
+    cln->weight.uniform_(0.5, 1.5);
+    cln->bias.uniform_(-1, 1);
+  }
+  at::Tensor x = torch::randn({3, 4, 12});
+  at::Tensor c = torch::randn({3, 5});
+  at::Tensor expected = at::layer_norm(x, {12}, cln->weight, cln->bias, 1e-5);
+  EXPECT_TRUE(torch::allclose(cln->forward(x, c), expected, 1e-6, 1e-6));
+  {
+    torch::NoGradGuard no_grad;
+    cln->condition_to_bias->weight.fill_(0.1);
+  }
+  EXPECT_FALSE(torch::allclose(cln->forward(x, c), expected, 1e-6, 1e-6));
+  EXPECT_THROW(cln->forward(x), attnkit::Error);
+}
+
+TEST(TransformerModel, Gpt2IsCausal) {
+  torch::manual_seed(3);
+  TransformerModel model(TransformerConfig::gpt2(40, 16, 2, 2));
+  model->eval();
+  ModelInputs in;
+  in.input_ids = random_ids(1, 9, 40);
+  auto a = model->forward(in).last_hidden_state;
+  in.input_ids[0][8] = (in.input_ids[0][8].item<int64_t>() + 1) % 40;
+  auto b = model->forward(in).last_hidden_state;
+  EXPECT_TRUE(torch::allclose(a.slice(1, 0, 8), b.slice(1, 0, 8), 1e-6, 1e-6));
+  EXPECT_FALSE(torch::allclose(a.select(1, 8), b.select(1, 8), 1e-6, 1e-6));
+}
+
+TEST(TransformerModel, EveryAttentionKindTrainsOneStep) {
+  for (const std::string kind :
+       {"softmax", "linear:elu", "linear:relu", "linear:favor:16:3", "cosformer",
+        "synthesizer-dense", "synthesizer-random", "synthesizer-factorized-dense",
+        "synthesizer-factorized-random", "mixture:synthesizer-random+softmax"}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(kind + (causal ? " causal" : ""));
+      torch::manual_seed(4);
+      auto config = TransformerConfig::bert(30, 16, 2, 2, 32);
+      config.attention = AttentionSpec::parse(kind);
+      config.attention.causal = causal;
+      config.attention.max_length = 16;
+      config.attention.key_size = 6;  // independent of hidden / heads
+      config.dropout = 0.0;
+      TransformerModel model(config);
+      torch::optim::SGD sgd(model->parameters(), 0.1);
+      ModelInputs in;
+      in.input_ids = random_ids(2, 10, 30);
+      in.attention_mask = torch::ones({2, 10}, torch::kLong);
+      in.attention_mask->slice(1, 8).select(0, 1).zero_();
+      auto out = model->forward(in);
+      at::Tensor loss = out.last_hidden_state.pow(2).mean();
+      ASSERT_TRUE(std::isfinite(loss.item<double>()));
+      sgd.zero_grad();
+      loss.backward();
+      sgd.step();
+      auto again = model->forward(in).last_hidden_state.pow(2).mean();
+      EXPECT_NE(loss.item<double>(), again.item<double>());
+      // Padded keys change nothing for the real tokens of row 1.
+      at::Tensor ids = in.input_ids.clone();
+      ids[1][9] = (ids[1][9].item<int64_t>() + 1) % 30;
+      ModelInputs other = in;
+      other.input_ids = ids;
+      model->eval();
+      auto x = model->forward(in).last_hidden_state;
+      auto y = model->forward(other).last_hidden_state;
+      EXPECT_TRUE(torch::allclose(x[1].slice(0, 0, 8), y[1].slice(0, 0, 8), 1e-5, 1e-5));
+    }
+  }
+}
+
+TEST(TransformerModel, PathsSwitchOffSkipMlpAndNorm) {
+  torch::manual_seed(5);
+  auto config = TransformerConfig::bert(30, 16, 1, 2, 32);
+  config.dropout = 0.0;
+  config.pooler = false;
+  TransformerModel model(config);
+  model->eval();
+  model->set_paths({/*skip=*/false, /*mlp=*/false, /*layer_norm=*/false});
+  ModelInputs in;
+  in.input_ids = random_ids(1, 6, 30);
+  in.output_hidden_states = true;
+  auto out = model->forward(in);
+  // Pure attention: the layer output is the attention of the embedding output.
+  auto expected = model->block(0)->attention->forward(out.hidden_states[0]).output;
+  EXPECT_TRUE(torch::allclose(out.last_hidden_state, expected, 1e-6, 1e-6));
+}
+
+TEST(TransformerModel, BadInputIsAClearError) {
+  TransformerModel model(TransformerConfig::bert(30, 16, 1, 2, 32));
+  ModelInputs in;
+  in.input_ids = torch::full({1, 4}, 30, torch::kLong);
+  EXPECT_THROW(model->forward(in), attnkit::Error);
+  in.input_ids = torch::zeros({1, 600}, torch::kLong);
+  EXPECT_THROW(model->forward(in), attnkit::Error);
+  auto config = TransformerConfig::bert(30, 15, 1, 2, 32);
+  EXPECT_THROW(TransformerModel{config}, attnkit::Error);
+  config = TransformerConfig::bert(30, 16, 1, 2, 32);
+  config.attention = AttentionSpec::parse("cosformer");
+  TransformerModel cos(config);
+  in.input_ids = torch::zeros({1, 4}, torch::kLong);
+  in.mask = torch::ones({1, 1, 4, 4}, torch::kBool);
+  EXPECT_THROW(cos->forward(in), attnkit::Error);
+  EXPECT_THROW(AttentionSpec::parse("mixture:linear+softmax"), attnkit::Error);
+  EXPECT_THROW(AttentionSpec::parse("quadratic"), attnkit::Error);
+}
+
+}  // namespace
