@@ -101,7 +101,7 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
       uses_kind(spec, AttentionKind::SynthesizerFactorizedRandom)) {
     if (n <= 0) throw Error(fmt::format("attention: max_length must be positive (got {})", n));
   }
-  const double std = 0.02;
+  const double init_std = 0.02;
   if (uses_kind(spec, AttentionKind::SynthesizerDense)) {
     const int64_t width = spec.synthesizer_hidden;
     dense_w1_ = register_parameter("dense_w1", torch::randn({heads, key_size_, width}) *
@@ -112,7 +112,7 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
     dense_b2_ = register_parameter("dense_b2", torch::zeros({heads, n}));
   }
   if (uses_kind(spec, AttentionKind::SynthesizerRandom))
-    random_logits_ = register_parameter("random_logits", torch::randn({heads, n, n}) * std);
+    random_logits_ = register_parameter("random_logits", torch::randn({heads, n, n}) * init_std);
   if (uses_kind(spec, AttentionKind::SynthesizerFactorizedDense)) {
     const auto a = static_cast<int64_t>(std::ceil(std::sqrt(double(n))));
     const int64_t b = (n + a - 1) / a;
@@ -239,8 +239,9 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
   } else {
     if (in.mask)
       throw Error(fmt::format("attention: '{}' takes causality and key padding only, not an "
-                              "arbitrary mask (use a softmax or synthesizer kind for {})",
-                              spec.to_string(), "UniLM/XLNet/prefix masks"));
+                              "arbitrary mask (use a softmax or synthesizer kind for "
+                              "UniLM/XLNet/prefix masks)",
+                              spec.to_string()));
     if (spec.kind == AttentionKind::Linear)
       context = ops::linear_attention(qh, kh, vh, *feature_map_, spec.causal, in.key_padding);
     else

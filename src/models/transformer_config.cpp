@@ -200,25 +200,20 @@ void from_json(const nlohmann::json& j, AttentionSpec& spec) {
   models::detail::StrictReader r(j, "config: attention");
   std::string kind = spec.to_string();
   r.read("kind", kind);
-  AttentionSpec parsed = AttentionSpec::parse(kind);
-  parsed.causal = spec.causal;
-  parsed.key_size = spec.key_size;
-  parsed.value_size = spec.value_size;
-  parsed.talking_heads = spec.talking_heads;
-  parsed.max_length = spec.max_length;
-  parsed.synthesizer_hidden = spec.synthesizer_hidden;
-  parsed.factor_rank = spec.factor_rank;
-  parsed.bias = spec.bias;
-  r.read("causal", parsed.causal);
-  r.read("key_size", parsed.key_size);
-  r.read("value_size", parsed.value_size);
-  r.read("talking_heads", parsed.talking_heads);
-  r.read("max_length", parsed.max_length);
-  r.read("synthesizer_hidden", parsed.synthesizer_hidden);
-  r.read("factor_rank", parsed.factor_rank);
-  r.read("bias", parsed.bias);
+  // The text form decides kind, feature map and mixture; the other fields are read as they are.
+  const AttentionSpec parsed = AttentionSpec::parse(kind);
+  spec.kind = parsed.kind;
+  spec.feature_map = parsed.feature_map;
+  spec.mixture = parsed.mixture;
+  r.read("causal", spec.causal);
+  r.read("key_size", spec.key_size);
+  r.read("value_size", spec.value_size);
+  r.read("talking_heads", spec.talking_heads);
+  r.read("max_length", spec.max_length);
+  r.read("synthesizer_hidden", spec.synthesizer_hidden);
+  r.read("factor_rank", spec.factor_rank);
+  r.read("bias", spec.bias);
   r.reject_unknown();
-  spec = parsed;
 }
 
 }  // namespace attnkit::layers

@@ -5,6 +5,7 @@
 #include "attnkit/models/transformer_model.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 namespace {
@@ -152,6 +153,28 @@ TEST(TransformerModel, BadInputIsAClearError) {
   EXPECT_THROW(cos->forward(in), attnkit::Error);
   EXPECT_THROW(AttentionSpec::parse("mixture:linear+softmax"), attnkit::Error);
   EXPECT_THROW(AttentionSpec::parse("quadratic"), attnkit::Error);
+}
+
+TEST(TransformerConfig, JsonRoundTripIsStrict) {
+  auto config = TransformerConfig::albert(50, 8, 16, 4, 4, 24);
+  config.layer_groups = 2;
+  config.attention = AttentionSpec::parse("mixture:synthesizer-random+softmax");
+  config.attention.key_size = 6;
+  config.attention.causal = true;
+  config.attention.max_length = 33;
+  nlohmann::json j = config;
+  const auto back = j.get<TransformerConfig>();
+  EXPECT_EQ(nlohmann::json(back), j);
+  EXPECT_EQ(back.attention.mixture.size(), 2u);
+  EXPECT_EQ(back.attention.key_size, 6);
+  EXPECT_TRUE(back.attention.causal);
+  j["attention"]["kind"] = "linear:relu";
+  EXPECT_EQ(j.get<TransformerConfig>().attention.feature_map, "relu");
+  j["attention"]["heads"] = 3;
+  EXPECT_THROW(j.get<TransformerConfig>(), attnkit::Error);
+  j = config;
+  j["hidden"] = "wide";
+  EXPECT_THROW(j.get<TransformerConfig>(), attnkit::Error);
 }
 
 }  // namespace

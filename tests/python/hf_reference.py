@@ -399,17 +399,22 @@ def bert_forward(cfg, p, heads, input_ids, token_type_ids=None, attention_mask=N
     if "pooler.dense.weight" in p:
         out["pooler_output"] = torch.tanh(linear(x[:, 0], p["pooler.dense.weight"], p["pooler.dense.bias"]))
     if "cls.predictions.transform.dense.weight" in heads:
-        t = act(linear(x, heads["cls.predictions.transform.dense.weight"],
-                       heads["cls.predictions.transform.dense.bias"]))
-        t = layer_norm(t, heads["cls.predictions.transform.LayerNorm.weight"],
-                       heads["cls.predictions.transform.LayerNorm.bias"], eps)
-        decoder = heads.get("cls.predictions.decoder.weight", p["embeddings.word_embeddings.weight"])
-        bias = heads.get("cls.predictions.bias", heads.get("cls.predictions.decoder.bias"))
-        out["mlm_logits"] = linear(t, decoder, bias)
+        out["mlm_logits"] = mlm_head(x, p, heads, "cls.predictions.transform.dense",
+                                     "cls.predictions.transform.LayerNorm", "cls.predictions", act, eps)
     if "cls.seq_relationship.weight" in heads and "pooler_output" in out:
         out["seq_relationship_logits"] = linear(out["pooler_output"], heads["cls.seq_relationship.weight"],
                                                 heads["cls.seq_relationship.bias"])
     return out
+
+
+def mlm_head(x, p, heads, dense, norm, predictions, act, eps):
+    """BERT/ALBERT masked-LM head: dense -> act -> LayerNorm -> decoder (tied to the word
+    embeddings when absent) + bias; the module names differ between the two families."""
+    t = act(linear(x, heads[dense + ".weight"], heads[dense + ".bias"]))
+    t = layer_norm(t, heads[norm + ".weight"], heads[norm + ".bias"], eps)
+    decoder = heads.get(predictions + ".decoder.weight", p["embeddings.word_embeddings.weight"])
+    bias = heads.get(predictions + ".bias", heads.get(predictions + ".decoder.bias"))
+    return linear(t, decoder, bias)
 
 
 def albert_forward(cfg, p, heads, input_ids, token_type_ids=None, attention_mask=None):
@@ -439,11 +444,8 @@ def albert_forward(cfg, p, heads, input_ids, token_type_ids=None, attention_mask
     if "pooler.weight" in p:
         out["pooler_output"] = torch.tanh(linear(x[:, 0], p["pooler.weight"], p["pooler.bias"]))
     if "predictions.dense.weight" in heads:
-        t = act(linear(x, heads["predictions.dense.weight"], heads["predictions.dense.bias"]))
-        t = layer_norm(t, heads["predictions.LayerNorm.weight"], heads["predictions.LayerNorm.bias"], eps)
-        decoder = heads.get("predictions.decoder.weight", p["embeddings.word_embeddings.weight"])
-        bias = heads.get("predictions.bias", heads.get("predictions.decoder.bias"))
-        out["mlm_logits"] = linear(t, decoder, bias)
+        out["mlm_logits"] = mlm_head(x, p, heads, "predictions.dense", "predictions.LayerNorm",
+                                     "predictions", act, eps)
     if "sop_classifier.classifier.weight" in heads and "pooler_output" in out:
         out["sop_logits"] = linear(out["pooler_output"], heads["sop_classifier.classifier.weight"],
                                    heads["sop_classifier.classifier.bias"])

@@ -7,22 +7,14 @@
 #include "attnkit/text/tokenizer_json.h"
 #include "attnkit/text/vocab_files.h"
 #include "reference_support.h"
+#include "support/test_files.h"
 
 namespace attnkit::text {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The message of the attnkit::Error that `action` throws ("" when it throws none).
-template <typename Action>
-std::string error_of(Action action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using attnkit::testing::error_of;
 
 void write_byte_vocab(const fs::path& dir, const std::string& merges) {
   nlohmann::json vocab = nlohmann::json::object();
