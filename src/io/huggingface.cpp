@@ -270,6 +270,7 @@ TransformerConfig config_from_huggingface(const json& j, std::string* model_type
     c.max_positions = value_or<int64_t>(j, "n_positions", 1024);
     c.layer_norm_eps = value_or<double>(j, "layer_norm_epsilon", 1e-5);
     c.dropout = value_or<double>(j, "resid_pdrop", 0.1);
+    c.attention_dropout = value_or<double>(j, "attn_pdrop", 0.1);
     c.tie_word_embeddings = value_or<bool>(j, "tie_word_embeddings", true);
     if (!value_or<bool>(j, "scale_attn_weights", true))
       throw Error("config.json: 'scale_attn_weights' = false is not supported");
@@ -298,6 +299,7 @@ TransformerConfig config_from_huggingface(const json& j, std::string* model_type
     c.type_vocab_size = value_or<int64_t>(j, "type_vocab_size", 2);
     c.layer_norm_eps = value_or<double>(j, "layer_norm_eps", 1e-12);
     c.dropout = value_or<double>(j, "hidden_dropout_prob", albert ? 0.0 : 0.1);
+    c.attention_dropout = value_or<double>(j, "attention_probs_dropout_prob", albert ? 0.0 : 0.1);
     c.pad_token_id = value_or<int64_t>(j, "pad_token_id", 0);
     const auto positions = value_or<std::string>(j, "position_embedding_type", "absolute");
     if (positions != "absolute")
@@ -331,7 +333,7 @@ json config_to_huggingface(const TransformerConfig& c, const HeadsConfig& h) {
          {"n_head", c.heads}, {"n_inner", c.intermediate}, {"n_positions", c.max_positions},
          {"n_ctx", c.max_positions}, {"activation_function", c.activation},
          {"layer_norm_epsilon", c.layer_norm_eps}, {"resid_pdrop", c.dropout},
-         {"embd_pdrop", c.dropout}, {"attn_pdrop", c.dropout},
+         {"embd_pdrop", c.dropout}, {"attn_pdrop", c.attention_dropout},
          {"scale_attn_weights", true}, {"tie_word_embeddings", h.tie_lm},
          {"initializer_range", 0.02}};
     if (h.sequence_labels > 0) j.update(label_maps(h.sequence_labels));
@@ -355,7 +357,7 @@ json config_to_huggingface(const TransformerConfig& c, const HeadsConfig& h) {
          {"intermediate_size", c.intermediate}, {"hidden_act", c.activation},
          {"max_position_embeddings", c.max_positions}, {"type_vocab_size", c.type_vocab_size},
          {"layer_norm_eps", c.layer_norm_eps}, {"hidden_dropout_prob", c.dropout},
-         {"attention_probs_dropout_prob", c.dropout}, {"pad_token_id", c.pad_token_id},
+         {"attention_probs_dropout_prob", c.attention_dropout}, {"pad_token_id", c.pad_token_id},
          {"position_embedding_type", "absolute"}, {"initializer_range", 0.02}};
     if (albert) {
       j["embedding_size"] = c.effective_embedding_size();

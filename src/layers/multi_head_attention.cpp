@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 namespace attnkit::layers {
 namespace {
@@ -222,6 +223,14 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
 
   AttentionResult result;
   at::Tensor context;
+  ops::AttentionDropout dropout;
+  if (is_training() && options_.dropout() > 0) {
+    // A fresh seed per call from the default CPU generator: reproducible under torch::manual_seed
+    // and checkpointed with the generator's state.
+    dropout.rate = options_.dropout();
+    dropout.seed = static_cast<uint64_t>(
+        at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
+  }
   if (spec.uses_logits()) {
     const auto mask = merged_mask(in.mask, in.key_padding);
     if (spec.talking_heads || in.need_weights) {
@@ -229,12 +238,14 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
       if (spec.talking_heads) scores = ops::mix_heads(scores, pre_mix_);
       at::Tensor weights = ops::masked_softmax(scores, mask, spec.causal);
       if (spec.talking_heads) weights = ops::mix_heads(weights, post_mix_);
+      if (dropout.rate > 0) weights = ops::apply_attention_dropout(weights, dropout);
       context = at::matmul(weights, vh);
       if (in.need_weights) result.weights = weights;
     } else if (spec.kind == AttentionKind::Softmax) {
-      context = ops::softmax_attention(qh, kh, vh, mask, spec.causal);
+      context = ops::softmax_attention(qh, kh, vh, mask, spec.causal, c10::nullopt, dropout);
     } else {
-      context = ops::attention_from_logits(logits(qh, kh, spec.kind, L, S), vh, mask, spec.causal);
+      context = ops::attention_from_logits(logits(qh, kh, spec.kind, L, S), vh, mask, spec.causal,
+                                           dropout);
     }
   } else {
     if (in.mask)

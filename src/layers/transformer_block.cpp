@@ -11,14 +11,16 @@ TransformerBlockImpl::TransformerBlockImpl(const TransformerBlockOptions& option
                               .condition_size(options.condition_size());
   attention = register_module(
       "attention", MultiHeadAttention(MultiHeadAttentionOptions(options.hidden(), options.heads())
-                                          .spec(options.attention())));
+                                          .spec(options.attention())
+                                          .dropout(options.attention_dropout())));
   ln_attention = register_module("ln_attention", ConditionalLayerNorm(ln_options));
   if (options.cross_attention()) {
     cross_attention = register_module(
         "cross_attention",
         MultiHeadAttention(MultiHeadAttentionOptions(options.hidden(), options.heads())
                                .memory_hidden(options.memory_hidden())
-                               .spec(options.cross_spec())));
+                               .spec(options.cross_spec())
+                               .dropout(options.attention_dropout())));
     ln_cross = register_module("ln_cross", ConditionalLayerNorm(ln_options));
   }
   ffn = register_module("ffn", FeedForward(FeedForwardOptions(options.hidden(), options.intermediate())

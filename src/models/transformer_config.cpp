@@ -41,6 +41,7 @@ void to_json(json& j, const TransformerConfig& c) {
            {"layer_groups", c.layer_groups},
            {"tie_word_embeddings", c.tie_word_embeddings},
            {"dropout", c.dropout},
+           {"attention_dropout", c.attention_dropout},
            {"attention", c.attention},
            {"cross_attention", c.cross_attention},
            {"cross_attention_spec", c.cross_attention_spec},
@@ -71,6 +72,7 @@ void from_json(const json& j, TransformerConfig& c) {
   r.read("layer_groups", c.layer_groups);
   r.read("tie_word_embeddings", c.tie_word_embeddings);
   r.read("dropout", c.dropout);
+  r.read("attention_dropout", c.attention_dropout);
   r.read("attention", c.attention);
   r.read("cross_attention", c.cross_attention);
   r.read("cross_attention_spec", c.cross_attention_spec);
@@ -96,6 +98,8 @@ void TransformerConfig::validate() const {
                             layer_groups));
   if (dropout < 0 || dropout >= 1)
     throw Error(fmt::format("config: dropout must be in [0, 1) (got {})", dropout));
+  if (attention_dropout < 0 || attention_dropout >= 1)
+    throw Error(fmt::format("config: attention_dropout must be in [0, 1) (got {})", attention_dropout));
   if (layer_norm_eps <= 0) throw Error("config: layer_norm_eps must be positive");
   if (pad_token_id < 0 || pad_token_id >= vocab_size)
     throw Error(fmt::format("config: pad_token_id {} outside the vocabulary", pad_token_id));

@@ -21,6 +21,7 @@ layers::TransformerBlockOptions TransformerModelImpl::block_options() const {
       .cross_spec(c.cross_attention_spec)
       .memory_hidden(c.memory_hidden)
       .dropout(c.dropout)
+      .attention_dropout(c.attention_dropout)
       .condition_size(c.condition_size);
 }
 

@@ -19,7 +19,8 @@ const cpu::ParallelFor& aten_parallel_for() {
 
 // Problem description and (expanded, strided) mask view; `mask_view` keeps the view alive.
 cpu::FlashProblem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                           const at::Tensor& mask, bool causal, double scale, at::Tensor& mask_view) {
+                           const at::Tensor& mask, bool causal, double scale, double dropout,
+                           uint64_t dropout_seed, at::Tensor& mask_view) {
   cpu::FlashProblem p;
   p.B = q.size(0);
   p.H = q.size(1);
@@ -29,6 +30,8 @@ cpu::FlashProblem describe(const at::Tensor& q, const at::Tensor& k, const at::T
   p.dv = v.size(3);
   p.scale = scale;
   p.causal = causal;
+  p.dropout = dropout;
+  p.dropout_seed = dropout_seed;
   if (mask.defined()) {
     mask_view = mask.expand({p.B, p.H, p.L, p.S});
     p.mask.stride_b = mask_view.stride(0);
@@ -47,12 +50,14 @@ class FlashAttention : public torch::autograd::Function<FlashAttention> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q_in,
                             const at::Tensor& k_in, const at::Tensor& v_in,
-                            const c10::optional<at::Tensor>& mask_arg, bool causal, double scale) {
+                            const c10::optional<at::Tensor>& mask_arg, bool causal, double scale,
+                            double dropout, int64_t dropout_seed) {
     // The mask takes no gradient (flash_attention_supports), so it travels as plain data.
     const at::Tensor mask = mask_arg.has_value() ? *mask_arg : at::Tensor();
     auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
     at::Tensor mask_view;
-    const auto p = describe(q, k, v, mask, causal, scale, mask_view);
+    const auto p = describe(q, k, v, mask, causal, scale, dropout,
+                            static_cast<uint64_t>(dropout_seed), mask_view);
     auto out = at::empty({p.B, p.H, p.L, p.dv}, q.options());
     auto lse = at::empty({p.B, p.H, p.L}, q.options());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "flash_attention_forward", [&] {
@@ -64,6 +69,8 @@ class FlashAttention : public torch::autograd::Function<FlashAttention> {
     if (mask.defined()) ctx->saved_data["mask"] = mask;
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["scale"] = scale;
+    ctx->saved_data["dropout"] = dropout;
+    ctx->saved_data["dropout_seed"] = dropout_seed;
     return out;
   }
 
@@ -76,7 +83,9 @@ class FlashAttention : public torch::autograd::Function<FlashAttention> {
     auto dout = grads[0].contiguous();
     at::Tensor mask_view;
     const auto p = describe(q, k, v, mask, ctx->saved_data["causal"].toBool(),
-                            ctx->saved_data["scale"].toDouble(), mask_view);
+                            ctx->saved_data["scale"].toDouble(),
+                            ctx->saved_data["dropout"].toDouble(),
+                            static_cast<uint64_t>(ctx->saved_data["dropout_seed"].toInt()), mask_view);
     auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "flash_attention_backward", [&] {
       cpu::flash_attention_backward(p, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
@@ -85,7 +94,7 @@ class FlashAttention : public torch::autograd::Function<FlashAttention> {
                                     dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
                                     dv.data_ptr<scalar_t>(), aten_parallel_for());
     });
-    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -98,10 +107,12 @@ bool flash_attention_supports(const at::Tensor& q, const c10::optional<at::Tenso
 }
 
 at::Tensor flash_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                           const c10::optional<at::Tensor>& mask, bool causal, double scale) {
+                           const c10::optional<at::Tensor>& mask, bool causal, double scale,
+                           const AttentionDropout& dropout) {
   c10::optional<at::Tensor> defined_mask;
   if (mask.has_value() && mask->defined()) defined_mask = *mask;
-  return FlashAttention::apply(q, k, v, defined_mask, causal, scale);
+  return FlashAttention::apply(q, k, v, defined_mask, causal, scale, dropout.rate,
+                               static_cast<int64_t>(dropout.seed));
 }
 
 }  // namespace attnkit::ops::detail

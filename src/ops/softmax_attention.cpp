@@ -2,6 +2,7 @@
 
 #include "attnkit/ops/masks.h"
 #include "checks.h"
+#include "cpu/flash_attention_kernel.h"
 #include "flash_attention.h"
 
 #include <ATen/ATen.h>
@@ -52,8 +53,39 @@ at::Tensor masked_softmax(const at::Tensor& logits, const c10::optional<at::Tens
   return masked_softmax_unchecked(logits, mask, causal);
 }
 
+at::Tensor attention_dropout_keep(int64_t batch, int64_t heads, int64_t L, int64_t S,
+                                  const AttentionDropout& dropout) {
+  auto keep = at::empty({batch, heads, L, S}, at::kBool);
+  bool* out = keep.data_ptr<bool>();
+  const uint32_t threshold = cpu::dropout_threshold(dropout.rate);
+  for (int64_t bh = 0; bh < batch * heads; ++bh)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < S; ++j)
+        *out++ = cpu::dropout_keep(dropout.seed, bh, i, j, L, S, threshold);
+  return keep;
+}
+
+namespace {
+
+void check_dropout(const char* op, const AttentionDropout& dropout) {
+  if (!(dropout.rate >= 0.0 && dropout.rate < 1.0))
+    detail::fail(op, fmt::format("dropout rate must be in [0, 1), got {}", dropout.rate));
+}
+
+}  // namespace
+
+at::Tensor apply_attention_dropout(const at::Tensor& weights, const AttentionDropout& dropout) {
+  check_dropout("apply_attention_dropout", dropout);
+  check_logits("apply_attention_dropout", weights);
+  if (dropout.rate == 0.0) return weights;
+  auto keep = attention_dropout_keep(weights.size(0), weights.size(1), weights.size(2),
+                                     weights.size(3), dropout);
+  return weights * keep.to(weights.scalar_type()) * (1.0 / (1.0 - dropout.rate));
+}
+
 at::Tensor attention_from_logits(const at::Tensor& logits, const at::Tensor& v,
-                                 const c10::optional<at::Tensor>& mask, bool causal) {
+                                 const c10::optional<at::Tensor>& mask, bool causal,
+                                 const AttentionDropout& dropout) {
   constexpr const char* op = "attention_from_logits";
   check_logits(op, logits);
   detail::check_rank(op, "v", v, 4, "[batch, heads, S, dv]");
@@ -67,7 +99,10 @@ at::Tensor attention_from_logits(const at::Tensor& logits, const at::Tensor& v,
   if (mask.has_value() && mask->defined())
     detail::check_attention_mask(op, *mask, v.size(0), v.size(1), logits.size(2), logits.size(3),
                                  logits);
-  return at::matmul(masked_softmax_unchecked(logits, mask, causal), v);
+  check_dropout(op, dropout);
+  auto weights = masked_softmax_unchecked(logits, mask, causal);
+  if (dropout.rate > 0) weights = apply_attention_dropout(weights.expand({v.size(0), v.size(1), logits.size(2), logits.size(3)}), dropout);
+  return at::matmul(weights, v);
 }
 
 namespace {
@@ -94,13 +129,14 @@ void check_inputs(const char* op, const at::Tensor& q, const at::Tensor& k, cons
 
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const c10::optional<at::Tensor>& mask, bool causal,
-                             c10::optional<double> scale) {
+                             c10::optional<double> scale, const AttentionDropout& dropout) {
   constexpr const char* op = "softmax_attention";
   check_inputs(op, q, k, v, mask);
+  check_dropout(op, dropout);
   if (detail::flash_attention_supports(q, mask))
-    return detail::flash_attention(q, k, v, mask, causal, resolve_scale(op, q, scale));
+    return detail::flash_attention(q, k, v, mask, causal, resolve_scale(op, q, scale), dropout);
   auto weights = masked_softmax_unchecked(scaled_logits(op, q, k, scale), mask, causal);
-  return at::matmul(weights, v);
+  return at::matmul(apply_attention_dropout(weights, dropout), v);
 }
 
 at::Tensor softmax_attention_weights(const at::Tensor& q, const at::Tensor& k,

@@ -11,8 +11,9 @@ namespace {
 
 at::Tensor softmax_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const c10::optional<at::Tensor>& mask, bool causal,
-                                c10::optional<double> scale) {
-  return attnkit::ops::softmax_attention(q, k, v, mask, causal, scale);
+                                c10::optional<double> scale, double dropout, int64_t seed) {
+  return attnkit::ops::softmax_attention(q, k, v, mask, causal, scale,
+                                         {dropout, static_cast<uint64_t>(seed)});
 }
 
 at::Tensor linear_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -33,7 +34,7 @@ at::Tensor favor_projection_op(int64_t dim, int64_t num_features, int64_t seed) 
 
 TORCH_LIBRARY(attnkit, m) {
   m.def("softmax_attention(Tensor q, Tensor k, Tensor v, Tensor? mask=None, bool causal=False, "
-        "float? scale=None) -> Tensor",
+        "float? scale=None, float dropout=0.0, int seed=0) -> Tensor",
         &softmax_attention_op);
   m.def("linear_attention(Tensor q, Tensor k, Tensor v, str feature_map=\"elu\", "
         "bool causal=False) -> Tensor",

@@ -155,6 +155,30 @@ TEST(TransformerModel, BadInputIsAClearError) {
   EXPECT_THROW(AttentionSpec::parse("quadratic"), attnkit::Error);
 }
 
+TEST(TransformerModel, AttentionDropoutIsReproducibleAndOffInEval) {
+  torch::manual_seed(11);
+  auto config = TransformerConfig::bert(50, 16, 2, 4, 32);
+  config.dropout = 0.0;
+  config.attention_dropout = 0.5;
+  TransformerModel model(config);
+  ModelInputs in;
+  in.input_ids = random_ids(2, 9, 50);
+  model->train();
+  auto run = [&](uint64_t seed) {
+    torch::manual_seed(seed);
+    return model->forward(in).last_hidden_state;
+  };
+  auto a = run(1), b = run(1), c = run(2);
+  EXPECT_TRUE(torch::equal(a, b));  // the generator's state decides the dropped weights
+  EXPECT_FALSE(torch::allclose(a, c, 1e-4, 1e-4));
+  model->eval();
+  auto e1 = run(1), e2 = run(2);
+  EXPECT_TRUE(torch::equal(e1, e2));  // no dropout in eval mode
+  EXPECT_FALSE(torch::allclose(a, e1, 1e-4, 1e-4));
+  config.attention_dropout = 1.0;
+  EXPECT_THROW(TransformerModel{config}, attnkit::Error);
+}
+
 TEST(TransformerConfig, JsonRoundTripIsStrict) {
   auto config = TransformerConfig::albert(50, 8, 16, 4, 4, 24);
   config.layer_groups = 2;

@@ -1,7 +1,9 @@
 // The fused kernels (flash softmax, chunked causal product) at sizes that straddle their tile and
 // chunk boundaries, gradients against autograd through the float64 oracle, and long sequences.
 #include "attnkit/ops/cosformer_attention.h"
+#include "attnkit/error.h"
 #include "attnkit/ops/linear_attention.h"
+#include "attnkit/ops/masks.h"
 #include "attnkit/ops/reference.h"
 #include "attnkit/ops/softmax_attention.h"
 
@@ -99,6 +101,74 @@ TEST(FusedKernels, LongSequenceRowsMatchOracle) {
     auto expect = w.matmul(v[0][0]) / w.sum().clamp_min(1e-6);
     EXPECT_TRUE(torch::allclose(cos_out[0][0][i], expect, 1e-10, 1e-12)) << "cosformer row " << i;
   }
+}
+
+// Attention dropout: the fused kernel drops exactly the weights attention_dropout_keep writes out,
+// in forward and backward, across tiles, with causal and arbitrary masks.
+at::Tensor dropout_oracle(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          const at::Tensor& allowed, const ops::AttentionDropout& dropout) {
+  auto logits = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(q.size(3)));
+  auto w = reference::softmax_weights(logits, allowed.expand(logits.sizes()));
+  auto keep = ops::attention_dropout_keep(q.size(0), q.size(1), q.size(2), k.size(2), dropout);
+  return at::matmul(w * keep.to(w.scalar_type()) / (1.0 - dropout.rate), v);
+}
+
+TEST(FusedKernels, AttentionDropoutMatchesTheWrittenOutMask) {
+  const ops::AttentionDropout dropout{0.3, 1234};
+  for (int64_t n : {7, 129, 257}) {
+    torch::manual_seed(n);
+    const int64_t S = n + 3;
+    auto q = torch::randn({2, 2, n, 8}, torch::kDouble), k = torch::randn({2, 2, S, 8}, torch::kDouble);
+    auto v = torch::randn({2, 2, S, 4}, torch::kDouble), g = torch::randn({2, 2, n, 4}, torch::kDouble);
+    auto random_mask = torch::rand({2, 1, n, S}).gt(0.2);
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool causal = variant == 1;
+      c10::optional<at::Tensor> mask;
+      at::Tensor allowed = torch::ones({1, 1, n, S}, torch::kBool);
+      if (causal) allowed = ops::causal_mask(n, S).view({1, 1, n, S});
+      if (variant == 2) {
+        mask = random_mask;
+        allowed = random_mask;
+      }
+      auto grads = [&](bool fused) {
+        auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(), vv = v.clone().requires_grad_();
+        auto out = fused ? ops::softmax_attention(qq, kk, vv, mask, causal, c10::nullopt, dropout)
+                         : dropout_oracle(qq, kk, vv, allowed, dropout);
+        (out * g).sum().backward();
+        return std::vector<at::Tensor>{out.detach(), qq.grad(), kk.grad(), vv.grad()};
+      };
+      auto got = grads(true), want = grads(false);
+      for (int i = 0; i < 4; ++i)
+        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-8, 1e-10))
+            << "n=" << n << " variant " << variant << " tensor " << i << " max err "
+            << (got[i] - want[i]).abs().max().item<double>();
+    }
+  }
+}
+
+TEST(FusedKernels, AttentionDropoutRateAndSeeds) {
+  const ops::AttentionDropout dropout{0.25, 77};
+  auto keep = ops::attention_dropout_keep(2, 4, 128, 160, dropout).to(torch::kDouble);
+  // 163840 Bernoulli(0.75) draws: the kept fraction is within 5 standard deviations (0.005).
+  EXPECT_NEAR(keep.mean().item<double>(), 0.75, 0.005);
+  // No structure by position: every head and both halves of the keys keep ~75%.
+  for (int64_t h = 0; h < 4; ++h)
+    EXPECT_NEAR(keep.select(1, h).mean().item<double>(), 0.75, 0.01);
+  EXPECT_NEAR(keep.narrow(3, 0, 80).mean().item<double>(), keep.narrow(3, 80, 80).mean().item<double>(), 0.01);
+  // Another seed drops other weights; rate 0 keeps everything; a bad rate is an error.
+  auto other = ops::attention_dropout_keep(2, 4, 128, 160, {0.25, 78}).to(torch::kDouble);
+  EXPECT_LT((keep - other).abs().mean().item<double>(), 0.5);
+  EXPECT_GT((keep - other).abs().mean().item<double>(), 0.2);
+  EXPECT_TRUE(ops::attention_dropout_keep(1, 1, 5, 5, {0.0, 3}).all().item<bool>());
+  auto q = torch::randn({1, 1, 4, 8});
+  EXPECT_THROW(ops::softmax_attention(q, q, q, c10::nullopt, false, c10::nullopt, {1.0, 0}),
+               attnkit::Error);
+  // float32 fused path agrees with float64 under the same mask.
+  auto q64 = torch::randn({1, 2, 300, 16}, torch::kDouble), v64 = torch::randn({1, 2, 300, 16}, torch::kDouble);
+  auto out32 = ops::softmax_attention(q64.to(torch::kFloat), q64.to(torch::kFloat), v64.to(torch::kFloat),
+                                      c10::nullopt, true, c10::nullopt, dropout);
+  auto out64 = ops::softmax_attention(q64, q64, v64, c10::nullopt, true, c10::nullopt, dropout);
+  EXPECT_TRUE(torch::allclose(out32.to(torch::kDouble), out64, 1e-4, 1e-5));
 }
 
 }  // namespace

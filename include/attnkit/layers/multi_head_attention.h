@@ -21,6 +21,9 @@ struct MultiHeadAttentionOptions {
   // Width of the memory for cross attention; 0 = hidden.
   TORCH_ARG(int64_t, memory_hidden) = 0;
   TORCH_ARG(AttentionSpec, spec);
+  // Dropout on the attention probabilities in training (softmax, Synthesizer, talking-heads and
+  // mixture kinds; linear attention and cosFormer have no probabilities to drop).
+  TORCH_ARG(double, dropout) = 0.0;
 };
 
 struct AttentionInputs {

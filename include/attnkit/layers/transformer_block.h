@@ -38,6 +38,7 @@ struct TransformerBlockOptions {
   TORCH_ARG(AttentionSpec, cross_spec);
   TORCH_ARG(int64_t, memory_hidden) = 0;
   TORCH_ARG(double, dropout) = 0.0;  // on each sub-layer's output before the residual sum
+  TORCH_ARG(double, attention_dropout) = 0.0;  // on the attention probabilities
   TORCH_ARG(int64_t, condition_size) = 0;  // > 0: every LayerNorm is conditional
   TORCH_ARG(BlockPaths, paths);
 };

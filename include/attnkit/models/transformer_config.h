@@ -31,7 +31,8 @@ struct TransformerConfig {
   bool share_layers = false;      // ALBERT: one set of block weights per group
   int64_t layer_groups = 1;       // ALBERT num_hidden_groups (with share_layers)
   bool tie_word_embeddings = true;
-  double dropout = 0.1;
+  double dropout = 0.1;            // embeddings and sub-layer outputs
+  double attention_dropout = 0.0;  // attention probabilities (HF: attention_probs_dropout_prob)
   layers::AttentionSpec attention;  // kind, feature map, causal, key/value sizes, ...
   // Decoder stacks of the encoder-decoder model: cross attention over a memory.
   bool cross_attention = false;

@@ -8,12 +8,32 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
 
+#include <cstdint>
+
 namespace attnkit::ops {
 
-// softmax(q kᵀ · scale + mask) v, scale defaults to 1/sqrt(dk).
+// Dropout on the attention probabilities: weight (b, h, i, j) is kept iff a counter-based hash of
+// (seed, position) says so (the same decision in forward and backward, on any thread), and kept
+// weights are scaled by 1 / (1 − rate). rate 0 = off. Callers draw a fresh seed per call in
+// training (MultiHeadAttention draws it from the default CPU generator).
+struct AttentionDropout {
+  double rate = 0.0;  // in [0, 1)
+  uint64_t seed = 0;
+};
+
+// The keep mask [batch, heads, L, S] (bool) of `dropout`, written out (for oracles and for the
+// unfused path).
+at::Tensor attention_dropout_keep(int64_t batch, int64_t heads, int64_t L, int64_t S,
+                                  const AttentionDropout& dropout);
+// weights [batch, heads, L, S] ∘ keep / (1 − rate); weights unchanged when rate is 0.
+at::Tensor apply_attention_dropout(const at::Tensor& weights, const AttentionDropout& dropout);
+
+// softmax(q kᵀ · scale + mask) v, scale defaults to 1/sqrt(dk); with dropout, the probabilities
+// are dropped as AttentionDropout says before they multiply v.
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const c10::optional<at::Tensor>& mask = c10::nullopt,
-                             bool causal = false, c10::optional<double> scale = c10::nullopt);
+                             bool causal = false, c10::optional<double> scale = c10::nullopt,
+                             const AttentionDropout& dropout = {});
 
 // The attention weights softmax(q kᵀ · scale + mask) [batch, heads, L, S], for analysis.
 at::Tensor softmax_attention_weights(const at::Tensor& q, const at::Tensor& k,
@@ -30,6 +50,6 @@ at::Tensor masked_softmax(const at::Tensor& logits,
 // (dot product, Synthesizer, talking-heads). logits [batch, heads, L, S], v [batch, heads, S, dv].
 at::Tensor attention_from_logits(const at::Tensor& logits, const at::Tensor& v,
                                  const c10::optional<at::Tensor>& mask = c10::nullopt,
-                                 bool causal = false);
+                                 bool causal = false, const AttentionDropout& dropout = {});
 
 }  // namespace attnkit::ops

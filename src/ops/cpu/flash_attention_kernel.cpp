@@ -96,6 +96,20 @@ ATTNKIT_CLONES void softmax_grad_row(double* dp, const double* p, int64_t n, dou
 
 #undef ATTNKIT_CLONES
 
+// Multiplies tile t [br × bc] (rows q0.., keys j0..) by the dropout keep mask / (1 − rate).
+template <typename T>
+void apply_dropout(const FlashProblem& p, int64_t bh, int64_t q0, int64_t br, int64_t j0,
+                   int64_t bc, T* t) {
+  const uint32_t threshold = dropout_threshold(p.dropout);
+  const T keep_scale = static_cast<T>(1.0 / (1.0 - p.dropout));
+  for (int64_t r = 0; r < br; ++r)
+    for (int64_t c = 0; c < bc; ++c) {
+      T& x = t[r * bc + c];
+      x = dropout_keep(p.dropout_seed, bh, q0 + r, j0 + c, p.L, p.S, threshold) ? x * keep_scale
+                                                                                : T(0);
+    }
+}
+
 // Last key index (exclusive) visible to query row i under causality.
 inline int64_t causal_key_end(const FlashProblem& p, int64_t i) {
   return std::clamp<int64_t>(i + 1 + p.S - p.L, 0, p.S);
@@ -154,6 +168,8 @@ void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* 
         score_tile(p, b, h, qh, kh, q0, br, j0, bc, s.data());
         for (int64_t r = 0; r < br; ++r)
           online_softmax_row(s.data() + r * bc, bc, m[r], l[r], acc.data() + r * p.dv, p.dv);
+        // Dropout acts on the probabilities after the normaliser l has counted them.
+        if (p.dropout > 0) apply_dropout(p, bh, q0, br, j0, bc, s.data());
         gemm(false, false, br, p.dv, bc, T(1), s.data(), bc, vh + j0 * p.dv, p.dv, T(1),
              acc.data(), p.dv);
       }
@@ -178,6 +194,7 @@ void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, co
   // a head is never split between threads.
   parallel_for(p.B * p.H, [&](int64_t begin, int64_t end) {
     std::vector<T> s(kFlashQueryTile * kFlashKeyTile), dp(kFlashQueryTile * kFlashKeyTile);
+    std::vector<T> dropped(p.dropout > 0 ? kFlashQueryTile * kFlashKeyTile : 0);
     std::vector<T> D(p.L);
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / p.H, h = bh % p.H;
@@ -207,12 +224,21 @@ void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, co
           const int64_t br = std::min(kFlashQueryTile, p.L - q0);
           score_tile(p, b, h, qh, kh, q0, br, j0, bc, s.data());
           for (int64_t r = 0; r < br; ++r) probabilities_row(s.data() + r * bc, bc, lh[q0 + r]);
-          // dV_j += Pᵀ dO_i
-          gemm(true, false, bc, p.dv, br, T(1), s.data(), bc, doh + q0 * p.dv, p.dv, T(1),
+          // With dropout the output used P̃ = P ∘ Z / (1 − rate): dV = P̃ᵀ dO and dP = dP̃ ∘ Z /
+          // (1 − rate); D = rowsum(dO ∘ O) is still Σ_j P_ij dP_ij.
+          const T* used = s.data();
+          if (p.dropout > 0) {
+            std::copy(s.begin(), s.begin() + br * bc, dropped.begin());
+            apply_dropout(p, bh, q0, br, j0, bc, dropped.data());
+            used = dropped.data();
+          }
+          // dV_j += P̃ᵀ dO_i
+          gemm(true, false, bc, p.dv, br, T(1), used, bc, doh + q0 * p.dv, p.dv, T(1),
                dvh + j0 * p.dv, p.dv);
           // dP = dO_i V_jᵀ, then dS = P ∘ (dP − D)
           gemm(false, true, br, bc, p.dv, T(1), doh + q0 * p.dv, p.dv, vh + j0 * p.dv, p.dv, T(0),
                dp.data(), bc);
+          if (p.dropout > 0) apply_dropout(p, bh, q0, br, j0, bc, dp.data());
           for (int64_t r = 0; r < br; ++r)
             softmax_grad_row(dp.data() + r * bc, s.data() + r * bc, bc, D[q0 + r]);
           // dQ_i += scale · dS K_j;  dK_j += scale · dSᵀ Q_i

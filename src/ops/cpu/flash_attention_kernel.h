@@ -24,7 +24,25 @@ struct FlashProblem {
   double scale = 1.0;
   bool causal = false;  // bottom-right aligned: query i sees keys j <= i + S − L
   FlashMask mask;
+  double dropout = 0.0;        // attention-probability dropout rate in [0, 1)
+  uint64_t dropout_seed = 0;   // with the element's position, decides keep/drop (see below)
 };
+
+// Counter-based dropout: whether weight (b·H + h, i, j) is kept is a pure function of the seed
+// and the position (a SplitMix64 hash; keep iff its top 24 bits >= rate·2^24), so forward and
+// backward, any tiling and any thread order drop the same weights, and the float64 oracle can
+// rebuild the mask (ops::attention_dropout_keep). Kept weights are scaled by 1 / (1 − rate).
+inline uint32_t dropout_threshold(double rate) {
+  return static_cast<uint32_t>(rate * 16777216.0 + 0.5);
+}
+inline bool dropout_keep(uint64_t seed, int64_t bh, int64_t i, int64_t j, int64_t L, int64_t S,
+                         uint32_t threshold) {
+  uint64_t x = seed + static_cast<uint64_t>((bh * L + i) * S + j + 1) * 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return (x >> 40) >= threshold;
+}
 
 // Runs body(begin, end) over [0, n) in parallel (the caller supplies at::parallel_for).
 using ParallelFor = std::function<void(int64_t n, const std::function<void(int64_t, int64_t)>& body)>;
