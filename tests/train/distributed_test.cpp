@@ -45,7 +45,8 @@ TrainerOptions regression_options() {
 
 // Worker role, run by the tests below through launch_local_workers or directly (torchrun's
 // variables come from the environment). ATTNKIT_DDP_ROLE: "regression" trains the regression task
-// with a per-rank batch of 3 and rank 0 saves the parameters; "die" trains the tiny LM with a
+// with a per-rank batch of 3 (ATTNKIT_DDP_STEPS steps, resuming when ATTNKIT_DDP_RESUME is set)
+// and rank 0 saves the parameters; "die" trains the tiny LM with a
 // checkpoint every step and rank 1 kills itself at step 3; "stop" the same, but rank 1 stops (SIGSTOP)
 // instead, like a hung peer.
 TEST(DistributedWorker, Run) {
@@ -68,7 +69,9 @@ TEST(DistributedWorker, Run) {
       }
       TrainerOptions o = regression_options();
       o.run_directory = (out / "run").string();
+      if (const char* steps = std::getenv("ATTNKIT_DDP_STEPS")) o.steps = std::atoll(steps);
       Trainer trainer(task, o, &data_parallel);
+      if (std::getenv("ATTNKIT_DDP_RESUME") != nullptr) trainer.resume(o.run_directory);
       trainer.train();
       if (data_parallel.rank() == 0) {
         io::NamedTensors params;
@@ -123,6 +126,22 @@ TEST(Distributed, TwoProcessesMatchOneWithTheCombinedBatch) {
   EXPECT_EQ(checkpoint.world_size, 2);
   ASSERT_EQ(checkpoint.extra_tensors.size(), 1u);
   EXPECT_EQ(checkpoint.extra_tensors[0].first, "rng.cpu.1");
+}
+
+TEST(Distributed, ResumedRunMatchesTheUninterruptedOne) {
+  const fs::path out = scratch_directory("train");
+  launch_local_workers(worker_launch("regression", out / "full"));
+  LaunchOptions first = worker_launch("regression", out / "resumed");
+  first.extra_environment["ATTNKIT_DDP_STEPS"] = "3";
+  launch_local_workers(first);
+  LaunchOptions second = worker_launch("regression", out / "resumed");
+  second.extra_environment["ATTNKIT_DDP_RESUME"] = "1";
+  launch_local_workers(second);
+  auto full = io::load_safetensors((out / "full" / "params.safetensors").string());
+  auto resumed = io::load_safetensors((out / "resumed" / "params.safetensors").string());
+  for (const auto& [name, tensor] : full) EXPECT_TRUE(torch::equal(resumed.at(name), tensor)) << name;
+  EXPECT_EQ(read_bytes(out / "full" / "run" / "checkpoints" / "step-00000005" / "model.safetensors"),
+            read_bytes(out / "resumed" / "run" / "checkpoints" / "step-00000005" / "model.safetensors"));
 }
 
 // Every step directory is complete (loads), whatever the moment of the crash.

@@ -251,21 +251,26 @@ TEST(Trainer, AccumulationEqualsOneLargeBatch) {
   }
 }
 
-TEST(Progress, PlainLinesWhenNotATerminal) {
-  const fs::path dir = scratch_directory("train");
-  const std::string path = (dir / "out.txt").string();
+// What a reporter for `total_steps` prints over steps 1 .. total_steps (loss, lr, grad norm and
+// tokens fixed), then `note` if not empty.
+std::string progress_output(bool terminal, int64_t total_steps, int64_t log_every, const std::string& note) {
+  const fs::path path = scratch_directory("train") / "out.txt";
   std::FILE* out = std::fopen(path.c_str(), "w");
   {
     ProgressOptions o;
-    o.total_steps = 5;
-    o.log_every = 2;
-    o.terminal = false;
+    o.total_steps = total_steps;
+    o.log_every = log_every;
+    o.terminal = terminal;
     ProgressReporter progress(o, out);
-    for (int64_t step = 1; step <= 5; ++step) progress.step({step, 1.5, 1e-3, 0.25, 100});
-    progress.note("eval step 5: accuracy 0.5000");
+    for (int64_t step = 1; step <= total_steps; ++step) progress.step({step, 1.5, 1e-3, 0.25, 100});
+    if (!note.empty()) progress.note(note);
   }
   std::fclose(out);
-  std::istringstream lines(read_bytes(path));
+  return read_bytes(path);
+}
+
+TEST(Progress, PlainLinesWhenNotATerminal) {
+  std::istringstream lines(progress_output(false, 5, 2, "eval step 5: accuracy 0.5000"));
   std::vector<std::string> got;
   std::string line;
   while (std::getline(lines, line)) got.push_back(line.substr(0, line.find(" tok/s")));
@@ -279,23 +284,11 @@ TEST(Progress, PlainLinesWhenNotATerminal) {
 }
 
 TEST(Progress, TerminalBarIsRedrawnInPlace) {
-  const fs::path dir = scratch_directory("train");
-  const std::string path = (dir / "out.txt").string();
-  std::FILE* out = std::fopen(path.c_str(), "w");
-  {
-    ProgressOptions o;
-    o.total_steps = 4;
-    o.log_every = 1;
-    o.terminal = true;
-    ProgressReporter progress(o, out);
-    for (int64_t step = 1; step <= 4; ++step) progress.step({step, 2.0, 1e-3, 0.5, 10});
-  }
-  std::fclose(out);
-  const std::string text = read_bytes(path);
+  const std::string text = progress_output(true, 4, 1, "");
   EXPECT_EQ(std::count(text.begin(), text.end(), '\r'), 4);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
   EXPECT_NE(text.find("[====================] 4/4 100%"), std::string::npos) << text;
-  EXPECT_NE(text.find("loss 2.0000  lr 1.00e-03"), std::string::npos);
+  EXPECT_NE(text.find("loss 1.5000  lr 1.00e-03"), std::string::npos);
 }
 
 TEST(Progress, MetricsLogKeepsStepsUpToTheResumedOne) {
