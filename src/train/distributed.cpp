@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <thread>
 
 extern char** environ;
@@ -292,12 +293,11 @@ void launch_local_workers(const LaunchOptions& options) {
     const auto deadline = std::chrono::steady_clock::now() + options.grace;
     while (!running.empty()) {
       int status = 0;
-      pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid > 0) {
-        running.erase(pid);
-        continue;
+      for (auto it = running.begin(); it != running.end();) {
+        const pid_t pid = ::waitpid(it->first, &status, WNOHANG);
+        it = (pid == it->first || (pid < 0 && errno == ECHILD)) ? running.erase(it) : std::next(it);
       }
-      if (pid < 0 && errno != EINTR) break;
+      if (running.empty()) break;
       if (std::chrono::steady_clock::now() >= deadline) {
         kill_all(SIGKILL);
         for (const auto& [p, rank] : running) ::waitpid(p, &status, 0);
@@ -325,31 +325,43 @@ void launch_local_workers(const LaunchOptions& options) {
     running[pid] = rank;
   }
 
+  // Polls (rather than blocking in waitpid) so that a signal is passed on at once; only our own
+  // children are waited for.
   std::string failure;
-  while (!running.empty()) {
+  int received = 0;
+  while (!running.empty() && failure.empty()) {
     if (forwarded_signal != 0) {
-      kill_all(forwarded_signal);
+      received = forwarded_signal;
       forwarded_signal = 0;
+      kill_all(received);
     }
-    int status = 0;
-    pid_t pid = ::waitpid(-1, &status, 0);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      break;
+    bool reaped = false;
+    for (auto it = running.begin(); it != running.end();) {
+      int status = 0;
+      const pid_t pid = ::waitpid(it->first, &status, WNOHANG);
+      if (pid != it->first) {
+        ++it;
+        continue;
+      }
+      reaped = true;
+      const int rank = it->second;
+      it = running.erase(it);
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        failure = fmt::format("worker rank {} (pid {}) {}", rank, pid, describe_status(status));
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127) failure += fmt::format(" (could not run {}?)", options.argv[0]);
+        break;
+      }
     }
-    auto found = running.find(pid);
-    if (found == running.end()) continue;
-    const int rank = found->second;
-    running.erase(found);
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-      failure = fmt::format("worker rank {} (pid {}) {}", rank, pid, describe_status(status));
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 127) failure += fmt::format(" (could not run {}?)", options.argv[0]);
-      stop_all();
-      break;
-    }
+    if (!reaped && failure.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (!failure.empty()) stop_all();
   restore_handlers();
-  if (!failure.empty()) throw Error(failure + "; the other workers were stopped");
+  if (failure.empty()) return;
+  if (received != 0) {
+    throw Error(fmt::format("launcher: received signal {} ({}) and passed it to the workers; {}", received,
+                            strsignal(received), failure));
+  }
+  throw Error(failure + "; the other workers were stopped");
 }
 
 }  // namespace attnkit::train

@@ -362,6 +362,13 @@ TrainResult Trainer::train() {
     }
     const bool checkpoint_now = last || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0);
     if (files && (checkpoint_now || improved)) {
+      // Finite gradients can still overflow the weights: never checkpoint those.
+      for (const auto& item : module.named_parameters()) {
+        if (!at::isfinite(item.value()).all().item<bool>()) {
+          throw Error(fmt::format("training stopped at step {}: parameter '{}' is not finite after the "
+                                  "update; {}", step, item.key(), s.last_checkpoint_note()));
+        }
+      }
       TrainingCheckpoint checkpoint = s.snapshot();  // a collective with data parallelism
       if (writer) {
         if (checkpoint_now) {

@@ -254,5 +254,44 @@ TEST(Distributed, LauncherErrors) {
   launch_local_workers(launch);  // both succeed
 }
 
+TEST(Distributed, LauncherPassesSignalsOn) {
+  LaunchOptions launch;
+  launch.nproc = 2;
+  // Rank 0 sends SIGTERM to the launcher (this process), which must pass it to both workers.
+  launch.argv = {"/bin/sh", "-c", "if [ $RANK = 0 ]; then kill -TERM $PPID; fi; exec sleep 30"};
+  const auto start = std::chrono::steady_clock::now();
+  const std::string message = error_of([&] { launch_local_workers(launch); });
+  EXPECT_EQ(message.rfind("launcher: received signal 15 (Terminated) and passed it to the workers; worker rank ", 0), 0u)
+      << message;
+  EXPECT_NE(message.find(" was killed by signal 15 (Terminated)"), std::string::npos) << message;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20.0);
+}
+
+TEST(Distributed, SingleProcessGroupKeepsValues) {
+  DistributedEnvironment environment;
+  environment.master_port = free_tcp_port();
+  DistributedOptions options;
+  options.bucket_bytes = 8;
+  DataParallel group(environment, options);
+  EXPECT_EQ(group.rank(), 0);
+  EXPECT_EQ(group.world_size(), 1);
+  torch::nn::Module module;
+  at::Tensor w = module.register_parameter("w", torch::tensor({1.5f, -2.0f}));
+  at::Tensor count = module.register_buffer("count", torch::tensor({7}, torch::kLong));
+  group.broadcast_parameters(module);
+  EXPECT_TRUE(torch::equal(w, torch::tensor({1.5f, -2.0f})));
+  EXPECT_TRUE(torch::equal(count, torch::tensor({7}, torch::kLong)));
+  w.mutable_grad() = torch::tensor({0.25f, 4.0f});
+  at::Tensor unused = torch::zeros({3}, torch::requires_grad());
+  group.average_gradients({w, unused});
+  EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({0.25f, 4.0f})));
+  EXPECT_TRUE(torch::equal(unused.grad(), torch::zeros({3})));
+  EXPECT_EQ(group.sum({1.0, 2.5}), (std::vector<double>{1.0, 2.5}));
+  auto gathered = group.all_gather(torch::arange(3));
+  ASSERT_EQ(gathered.size(), 1u);
+  EXPECT_TRUE(torch::equal(gathered[0], torch::arange(3)));
+  group.barrier();
+}
+
 }  // namespace
 }  // namespace attnkit::train

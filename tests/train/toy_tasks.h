@@ -110,7 +110,7 @@ class LinearRegressionTask : public train::TrainingTask {
   train::MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
     // The shard of rank r: micro-batch i holds examples (i·world + r)·b ...
     auto [x, y] = examples((index * world + rank) * batch_size_, batch_size_);
-    at::Tensor loss = (linear_->forward(x) - y).pow(2).mean();
+    at::Tensor loss = (linear_->forward(x) - target_scale * y).pow(2).mean();
     if (nan_gradient) loss = loss + torch::sqrt((linear_->weight * 0).sum());
     return {loss, batch_size_};
   }
@@ -123,6 +123,7 @@ class LinearRegressionTask : public train::TrainingTask {
   bool higher_is_better() const override { return false; }
 
   bool nan_gradient = false;  // adds sqrt(0·w): a finite loss with NaN gradients
+  double target_scale = 1.0;  // training targets are multiplied by it
 
  private:
   int64_t batch_size_;

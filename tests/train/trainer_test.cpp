@@ -181,6 +181,26 @@ TEST(Trainer, NanGradientStopsBeforeTheUpdate) {
   EXPECT_TRUE(torch::equal(task.module().parameters()[0], before));
 }
 
+TEST(Trainer, NeverCheckpointsOverflowedWeights) {
+  const fs::path dir = scratch_directory("train");
+  LinearRegressionTask task(4);
+  task.target_scale = 1e3;  // gradients of ~1e3
+  TrainerOptions o;
+  o.steps = 3;
+  o.quiet = true;
+  o.clip_norm = 0;
+  o.checkpoint_every = 1;
+  o.optimizer.kind = OptimizerKind::kSgd;
+  o.optimizer.momentum = 0;
+  o.optimizer.learning_rate = 1e308;  // finite gradients, infinite weights after the update
+  o.run_directory = dir.string();
+  Trainer trainer(task, o);
+  const std::string message = error_of([&] { trainer.train(); });
+  EXPECT_EQ(message.rfind("training stopped at step 1: parameter 'linear.", 0), 0u) << message;
+  EXPECT_NE(message.find("' is not finite after the update; no checkpoint was written"), std::string::npos) << message;
+  EXPECT_TRUE(list_checkpoints((dir / "checkpoints").string()).empty());
+}
+
 TEST(Trainer, KeepsTheLastKAndTheBest) {
   const fs::path dir = scratch_directory("train");
   LinearRegressionTask task(8);
