@@ -40,10 +40,21 @@ void remove_tree(const fs::path& path) {
 void install_directory(const fs::path& from, const fs::path& to) {
   if (::rename(from.c_str(), to.c_str()) == 0) return;
   if (errno != ENOTEMPTY && errno != EEXIST) fail_errno(errno, fmt::format("{}: cannot rename to {}", from.string(), to.string()));
-  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
+    remove_tree(from);  // now holds the old content
+    return;
+  }
+  if (errno != EINVAL && errno != ENOSYS) {
     fail_errno(errno, fmt::format("{}: cannot exchange with {}", from.string(), to.string()));
   }
-  remove_tree(from);  // now holds the old content
+  // A file system without atomic exchange: move the old one aside first (a crash in between
+  // leaves the new one complete under its temporary name, and the old one under another).
+  const fs::path aside = to.parent_path() / fmt::format("{}replaced-{}.{}", kTemporaryPrefix,
+                                                        to.filename().string(), ::getpid());
+  remove_tree(aside);
+  if (::rename(to.c_str(), aside.c_str()) != 0) fail_errno(errno, fmt::format("{}: cannot move aside", to.string()));
+  if (::rename(from.c_str(), to.c_str()) != 0) fail_errno(errno, fmt::format("{}: cannot rename to {}", from.string(), to.string()));
+  remove_tree(aside);
 }
 
 std::optional<int64_t> step_of(const std::string& name) {
@@ -123,7 +134,8 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& checkpoints_dir
   std::error_code error;
   if (!fs::is_directory(checkpoints_directory, error)) return result;
   for (const auto& entry : fs::directory_iterator(checkpoints_directory, error)) {
-    if (!entry.is_directory()) continue;
+    std::error_code ignored;  // an entry removed meanwhile (another rank cleaning up) is skipped
+    if (!entry.is_directory(ignored)) continue;
     if (auto step = step_of(entry.path().filename().string())) {
       result.push_back({*step, entry.path().string()});
     }

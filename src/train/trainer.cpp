@@ -62,6 +62,28 @@ std::string one_line(std::string text) {
   return text;
 }
 
+// The global L2 norm of the gradients, computed as torch.nn.utils.clip_grad_norm_ does; when
+// clip_norm > 0 and the norm is finite, gradients are scaled by min(1, clip_norm / (norm + 1e-6)).
+double clip_gradients(const std::vector<at::Tensor>& parameters, double clip_norm) {
+  std::vector<at::Tensor> gradients, norms;
+  for (const at::Tensor& parameter : parameters) {
+    if (parameter.grad().defined()) {
+      gradients.push_back(parameter.grad().detach());
+      norms.push_back(at::linalg_vector_norm(gradients.back(), 2));
+    }
+  }
+  if (norms.empty()) return 0.0;
+  at::Tensor total = at::linalg_vector_norm(at::stack(norms), 2);
+  const double norm = total.item<double>();
+  if (clip_norm > 0 && std::isfinite(norm)) {
+    at::Tensor coefficient = at::clamp_max(clip_norm / (total + 1e-6), 1.0);
+    if (coefficient.item<double>() < 1.0) {
+      for (at::Tensor& gradient : gradients) gradient.mul_(coefficient);
+    }
+  }
+  return norm;
+}
+
 }  // namespace
 
 struct Trainer::State {
@@ -75,7 +97,6 @@ struct Trainer::State {
   std::optional<double> best_metric;
   int64_t best_step = -1;
   bool resumed = false;
-  std::map<std::string, at::Tensor> resumed_rng;  // by name, from the checkpoint
   std::function<void(const StepRecord&)> callback;
 
   State(TrainingTask& t, TrainerOptions o, DataParallel* dp)
@@ -108,6 +129,74 @@ struct Trainer::State {
     }
     module.train(was_training);
     return metrics;
+  }
+
+  [[noreturn]] void stop(int64_t step, const std::string& why) const {
+    throw Error(fmt::format("training stopped at step {}: {}; {}", step, why, last_checkpoint_note()));
+  }
+
+  // Runs the step's micro-batches (backward of loss / accumulation each); with data parallelism
+  // averages gradients and losses over the ranks. Returns the mean loss; adds up `tokens`.
+  double accumulate_gradients(int64_t step, int64_t& tokens) {
+    const int64_t accumulation = options.accumulation;
+    optimizer->zero_grad();
+    double loss_sum = 0;
+    tokens = 0;
+    for (int64_t micro = 0; micro < accumulation; ++micro) {
+      MicroBatchLoss batch = task.train_loss((step - 1) * accumulation + micro, rank(), world());
+      if (!batch.loss.defined() || batch.loss.numel() != 1) {
+        throw Error(fmt::format("step {}: the task's train_loss must return a scalar loss", step));
+      }
+      loss_sum += batch.loss.item<double>();
+      tokens += batch.tokens;
+      (accumulation == 1 ? batch.loss : batch.loss / static_cast<double>(accumulation)).backward();
+    }
+    double loss = loss_sum / static_cast<double>(accumulation);
+    if (data_parallel) {
+      data_parallel->average_gradients(parameters);
+      std::vector<double> sums = data_parallel->sum({loss, static_cast<double>(tokens)});
+      loss = sums[0] / world();
+      tokens = static_cast<int64_t>(std::llround(sums[1]));
+    }
+    return loss;
+  }
+
+  // Updates the best primary metric; true when this evaluation improved it.
+  bool track_best(int64_t step, const std::map<std::string, double>& metrics) {
+    auto primary = metrics.find(task.primary_metric());
+    if (primary == metrics.end()) {
+      throw Error(fmt::format("step {}: the task's evaluate() has no primary metric '{}'", step,
+                              task.primary_metric()));
+    }
+    if (!std::isfinite(primary->second) || !improves(primary->second)) return false;
+    best_metric = primary->second;
+    best_step = step;
+    return true;
+  }
+
+  std::string evaluation_line(int64_t step, const std::map<std::string, double>& metrics) const {
+    std::string line = fmt::format("eval step {}:", step);
+    for (const auto& [name, value] : metrics) line += fmt::format(" {} {:.4f}", name, value);
+    if (best_metric) line += fmt::format(" (best {} {:.4f} at step {})", task.primary_metric(), *best_metric, best_step);
+    return line;
+  }
+
+  // The step checkpoint (then pruning) and/or "best"; only rank 0 writes.
+  void write_checkpoints(int64_t step, bool step_checkpoint, bool best) {
+    // Finite gradients can still overflow the weights: never checkpoint those.
+    for (const auto& item : task.module().named_parameters()) {
+      if (!at::isfinite(item.value()).all().item<bool>()) {
+        stop(step, fmt::format("parameter '{}' is not finite after the update", item.key()));
+      }
+    }
+    TrainingCheckpoint checkpoint = snapshot();  // a collective with data parallelism
+    if (!writer()) return;
+    const fs::path directory = checkpoints_directory();
+    if (step_checkpoint) {
+      save_checkpoint((directory / checkpoint_directory_name(step)).string(), checkpoint);
+      prune_checkpoints(directory.string(), options.keep_last);
+    }
+    if (best) save_checkpoint((directory / "best").string(), checkpoint);
   }
 
   TrainingCheckpoint snapshot() {
@@ -231,10 +320,9 @@ TrainResult Trainer::train() {
   torch::nn::Module& module = s.task.module();
   const bool files = !o.run_directory.empty();
   const bool writer = s.writer();
-  const std::string checkpoints_directory = s.checkpoints_directory().string();
 
   if (!s.resumed) {
-    if (files && writer && !list_checkpoints(checkpoints_directory).empty()) {
+    if (files && writer && !list_checkpoints(s.checkpoints_directory().string()).empty()) {
       throw Error(fmt::format("{}: the run directory already has checkpoints; resume it or choose another",
                               o.run_directory));
     }
@@ -264,121 +352,49 @@ TrainResult Trainer::train() {
   TrainResult result;
   module.train();
   while (s.step < o.steps) {
-    const int64_t step = s.step + 1;
-    s.optimizer->zero_grad();
-    double loss_sum = 0;
-    int64_t tokens = 0;
-    for (int64_t micro = 0; micro < o.accumulation; ++micro) {
-      MicroBatchLoss batch = s.task.train_loss((step - 1) * o.accumulation + micro, s.rank(), s.world());
-      if (!batch.loss.defined() || batch.loss.numel() != 1) {
-        throw Error(fmt::format("step {}: the task's train_loss must return a scalar loss", step));
-      }
-      loss_sum += batch.loss.item<double>();
-      tokens += batch.tokens;
-      (o.accumulation == 1 ? batch.loss : batch.loss / static_cast<double>(o.accumulation)).backward();
+    StepRecord record;
+    record.step = s.step + 1;
+    record.loss = s.accumulate_gradients(record.step, record.tokens);
+    if (!std::isfinite(record.loss)) s.stop(record.step, "the loss is " + non_finite_name(record.loss));
+    record.grad_norm = clip_gradients(s.parameters, o.clip_norm);
+    if (!std::isfinite(record.grad_norm)) {
+      s.stop(record.step, "the gradient norm is " + non_finite_name(record.grad_norm));
     }
-    double loss = loss_sum / static_cast<double>(o.accumulation);
-    if (s.data_parallel) {
-      s.data_parallel->average_gradients(s.parameters);
-      std::vector<double> sums = s.data_parallel->sum({loss, static_cast<double>(tokens)});
-      loss = sums[0] / s.world();
-      tokens = static_cast<int64_t>(std::llround(sums[1]));
-    }
-    if (!std::isfinite(loss)) {
-      throw Error(fmt::format("training stopped at step {}: the loss is {}; {}", step, non_finite_name(loss),
-                              s.last_checkpoint_note()));
-    }
-    // Global L2 norm, computed as torch.nn.utils.clip_grad_norm_ does.
-    std::vector<at::Tensor> norms;
-    std::vector<at::Tensor> gradients;
-    for (const at::Tensor& parameter : s.parameters) {
-      if (parameter.grad().defined()) {
-        gradients.push_back(parameter.grad().detach());
-        norms.push_back(at::linalg_vector_norm(gradients.back(), 2));
-      }
-    }
-    double grad_norm = 0;
-    if (!norms.empty()) {
-      at::Tensor total = at::linalg_vector_norm(at::stack(norms), 2);
-      grad_norm = total.item<double>();
-      if (o.clip_norm > 0 && std::isfinite(grad_norm)) {
-        at::Tensor coefficient = at::clamp_max(o.clip_norm / (total + 1e-6), 1.0);
-        if (coefficient.item<double>() < 1.0) {
-          for (at::Tensor& gradient : gradients) gradient.mul_(coefficient);
-        }
-      }
-    }
-    if (!std::isfinite(grad_norm)) {
-      throw Error(fmt::format("training stopped at step {}: the gradient norm is {}; {}", step,
-                              non_finite_name(grad_norm),
-                              s.last_checkpoint_note()));
-    }
-    const double learning_rate = schedule.rate(step - 1);
-    set_learning_rate(*s.optimizer, learning_rate);
+    record.learning_rate = schedule.rate(record.step - 1);
+    set_learning_rate(*s.optimizer, record.learning_rate);
     s.optimizer->step();
     if (s.ema) s.ema->update();
-    s.step = step;
+    s.step = record.step;
 
-    StepRecord record;
-    record.step = step;
-    record.loss = loss;
-    record.grad_norm = grad_norm;
-    record.learning_rate = learning_rate;
-    record.tokens = tokens;
-    progress.step({step, loss, learning_rate, grad_norm, tokens});
+    const int64_t step = record.step;
     const bool last = step == o.steps;
+    progress.step({step, record.loss, record.learning_rate, record.grad_norm, record.tokens});
     if (metrics_log && (last || (o.log_every > 0 && step % o.log_every == 0))) {
       metrics_log->append(nlohmann::json{{"step", step},
-                                         {"loss", loss},
-                                         {"lr", learning_rate},
-                                         {"grad_norm", grad_norm},
-                                         {"tokens", tokens},
+                                         {"loss", record.loss},
+                                         {"lr", record.learning_rate},
+                                         {"grad_norm", record.grad_norm},
+                                         {"tokens", record.tokens},
                                          {"tokens_per_second", progress.tokens_per_second()}}
                               .dump());
     }
     bool improved = false;
     if (last || (o.eval_every > 0 && step % o.eval_every == 0)) {
       record.metrics = s.evaluate();
-      auto primary = record.metrics.find(s.task.primary_metric());
-      if (primary == record.metrics.end()) {
-        throw Error(fmt::format("step {}: the task's evaluate() has no primary metric '{}'", step,
-                                s.task.primary_metric()));
-      }
-      if (std::isfinite(primary->second) && s.improves(primary->second)) {
-        s.best_metric = primary->second;
-        s.best_step = step;
-        improved = true;
-      }
-      std::string line = fmt::format("eval step {}:", step);
-      for (const auto& [name, value] : record.metrics) line += fmt::format(" {} {:.4f}", name, value);
-      if (s.best_metric) line += fmt::format(" (best {} {:.4f} at step {})", s.task.primary_metric(), *s.best_metric, s.best_step);
-      progress.note(line);
+      improved = s.track_best(step, record.metrics);
+      progress.note(s.evaluation_line(step, record.metrics));
       if (metrics_log) {
         nlohmann::json entry{{"step", step}, {"eval", record.metrics}};
-        if (s.best_metric) entry["best"] = {{"metric", s.task.primary_metric()}, {"value", *s.best_metric}, {"step", s.best_step}};
+        if (s.best_metric) {
+          entry["best"] = {{"metric", s.task.primary_metric()}, {"value", *s.best_metric}, {"step", s.best_step}};
+        }
         metrics_log->append(entry.dump());
       }
       result.last_metrics = record.metrics;
     }
     const bool checkpoint_now = last || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0);
-    if (files && (checkpoint_now || improved)) {
-      // Finite gradients can still overflow the weights: never checkpoint those.
-      for (const auto& item : module.named_parameters()) {
-        if (!at::isfinite(item.value()).all().item<bool>()) {
-          throw Error(fmt::format("training stopped at step {}: parameter '{}' is not finite after the "
-                                  "update; {}", step, item.key(), s.last_checkpoint_note()));
-        }
-      }
-      TrainingCheckpoint checkpoint = s.snapshot();  // a collective with data parallelism
-      if (writer) {
-        if (checkpoint_now) {
-          save_checkpoint((fs::path(checkpoints_directory) / checkpoint_directory_name(step)).string(), checkpoint);
-          prune_checkpoints(checkpoints_directory, o.keep_last);
-        }
-        if (improved) save_checkpoint((fs::path(checkpoints_directory) / "best").string(), checkpoint);
-      }
-    }
-    result.last_loss = loss;
+    if (files && (checkpoint_now || improved)) s.write_checkpoints(step, checkpoint_now, improved);
+    result.last_loss = record.loss;
     if (s.callback) s.callback(record);
   }
   progress.finish();
