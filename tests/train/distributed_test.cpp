@@ -43,12 +43,32 @@ TrainerOptions regression_options() {
   return o;
 }
 
+// Trains `task` on this rank into OUT/run (resuming when ATTNKIT_DDP_RESUME is set; exiting at
+// once after step ATTNKIT_DDP_EXIT_AFTER, like a kill); rank 0 then saves the parameters to
+// OUT/params.safetensors.
+void train_and_save(TrainingTask& task, TrainerOptions o, DataParallel& data_parallel, const fs::path& out) {
+  o.run_directory = (out / "run").string();
+  Trainer trainer(task, o, &data_parallel);
+  if (const char* exit_after = std::getenv("ATTNKIT_DDP_EXIT_AFTER")) {
+    trainer.set_step_callback([step = std::atoll(exit_after)](const StepRecord& record) {
+      if (record.step == step) ::_exit(0);
+    });
+  }
+  if (std::getenv("ATTNKIT_DDP_RESUME") != nullptr) trainer.resume(o.run_directory);
+  trainer.train();
+  if (data_parallel.rank() == 0) {
+    io::NamedTensors params;
+    for (const auto& item : task.module().named_parameters()) params.emplace_back(item.key(), item.value().detach());
+    io::save_safetensors((out / "params.safetensors").string(), params);
+  }
+}
+
 // Worker role, run by the tests below through launch_local_workers or directly (torchrun's
-// variables come from the environment). ATTNKIT_DDP_ROLE: "regression" trains the regression task
-// with a per-rank batch of 3 (ATTNKIT_DDP_STEPS steps, resuming when ATTNKIT_DDP_RESUME is set)
-// and rank 0 saves the parameters; "die" trains the tiny LM with a
-// checkpoint every step and rank 1 kills itself at step 3; "stop" the same, but rank 1 stops (SIGSTOP)
-// instead, like a hung peer.
+// variables come from the environment). ATTNKIT_DDP_ROLE:
+//   "regression"  the regression task with a per-rank batch of 3 (train_and_save);
+//   "lm"          the tiny LM (dropout, EMA), 6 steps, a checkpoint every 3 (train_and_save);
+//   "die"         the tiny LM with a checkpoint every step; rank 1 kills itself at step 3;
+//   "stop"        the same, but rank 1 stops (SIGSTOP) instead, like a hung peer.
 TEST(DistributedWorker, Run) {
   const char* role = std::getenv("ATTNKIT_DDP_ROLE");
   if (role == nullptr) GTEST_SKIP() << "a worker role of the Distributed tests";
@@ -61,23 +81,22 @@ TEST(DistributedWorker, Run) {
     options.timeout = std::chrono::milliseconds(timeout ? std::atoll(timeout) : 15000);
     options.bucket_bytes = 24;  // several buckets even for this model
     DataParallel data_parallel(*environment, options);
-    if (std::string(role) == "regression") {
+    const std::string kind = role;
+    if (kind == "regression") {
       LinearRegressionTask task(3);
       if (data_parallel.rank() != 0) {  // the broadcast must undo this
         torch::NoGradGuard no_grad;
         for (auto& p : task.module().parameters()) p.add_(1.0);
       }
-      TrainerOptions o = regression_options();
-      o.run_directory = (out / "run").string();
-      if (const char* steps = std::getenv("ATTNKIT_DDP_STEPS")) o.steps = std::atoll(steps);
-      Trainer trainer(task, o, &data_parallel);
-      if (std::getenv("ATTNKIT_DDP_RESUME") != nullptr) trainer.resume(o.run_directory);
-      trainer.train();
-      if (data_parallel.rank() == 0) {
-        io::NamedTensors params;
-        for (const auto& item : task.module().named_parameters()) params.emplace_back(item.key(), item.value().detach());
-        io::save_safetensors((out / "params.safetensors").string(), params);
-      }
+      train_and_save(task, regression_options(), data_parallel, out);
+    } else if (kind == "lm") {
+      TinyLmTask task;
+      TrainerOptions o;
+      o.steps = 6;
+      o.ema_decay = 0.9;
+      o.checkpoint_every = 3;
+      o.quiet = true;
+      train_and_save(task, o, data_parallel, out);
     } else {
       TinyLmTask task;
       TrainerOptions o;
@@ -88,7 +107,7 @@ TEST(DistributedWorker, Run) {
       o.run_directory = (out / "run").string();
       Trainer trainer(task, o, &data_parallel);
       trainer.set_step_callback([&](const StepRecord& record) {
-        if (data_parallel.rank() == 1 && record.step == 3) std::raise(std::string(role) == "stop" ? SIGSTOP : SIGKILL);
+        if (data_parallel.rank() == 1 && record.step == 3) std::raise(kind == "stop" ? SIGSTOP : SIGKILL);
       });
       trainer.train();
     }
@@ -128,20 +147,21 @@ TEST(Distributed, TwoProcessesMatchOneWithTheCombinedBatch) {
   EXPECT_EQ(checkpoint.extra_tensors[0].first, "rng.cpu.1");
 }
 
+// With dropout, so each rank's generator state must come back from the checkpoint.
 TEST(Distributed, ResumedRunMatchesTheUninterruptedOne) {
   const fs::path out = scratch_directory("train");
-  launch_local_workers(worker_launch("regression", out / "full"));
-  LaunchOptions first = worker_launch("regression", out / "resumed");
-  first.extra_environment["ATTNKIT_DDP_STEPS"] = "3";
+  launch_local_workers(worker_launch("lm", out / "full"));
+  LaunchOptions first = worker_launch("lm", out / "resumed");
+  first.extra_environment["ATTNKIT_DDP_EXIT_AFTER"] = "4";  // the last checkpoint is step 3
   launch_local_workers(first);
-  LaunchOptions second = worker_launch("regression", out / "resumed");
+  LaunchOptions second = worker_launch("lm", out / "resumed");
   second.extra_environment["ATTNKIT_DDP_RESUME"] = "1";
   launch_local_workers(second);
   auto full = io::load_safetensors((out / "full" / "params.safetensors").string());
   auto resumed = io::load_safetensors((out / "resumed" / "params.safetensors").string());
   for (const auto& [name, tensor] : full) EXPECT_TRUE(torch::equal(resumed.at(name), tensor)) << name;
-  EXPECT_EQ(read_bytes(out / "full" / "run" / "checkpoints" / "step-00000005" / "model.safetensors"),
-            read_bytes(out / "resumed" / "run" / "checkpoints" / "step-00000005" / "model.safetensors"));
+  EXPECT_EQ(read_bytes(out / "full" / "run" / "checkpoints" / "step-00000006" / "ema.safetensors"),
+            read_bytes(out / "resumed" / "run" / "checkpoints" / "step-00000006" / "ema.safetensors"));
 }
 
 // Every step directory is complete (loads), whatever the moment of the crash.
