@@ -114,8 +114,9 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string&
     archive.load_from(stream);
     optimizer.load(archive);
   } catch (const c10::Error& e) {
-    throw Error(fmt::format("{}: not an optimizer state for this model and optimizer ({})", what,
-                            e.what_without_backtrace()));
+    std::string reason = e.what_without_backtrace();
+    reason = reason.substr(0, reason.find('\n'));
+    throw Error(fmt::format("{}: not an optimizer state for this model and optimizer ({})", what, reason));
   }
 }
 
