@@ -89,21 +89,18 @@ TEST(DistributedWorker, Run) {
         for (auto& p : task.module().parameters()) p.add_(1.0);
       }
       train_and_save(task, regression_options(), data_parallel, out);
-    } else if (kind == "lm") {
-      TinyLmTask task;
-      TrainerOptions o;
-      o.steps = 6;
-      o.ema_decay = 0.9;
-      o.checkpoint_every = 3;
-      o.quiet = true;
-      train_and_save(task, o, data_parallel, out);
     } else {
       TinyLmTask task;
       TrainerOptions o;
-      o.steps = 1000;
-      o.checkpoint_every = 1;
-      o.keep_last = 2;
       o.quiet = true;
+      o.steps = kind == "lm" ? 6 : 1000;
+      o.checkpoint_every = kind == "lm" ? 3 : 1;
+      o.ema_decay = kind == "lm" ? 0.9 : 0.0;
+      if (kind == "lm") {
+        train_and_save(task, o, data_parallel, out);
+        return;
+      }
+      o.keep_last = 2;
       o.run_directory = (out / "run").string();
       Trainer trainer(task, o, &data_parallel);
       trainer.set_step_callback([&](const StepRecord& record) {
