@@ -16,3 +16,7 @@ cmake --build "$BUILD" --target attnkit_bench_attention attnkit_ops attnkit_toke
 echo
 echo "== tokenizers: attnkit vs Hugging Face tokenizers (Node), same lines, same threads =="
 "$BUILD/attnkit_tokenizer_bench" "$BUILD/tokenizer_bench"
+echo
+echo "== training: attnkit vs the same loop in PyTorch eager =="
+cmake --build "$BUILD" --target attnkit_bench_train -j "${JOBS:-2}"
+/usr/bin/python3 bench/train_compare.py --build "$BUILD" "$@"

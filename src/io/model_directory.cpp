@@ -53,7 +53,8 @@ std::string read_text(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Loads every parameter of `model` from `file` by attnkit name; lists unknown/missing names.
+// Loads every parameter (and any buffer present) of `model` from `file` by attnkit name; lists
+// unknown and missing names.
 void load_parameters(models::TaskModel& model, const SafetensorsFile& file) {
   torch::NoGradGuard no_grad;
   std::vector<std::string> missing, mismatched, unknown;
@@ -71,6 +72,12 @@ void load_parameters(models::TaskModel& model, const SafetensorsFile& file) {
       continue;
     }
     item.value().copy_(file.tensor(item.key()));
+  }
+  // Buffers (e.g. sinusoidal position tables) are optional: trainer checkpoints carry them.
+  for (auto& item : model->named_buffers(true)) {
+    expected.insert(item.key());
+    if (file.contains(item.key()) && file.entry(item.key()).shape == item.value().sizes().vec())
+      item.value().copy_(file.tensor(item.key()));
   }
   for (const auto& name : file.names())
     if (!expected.count(name)) unknown.push_back(name);

@@ -1,0 +1,80 @@
+#pragma once
+// Everything one training run needs, read from a TOML file (`attnkit train --config run.toml`)
+// and overridable setting by setting from the command line (`--model.hidden 256`). The resolved
+// config is written to the run directory as config.toml, which `--resume` and `attnkit eval` read.
+//
+//   [run]        dir, steps, seed, accumulation, clip_norm, ema, eval_every, checkpoint_every,
+//                keep_last, log_every
+//   [task]       name (listops | copy | reverse | sort | recall | lm | classification), data,
+//                tokenizer, batch_size, truncate, min_length, max_length, train_examples,
+//                eval_examples, symbols
+//   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
+//                embedding_size, attention (an AttentionSpec string), positions, dropout,
+//                max_positions, pooling
+//   [optimizer]  name (adamw | adam | sgd), lr, weight_decay, beta1, beta2, eps, momentum
+//   [schedule]   kind (constant | linear | cosine), warmup, min_ratio
+#include "attnkit/models/task_model.h"
+#include "attnkit/models/transformer_config.h"
+#include "attnkit/train/trainer.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnkit::train {
+
+struct TaskConfig {
+  std::string name = "listops";
+  std::string data;        // listops: directory with {basic_}train/val.tsv ("" = generate);
+                           // lm: text files separated by commas; classification: train file
+                           // (the validation file is the same name with "train" -> "val")
+  std::string tokenizer;   // lm / classification: tokenizer.json, vocab.txt or a directory
+  int64_t batch_size = 32;
+  int64_t truncate = 512;  // longest input (tokens); lm: block size
+  int64_t min_length = 32; // generated examples: listops tokens, synthetic symbols or pairs
+  int64_t max_length = 128;
+  int64_t train_examples = 20000;  // generated tasks
+  int64_t eval_examples = 500;
+  int64_t symbols = 16;    // copy/reverse/sort alphabet, recall values
+};
+
+struct ModelSettings {
+  std::string family = "";  // default: bert for classification, gpt2 for LM tasks
+  int64_t hidden = 128;
+  int64_t layers = 4;
+  int64_t heads = 4;
+  int64_t intermediate = 0;  // 0 = 4 * hidden
+  int64_t embedding_size = 0;
+  std::string attention = "softmax";
+  std::string positions = "learned";
+  double dropout = 0.1;
+  int64_t max_positions = 0;  // 0 = from the task's longest input
+  std::string pooling = "mean";  // classification: pooler | first | last | mean
+};
+
+struct RunConfig {
+  std::string directory;  // [run] dir
+  TrainerOptions trainer;
+  TaskConfig task;
+  ModelSettings model;
+};
+
+// One setting: its TOML section and key; on the command line "--section.key".
+struct SettingInfo {
+  std::string section;
+  std::string key;
+  std::string help;
+  std::string flag() const { return "--" + section + "." + key; }
+};
+const std::vector<SettingInfo>& run_settings();
+
+// Sets `section.key` from its text form; throws attnkit::Error "SECTION.KEY: ..." for an unknown
+// key or a value of the wrong type.
+void apply_setting(RunConfig& config, const std::string& section, const std::string& key,
+                   const std::string& value);
+// Reads a TOML file: every key must be a known setting. Throws attnkit::Error "FILE:LINE: ...".
+void apply_toml_file(RunConfig& config, const std::string& path);
+// The resolved config as TOML text (every setting), readable by apply_toml_file.
+std::string to_toml(const RunConfig& config);
+
+}  // namespace attnkit::train

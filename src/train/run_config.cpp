@@ -1,0 +1,243 @@
+#include "attnkit/train/run_config.h"
+
+#include "attnkit/error.h"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace attnkit::train {
+namespace {
+
+struct Setting {
+  SettingInfo info;
+  std::function<void(RunConfig&, const std::string&)> set;
+  std::function<std::string(const RunConfig&)> get;  // as a TOML value
+};
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+int64_t parse_int(const std::string& name, const std::string& text) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty())
+    throw Error(fmt::format("{}: '{}' is not an integer", name, text));
+  return v;
+}
+
+double parse_double(const std::string& name, const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty())
+    throw Error(fmt::format("{}: '{}' is not a number", name, text));
+  return v;
+}
+
+bool parse_bool(const std::string& name, const std::string& text) {
+  if (text == "true" || text == "1") return true;
+  if (text == "false" || text == "0") return false;
+  throw Error(fmt::format("{}: '{}' is not true or false", name, text));
+}
+
+std::string format_double(double v) {
+  auto s = fmt::format("{}", v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // stays a TOML float
+  return s;
+}
+
+template <typename T, typename Access>
+Setting typed(std::string section, std::string key, std::string help, Access access) {
+  Setting s;
+  s.info = {section, key, help};
+  const std::string name = section + "." + key;
+  s.set = [access, name](RunConfig& c, const std::string& text) {
+    T& field = access(c);
+    if constexpr (std::is_same_v<T, int64_t>) field = parse_int(name, text);
+    else if constexpr (std::is_same_v<T, double>) field = parse_double(name, text);
+    else if constexpr (std::is_same_v<T, bool>) field = parse_bool(name, text);
+    else field = text;
+  };
+  s.get = [access](const RunConfig& c) {
+    const T& field = access(const_cast<RunConfig&>(c));
+    if constexpr (std::is_same_v<T, int64_t>) return std::to_string(field);
+    else if constexpr (std::is_same_v<T, double>) return format_double(field);
+    else if constexpr (std::is_same_v<T, bool>) return std::string(field ? "true" : "false");
+    else return quote(field);
+  };
+  return s;
+}
+
+#define ATTNKIT_FIELD(T, section, key, help, expr) \
+  typed<T>(section, key, help, [](RunConfig& c) -> T& { return expr; })
+
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> all = [] {
+    std::vector<Setting> s{
+        ATTNKIT_FIELD(std::string, "run", "dir", "run directory (config.toml, metrics.jsonl, checkpoints/)", c.directory),
+        ATTNKIT_FIELD(int64_t, "run", "steps", "optimiser updates", c.trainer.steps),
+        typed<int64_t>("run", "seed", "random seed (model init, data order, dropout)",
+                       [](RunConfig& c) -> int64_t& { return reinterpret_cast<int64_t&>(c.trainer.seed); }),
+        ATTNKIT_FIELD(int64_t, "run", "accumulation", "micro-batches per update", c.trainer.accumulation),
+        ATTNKIT_FIELD(double, "run", "clip_norm", "global gradient-norm clipping (0 = off)", c.trainer.clip_norm),
+        ATTNKIT_FIELD(double, "run", "ema", "EMA decay of the weights (0 = off)", c.trainer.ema_decay),
+        ATTNKIT_FIELD(int64_t, "run", "eval_every", "evaluate every N steps (0 = at the end)", c.trainer.eval_every),
+        ATTNKIT_FIELD(int64_t, "run", "checkpoint_every", "checkpoint every N steps (0 = at the end)", c.trainer.checkpoint_every),
+        ATTNKIT_FIELD(int64_t, "run", "keep_last", "step checkpoints kept besides best", c.trainer.keep_last),
+        ATTNKIT_FIELD(int64_t, "run", "log_every", "log every N steps", c.trainer.log_every),
+        ATTNKIT_FIELD(std::string, "task", "name", "listops | copy | reverse | sort | recall | lm | classification", c.task.name),
+        ATTNKIT_FIELD(std::string, "task", "data", "data directory or files (see docs/training.md)", c.task.data),
+        ATTNKIT_FIELD(std::string, "task", "tokenizer", "tokenizer file or directory (lm, classification)", c.task.tokenizer),
+        ATTNKIT_FIELD(int64_t, "task", "batch_size", "examples per micro-batch", c.task.batch_size),
+        ATTNKIT_FIELD(int64_t, "task", "truncate", "longest input in tokens (lm: block size)", c.task.truncate),
+        ATTNKIT_FIELD(int64_t, "task", "min_length", "generated examples: shortest length", c.task.min_length),
+        ATTNKIT_FIELD(int64_t, "task", "max_length", "generated examples: longest length", c.task.max_length),
+        ATTNKIT_FIELD(int64_t, "task", "train_examples", "generated training examples", c.task.train_examples),
+        ATTNKIT_FIELD(int64_t, "task", "eval_examples", "validation examples (generated or first N)", c.task.eval_examples),
+        ATTNKIT_FIELD(int64_t, "task", "symbols", "synthetic alphabet size", c.task.symbols),
+        ATTNKIT_FIELD(std::string, "model", "family", "bert | albert | gpt2 (default by task)", c.model.family),
+        ATTNKIT_FIELD(int64_t, "model", "hidden", "hidden size", c.model.hidden),
+        ATTNKIT_FIELD(int64_t, "model", "layers", "layers", c.model.layers),
+        ATTNKIT_FIELD(int64_t, "model", "heads", "attention heads", c.model.heads),
+        ATTNKIT_FIELD(int64_t, "model", "intermediate", "feed-forward size (0 = 4 x hidden)", c.model.intermediate),
+        ATTNKIT_FIELD(int64_t, "model", "embedding_size", "ALBERT's factorised embedding size (0 = hidden)", c.model.embedding_size),
+        ATTNKIT_FIELD(std::string, "model", "attention", "attention kind, e.g. softmax, linear:elu, cosformer", c.model.attention),
+        ATTNKIT_FIELD(std::string, "model", "positions", "learned | sinusoidal | none", c.model.positions),
+        ATTNKIT_FIELD(double, "model", "dropout", "dropout on embeddings and sub-layer outputs", c.model.dropout),
+        ATTNKIT_FIELD(int64_t, "model", "max_positions", "position table size (0 = from the data)", c.model.max_positions),
+        ATTNKIT_FIELD(std::string, "model", "pooling", "classification pooling: pooler | first | last | mean", c.model.pooling),
+        ATTNKIT_FIELD(double, "optimizer", "lr", "peak learning rate", c.trainer.optimizer.learning_rate),
+        ATTNKIT_FIELD(double, "optimizer", "weight_decay", "decoupled weight decay (matrices only)", c.trainer.optimizer.weight_decay),
+        ATTNKIT_FIELD(double, "optimizer", "beta1", "Adam beta1", c.trainer.optimizer.beta1),
+        ATTNKIT_FIELD(double, "optimizer", "beta2", "Adam beta2", c.trainer.optimizer.beta2),
+        ATTNKIT_FIELD(double, "optimizer", "eps", "Adam epsilon", c.trainer.optimizer.eps),
+        ATTNKIT_FIELD(double, "optimizer", "momentum", "SGD momentum", c.trainer.optimizer.momentum),
+        ATTNKIT_FIELD(int64_t, "schedule", "warmup", "linear warm-up steps", c.trainer.schedule.warmup_steps),
+        ATTNKIT_FIELD(double, "schedule", "min_ratio", "decay floor as a fraction of the peak rate", c.trainer.schedule.min_ratio),
+    };
+    Setting optimizer;
+    optimizer.info = {"optimizer", "name", "adamw | adam | sgd"};
+    optimizer.set = [](RunConfig& c, const std::string& v) {
+      c.trainer.optimizer.kind = optimizer_kind_from_string(v);
+    };
+    optimizer.get = [](const RunConfig& c) { return quote(to_string(c.trainer.optimizer.kind)); };
+    s.push_back(optimizer);
+    Setting schedule;
+    schedule.info = {"schedule", "kind", "constant | linear | cosine"};
+    schedule.set = [](RunConfig& c, const std::string& v) {
+      c.trainer.schedule.kind = schedule_kind_from_string(v);
+    };
+    schedule.get = [](const RunConfig& c) { return quote(to_string(c.trainer.schedule.kind)); };
+    s.push_back(schedule);
+    // Keep each section's settings together (to_toml writes every [section] once).
+    const std::vector<std::string> order{"run", "task", "model", "optimizer", "schedule"};
+    std::stable_sort(s.begin(), s.end(), [&](const Setting& a, const Setting& b) {
+      return std::find(order.begin(), order.end(), a.info.section) <
+             std::find(order.begin(), order.end(), b.info.section);
+    });
+    return s;
+  }();
+  return all;
+}
+
+#undef ATTNKIT_FIELD
+
+const Setting& find_setting(const std::string& section, const std::string& key) {
+  for (const auto& s : settings())
+    if (s.info.section == section && s.info.key == key) return s;
+  throw Error(fmt::format("{}.{}: unknown setting (see attnkit train --help)", section, key));
+}
+
+}  // namespace
+
+const std::vector<SettingInfo>& run_settings() {
+  static const std::vector<SettingInfo> infos = [] {
+    std::vector<SettingInfo> out;
+    for (const auto& s : settings()) out.push_back(s.info);
+    return out;
+  }();
+  return infos;
+}
+
+void apply_setting(RunConfig& config, const std::string& section, const std::string& key,
+                   const std::string& value) {
+  const auto& setting = find_setting(section, key);
+  try {
+    setting.set(config, value);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    const std::string name = section + "." + key;
+    throw Error(what.rfind(name, 0) == 0 ? what : name + ": " + what);
+  }
+}
+
+void apply_toml_file(RunConfig& config, const std::string& path) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw Error(fmt::format("{}:{}: {}", path, e.source().begin.line, e.description()));
+  }
+  for (const auto& [section_key, section_node] : table) {
+    const std::string section(section_key.str());
+    const auto* section_table = section_node.as_table();
+    if (!section_table)
+      throw Error(fmt::format("{}:{}: '{}' must be a [section] (run, task, model, optimizer, "
+                              "schedule)", path, section_node.source().begin.line, section));
+    for (const auto& [key_name, node] : *section_table) {
+      const std::string key(key_name.str());
+      const auto line = node.source().begin.line;
+      std::string text;
+      if (auto s = node.value<std::string>(); s && node.is_string()) text = *s;
+      else if (node.is_integer()) text = std::to_string(*node.value<int64_t>());
+      else if (node.is_floating_point()) text = fmt::format("{}", *node.value<double>());
+      else if (node.is_boolean()) text = *node.value<bool>() ? "true" : "false";
+      else throw Error(fmt::format("{}:{}: {}.{} must be a string, number or boolean", path, line, section, key));
+      try {
+        apply_setting(config, section, key, text);
+      } catch (const Error& e) {
+        throw Error(fmt::format("{}:{}: {}", path, line, e.what()));
+      }
+    }
+  }
+}
+
+std::string to_toml(const RunConfig& config) {
+  std::ostringstream out;
+  out << "# attnkit run configuration (resolved: every setting, defaults included)\n";
+  std::string section;
+  for (const auto& s : settings()) {
+    if (s.info.section != section) {
+      section = s.info.section;
+      out << "\n[" << section << "]\n";
+    }
+    out << s.info.key << " = " << s.get(config) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace attnkit::train

@@ -1,0 +1,449 @@
+#include "attnkit/train/tasks.h"
+
+#include "attnkit/error.h"
+#include "attnkit/io/model_directory.h"
+#include "attnkit/text/pretrained.h"
+#include "attnkit/train/listops.h"
+#include "attnkit/train/synthetic_tasks.h"
+#include "attnkit/train/text_datasets.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <random>
+
+namespace attnkit::train {
+namespace {
+
+namespace fs = std::filesystem;
+using Ids = std::vector<int64_t>;
+
+// Which examples micro-batch `index` of `rank` reads: positions g·B .. g·B+B-1 (g = index·world
+// + rank) of the endless sequence of per-epoch permutations of 0..N-1.
+class BatchOrder {
+ public:
+  BatchOrder(size_t examples, int64_t batch_size, uint64_t seed)
+      : examples_(examples), batch_(batch_size), seed_(seed) {
+    if (examples == 0) throw Error("training data is empty");
+  }
+  std::vector<size_t> batch(int64_t index, int rank, int world) {
+    std::vector<size_t> out;
+    const uint64_t first = static_cast<uint64_t>((index * world + rank) * batch_);
+    for (int64_t i = 0; i < batch_; ++i) {
+      const uint64_t position = first + static_cast<uint64_t>(i);
+      out.push_back(permutation(position / examples_)[position % examples_]);
+    }
+    return out;
+  }
+
+ private:
+  const std::vector<size_t>& permutation(uint64_t epoch) {
+    if (epoch != epoch_ || order_.empty()) {
+      order_.resize(examples_);
+      std::iota(order_.begin(), order_.end(), size_t{0});
+      std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + epoch + 1);
+      // Fisher-Yates with our own draws, so every platform shuffles alike.
+      for (size_t i = examples_; i > 1; --i) std::swap(order_[i - 1], order_[rng() % i]);
+      epoch_ = epoch;
+    }
+    return order_;
+  }
+  size_t examples_;
+  int64_t batch_;
+  uint64_t seed_;
+  uint64_t epoch_ = 0;
+  std::vector<size_t> order_;
+};
+
+// Right-pads rows to the longest with `pad`; returns ids and the 0/1 attention mask.
+std::pair<at::Tensor, at::Tensor> pad_rows(const std::vector<const Ids*>& rows, int64_t pad) {
+  int64_t n = 1;
+  for (const auto* r : rows) n = std::max<int64_t>(n, r->size());
+  auto ids = at::full({static_cast<int64_t>(rows.size()), n}, pad, at::kLong);
+  auto mask = at::zeros({static_cast<int64_t>(rows.size()), n}, at::kLong);
+  for (size_t b = 0; b < rows.size(); ++b) {
+    const int64_t len = rows[b]->size();
+    ids[b].slice(0, 0, len).copy_(torch::tensor(*rows[b], at::kLong));
+    mask[b].slice(0, 0, len).fill_(1);
+  }
+  return {ids, mask};
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class ModelTask : public TrainingTask {
+ public:
+  ModelTask(models::TaskModel model, const RunConfig& config)
+      : model_(std::move(model)), batch_size_(config.task.batch_size), seed_(config.trainer.seed) {}
+  torch::nn::Module& module() override { return *model_; }
+  std::map<std::string, std::string> checkpoint_metadata() const override {
+    return io::attnkit_metadata(model_);
+  }
+  models::TaskModel model() const { return model_; }
+
+ protected:
+  models::TaskModel model_;
+  int64_t batch_size_;
+  uint64_t seed_;
+};
+
+// Whole-sequence classification (ListOps, text classification).
+class ClassificationTask : public ModelTask {
+ public:
+  ClassificationTask(models::TaskModel model, const RunConfig& config, std::vector<Ids> train_ids,
+                     std::vector<int64_t> train_labels, std::vector<Ids> val_ids,
+                     std::vector<int64_t> val_labels, int64_t pad)
+      : ModelTask(std::move(model), config), train_ids_(std::move(train_ids)),
+        train_labels_(std::move(train_labels)), val_ids_(std::move(val_ids)),
+        val_labels_(std::move(val_labels)), pad_(pad),
+        order_(train_ids_.size(), config.task.batch_size, config.trainer.seed) {}
+
+  MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
+    std::vector<const Ids*> rows;
+    std::vector<int64_t> labels;
+    for (size_t i : order_.batch(index, rank, world)) {
+      rows.push_back(&train_ids_[i]);
+      labels.push_back(train_labels_[i]);
+    }
+    auto [logits, mask] = run(rows);
+    return {models::cross_entropy(logits, torch::tensor(labels, at::kLong)), mask.sum().item<int64_t>()};
+  }
+
+  std::map<std::string, double> evaluate() override {
+    double loss = 0, correct = 0;
+    const size_t n = val_ids_.size();
+    for (size_t start = 0; start < n; start += batch_size_) {
+      std::vector<const Ids*> rows;
+      for (size_t i = start; i < std::min(n, start + batch_size_); ++i) rows.push_back(&val_ids_[i]);
+      auto labels = torch::tensor(std::vector<int64_t>(val_labels_.begin() + start,
+                                                       val_labels_.begin() + start + rows.size()),
+                                  at::kLong);
+      auto logits = run(rows).first;
+      loss += models::cross_entropy(logits, labels).item<double>() * rows.size();
+      correct += logits.argmax(-1).eq(labels).sum().item<double>();
+    }
+    return {{"accuracy", correct / n}, {"loss", loss / n}};
+  }
+  std::string primary_metric() const override { return "accuracy"; }
+  bool higher_is_better() const override { return true; }
+
+ private:
+  std::pair<at::Tensor, at::Tensor> run(const std::vector<const Ids*>& rows) {
+    auto [ids, mask] = pad_rows(rows, pad_);
+    models::TaskInputs in;
+    in.input_ids = ids;
+    in.attention_mask = mask;
+    return {model_->forward(in).sequence_logits, mask};
+  }
+  std::vector<Ids> train_ids_;
+  std::vector<int64_t> train_labels_;
+  std::vector<Ids> val_ids_;
+  std::vector<int64_t> val_labels_;
+  int64_t pad_;
+  BatchOrder order_;
+};
+
+// Causal LM over (input, target) rows already aligned: targets[t] is what position t predicts
+// (kIgnoreLabel where nothing is predicted).
+struct LmRow {
+  Ids input;
+  Ids target;
+};
+
+class LanguageModelTask : public ModelTask {
+ public:
+  LanguageModelTask(models::TaskModel model, const RunConfig& config, std::vector<LmRow> train,
+                    std::vector<LmRow> val, int64_t pad, bool sequence_metric)
+      : ModelTask(std::move(model), config), train_(std::move(train)), val_(std::move(val)),
+        pad_(pad), sequence_metric_(sequence_metric),
+        order_(train_.size(), config.task.batch_size, config.trainer.seed) {}
+
+  MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
+    std::vector<const LmRow*> rows;
+    for (size_t i : order_.batch(index, rank, world)) rows.push_back(&train_[i]);
+    auto [logits, targets, mask] = run(rows);
+    return {models::cross_entropy(logits, targets), mask.sum().item<int64_t>()};
+  }
+
+  std::map<std::string, double> evaluate() override {
+    double loss_sum = 0, tokens = 0, correct = 0, sequences_right = 0;
+    const size_t n = val_.size();
+    for (size_t start = 0; start < n; start += batch_size_) {
+      std::vector<const LmRow*> rows;
+      for (size_t i = start; i < std::min(n, start + batch_size_); ++i) rows.push_back(&val_[i]);
+      auto [logits, targets, mask] = run(rows);
+      auto counted = targets.ne(models::kIgnoreLabel);
+      const double count = counted.sum().item<double>();
+      if (count == 0) continue;
+      loss_sum += models::cross_entropy(logits, targets).item<double>() * count;
+      tokens += count;
+      auto right = logits.argmax(-1).eq(targets).logical_and(counted);
+      correct += right.sum().item<double>();
+      // A row is right when every counted position is.
+      sequences_right += right.sum(1).eq(counted.sum(1)).sum().item<double>();
+    }
+    if (tokens == 0) throw Error("evaluation data has no target tokens");
+    const double loss = loss_sum / tokens;
+    std::map<std::string, double> out{{"loss", loss},
+                                      {"perplexity", std::exp(loss)},
+                                      {"token_accuracy", correct / tokens}};
+    if (sequence_metric_) out["sequence_accuracy"] = sequences_right / n;
+    return out;
+  }
+  std::string primary_metric() const override {
+    return sequence_metric_ ? "sequence_accuracy" : "perplexity";
+  }
+  bool higher_is_better() const override { return sequence_metric_; }
+
+ private:
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> run(const std::vector<const LmRow*>& rows) {
+    std::vector<const Ids*> inputs, targets;
+    for (const auto* r : rows) {
+      inputs.push_back(&r->input);
+      targets.push_back(&r->target);
+    }
+    auto [ids, mask] = pad_rows(inputs, pad_);
+    auto target = pad_rows(targets, models::kIgnoreLabel).first;
+    models::TaskInputs in;
+    in.input_ids = ids;
+    in.attention_mask = mask;
+    return {model_->forward(in).causal_lm_logits, target, mask};
+  }
+  std::vector<LmRow> train_;
+  std::vector<LmRow> val_;
+  int64_t pad_;
+  bool sequence_metric_;
+  BatchOrder order_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t longest, bool causal,
+                              const models::HeadsConfig& heads) {
+  torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
+  return models::TaskModel(model_config(config, vocab, longest, causal), heads);
+}
+
+models::HeadsConfig classification_heads(const RunConfig& config, int64_t labels) {
+  models::HeadsConfig heads;
+  heads.sequence_labels = labels;
+  heads.sequence_pooling = models::parse_pooling(config.model.pooling);
+  heads.classifier_dropout = config.model.dropout;
+  return heads;
+}
+
+std::unique_ptr<TrainingTask> make_listops(const RunConfig& config) {
+  const auto& t = config.task;
+  std::vector<ListOpsExample> train, val;
+  if (!t.data.empty()) {
+    auto file = [&](const char* split) {
+      for (const char* prefix : {"basic_", ""}) {
+        auto p = fs::path(t.data) / fmt::format("{}{}.tsv", prefix, split);
+        if (fs::exists(p)) return p.string();
+      }
+      throw Error(fmt::format("{}: no basic_{}.tsv (write it with `attnkit data listops --out {}`)",
+                              t.data, split, t.data));
+    };
+    train = read_listops_tsv(file("train"));
+    val = read_listops_tsv(file("val"));
+    if (t.eval_examples > 0 && static_cast<int64_t>(val.size()) > t.eval_examples) val.resize(t.eval_examples);
+  } else {
+    ListOpsOptions options;
+    options.min_length = t.min_length;
+    options.max_length = t.max_length;
+    ListOpsGenerator train_generator(options, config.trainer.seed * 2 + 1);
+    for (int64_t i = 0; i < t.train_examples; ++i) train.push_back(train_generator.next());
+    ListOpsGenerator val_generator(options, config.trainer.seed * 2 + 2);
+    val_generator.avoid(train_generator.fingerprints());
+    for (int64_t i = 0; i < t.eval_examples; ++i) val.push_back(val_generator.next());
+  }
+  auto encode = [&](const std::vector<ListOpsExample>& examples, std::vector<Ids>& ids,
+                    std::vector<int64_t>& labels) {
+    for (const auto& e : examples) {
+      auto row = ListOpsVocabulary::encode(e.source);
+      if (static_cast<int64_t>(row.size()) > t.truncate) row.resize(t.truncate);
+      ids.push_back(std::move(row));
+      labels.push_back(e.target);
+    }
+  };
+  std::vector<Ids> train_ids, val_ids;
+  std::vector<int64_t> train_labels, val_labels;
+  encode(train, train_ids, train_labels);
+  encode(val, val_ids, val_labels);
+  int64_t longest = 1;
+  for (const auto* set : {&train_ids, &val_ids})
+    for (const auto& r : *set) longest = std::max<int64_t>(longest, r.size());
+  auto model = build_model(config, ListOpsVocabulary::kSize, longest, false,
+                           classification_heads(config, ListOpsVocabulary::kNumClasses));
+  return std::make_unique<ClassificationTask>(model, config, std::move(train_ids), std::move(train_labels),
+                                              std::move(val_ids), std::move(val_labels),
+                                              ListOpsVocabulary::kPad);
+}
+
+text::Tokenizer task_tokenizer(const RunConfig& config) {
+  if (config.task.tokenizer.empty())
+    throw Error(fmt::format("task '{}' needs task.tokenizer (a tokenizer.json, vocab.txt or a "
+                            "directory with one)", config.task.name));
+  return text::load_tokenizer(config.task.tokenizer);
+}
+
+int64_t pad_id(const text::Tokenizer& tokenizer) {
+  for (const char* name : {"[PAD]", "<pad>", "<|endoftext|>"})
+    if (auto id = tokenizer.token_to_id(name)) return *id;
+  return 0;
+}
+
+std::unique_ptr<TrainingTask> make_text_classification(const RunConfig& config) {
+  const auto& t = config.task;
+  if (t.data.empty()) throw Error("task 'classification' needs task.data (the training file)");
+  auto tokenizer = task_tokenizer(config);
+  auto train = read_classification(t.data);
+  std::string val_path = t.data;
+  const auto at = val_path.rfind("train");
+  if (at == std::string::npos) throw Error(fmt::format("{}: the file name must contain 'train' (the "
+                                                       "validation file replaces it with 'val')", t.data));
+  val_path.replace(at, 5, "val");
+  auto val = read_classification(val_path, train.labels);
+  auto encode = [&](const ClassificationData& data, std::vector<Ids>& ids, std::vector<int64_t>& labels,
+                    int64_t limit) {
+    for (const auto& e : data.examples) {
+      if (limit > 0 && static_cast<int64_t>(ids.size()) >= limit) break;
+      auto enc = tokenizer.encode(e.text);
+      Ids row(enc.ids.begin(), enc.ids.end());
+      if (static_cast<int64_t>(row.size()) > t.truncate) row.resize(t.truncate);
+      ids.push_back(std::move(row));
+      labels.push_back(e.label);
+    }
+  };
+  std::vector<Ids> train_ids, val_ids;
+  std::vector<int64_t> train_labels, val_labels;
+  encode(train, train_ids, train_labels, 0);
+  encode(val, val_ids, val_labels, t.eval_examples);
+  auto model = build_model(config, tokenizer.vocab_size(), t.truncate, false,
+                           classification_heads(config, train.labels.size()));
+  return std::make_unique<ClassificationTask>(model, config, std::move(train_ids), std::move(train_labels),
+                                              std::move(val_ids), std::move(val_labels), pad_id(tokenizer));
+}
+
+std::unique_ptr<TrainingTask> make_synthetic(const RunConfig& config) {
+  const auto& t = config.task;
+  SyntheticTaskOptions options;
+  options.task = synthetic_task_from_string(t.name);
+  options.min_length = t.min_length;
+  options.max_length = t.max_length;
+  options.num_symbols = t.symbols;
+  options.num_values = t.symbols;
+  options.num_keys = std::max<int64_t>(options.num_keys, t.max_length);
+  auto rows = [&](uint64_t seed, int64_t count) {
+    std::vector<LmRow> out;
+    for (const auto& e : generate_synthetic_task(options, seed, count)) {
+      auto batch = make_synthetic_batch({e});
+      auto in = batch.inputs[0], target = batch.targets[0];
+      out.push_back({Ids(in.data_ptr<int64_t>(), in.data_ptr<int64_t>() + in.numel()),
+                     Ids(target.data_ptr<int64_t>(), target.data_ptr<int64_t>() + target.numel())});
+    }
+    return out;
+  };
+  auto train = rows(config.trainer.seed * 2 + 1, t.train_examples);
+  auto val = rows(config.trainer.seed * 2 + 2, t.eval_examples);
+  int64_t longest = 1;
+  for (const auto* set : {&train, &val})
+    for (const auto& r : *set) longest = std::max<int64_t>(longest, r.input.size());
+  models::HeadsConfig heads;
+  heads.causal_lm = true;
+  auto model = build_model(config, synthetic_vocab_size(options), longest, true, heads);
+  return std::make_unique<LanguageModelTask>(model, config, std::move(train), std::move(val),
+                                             SyntheticVocabulary::kPad, true);
+}
+
+std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config) {
+  const auto& t = config.task;
+  if (t.data.empty()) throw Error("task 'lm' needs task.data (text files separated by commas)");
+  auto tokenizer = task_tokenizer(config);
+  std::vector<std::string> paths;
+  std::string path;
+  std::istringstream list(t.data);
+  while (std::getline(list, path, ','))
+    if (!path.empty()) paths.push_back(path);
+  LanguageModelDataOptions options;
+  options.block_size = t.truncate;
+  options.threads = 0;
+  auto data = read_language_model_data(paths, tokenizer, options);
+  if (data.blocks.size() < 2)
+    throw Error(fmt::format("task 'lm': {} tokens make {} block(s) of {}; need at least 2 (one for "
+                            "validation)", data.tokens, data.blocks.size(), t.truncate));
+  // Every 20th block (at most eval_examples of them) is held out for validation.
+  std::vector<LmRow> train, val;
+  for (size_t i = 0; i < data.blocks.size(); ++i) {
+    const auto& b = data.blocks[i];
+    LmRow row{Ids(b.begin(), b.end() - 1), Ids(b.begin() + 1, b.end())};
+    const bool held_out = i % 20 == 19 && static_cast<int64_t>(val.size()) < t.eval_examples;
+    (held_out ? val : train).push_back(std::move(row));
+  }
+  if (val.empty()) {
+    val.push_back(train.back());
+    train.pop_back();
+  }
+  models::HeadsConfig heads;
+  heads.causal_lm = true;
+  auto model = build_model(config, tokenizer.vocab_size(), t.truncate, true, heads);
+  return std::make_unique<LanguageModelTask>(model, config, std::move(train), std::move(val),
+                                             pad_id(tokenizer), false);
+}
+
+}  // namespace
+
+models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, int64_t longest,
+                                       bool causal) {
+  const auto& m = config.model;
+  const std::string family = m.family.empty() ? (causal ? "gpt2" : "bert") : m.family;
+  const int64_t intermediate = m.intermediate > 0 ? m.intermediate : 4 * m.hidden;
+  models::TransformerConfig c;
+  if (family == "bert") c = models::TransformerConfig::bert(vocab, m.hidden, m.layers, m.heads, intermediate);
+  else if (family == "albert")
+    c = models::TransformerConfig::albert(vocab, m.embedding_size > 0 ? m.embedding_size : m.hidden,
+                                          m.hidden, m.layers, m.heads, intermediate);
+  else if (family == "gpt2") {
+    c = models::TransformerConfig::gpt2(vocab, m.hidden, m.layers, m.heads);
+    c.intermediate = intermediate;
+  } else {
+    throw Error(fmt::format("model.family: '{}' is not bert, albert or gpt2", family));
+  }
+  if (family != "albert" && m.embedding_size > 0) c.embedding_size = m.embedding_size;
+  c.type_vocab_size = 0;
+  c.pooler = config.model.pooling == "pooler" && !causal;
+  c.attention = layers::AttentionSpec::parse(m.attention);
+  c.attention.causal = causal;
+  c.positions = m.positions;
+  c.dropout = m.dropout;
+  c.max_positions = m.max_positions > 0 ? m.max_positions : std::max<int64_t>(longest, 16);
+  c.attention.max_length = c.max_positions;  // Synthesizer logits span the longest input
+  c.validate();
+  return c;
+}
+
+std::unique_ptr<TrainingTask> make_task(const RunConfig& config) {
+  const auto& name = config.task.name;
+  if (config.task.batch_size < 1) throw Error("task.batch_size must be >= 1");
+  if (config.task.truncate < 1) throw Error("task.truncate must be >= 1");
+  if (name == "listops") return make_listops(config);
+  if (name == "classification") return make_text_classification(config);
+  if (name == "lm") return make_text_lm(config);
+  if (name == "copy" || name == "reverse" || name == "sort" || name == "recall" ||
+      name == "associative-recall")
+    return make_synthetic(config);
+  throw Error(fmt::format("task.name: '{}' is not one of listops, classification, lm, copy, "
+                          "reverse, sort, recall", name));
+}
+
+models::TaskModel task_model(TrainingTask& task) {
+  auto* model_task = dynamic_cast<ModelTask*>(&task);
+  if (!model_task) throw Error("task_model: not a task made by make_task");
+  return model_task->model();
+}
+
+}  // namespace attnkit::train

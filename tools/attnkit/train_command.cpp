@@ -1,0 +1,167 @@
+// attnkit train / attnkit eval / attnkit data listops: the trainer (include/attnkit/train) on the
+// command line. A run directory holds config.toml (the resolved settings), metrics.jsonl and
+// checkpoints/; see docs/training.md.
+#include "attnkit/error.h"
+#include "attnkit/io/atomic_file.h"
+#include "attnkit/train/distributed.h"
+#include "attnkit/train/listops.h"
+#include "attnkit/train/run_config.h"
+#include "attnkit/train/tasks.h"
+#include "attnkit/train/trainer.h"
+#include "command.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <unistd.h>
+
+namespace attnkit::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TrainArguments {
+  std::string config_file;
+  std::string resume;
+  int nproc = 1;
+  std::map<std::string, std::string> overrides;  // "section.key" -> value from the command line
+};
+
+// Registers --section.key for every setting; values land in `overrides`.
+void add_setting_flags(CLI::App* cmd, std::shared_ptr<TrainArguments> args) {
+  for (const auto& s : train::run_settings()) {
+    const std::string name = s.section + "." + s.key;
+    cmd->add_option_function<std::string>(
+           s.flag(), [args, name](const std::string& v) { args->overrides[name] = v; }, s.help)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // a later flag wins
+        ->group(s.section == "run" ? "Run" : "Settings ([" + s.section + "] in the TOML file)");
+  }
+}
+
+train::RunConfig resolve(const TrainArguments& args, const GlobalOptions& global) {
+  train::RunConfig config;
+  config.trainer.seed = global.seed;
+  if (!args.resume.empty()) {
+    const auto saved = (fs::path(args.resume) / "config.toml").string();
+    if (!fs::exists(saved))
+      throw Error(fmt::format("--resume {}: no config.toml (not an attnkit run directory)", args.resume));
+    train::apply_toml_file(config, saved);
+  } else if (!args.config_file.empty()) {
+    train::apply_toml_file(config, args.config_file);
+  }
+  for (const auto& [name, value] : args.overrides) {
+    const auto dot = name.find('.');
+    train::apply_setting(config, name.substr(0, dot), name.substr(dot + 1), value);
+  }
+  if (!args.resume.empty()) config.directory = args.resume;
+  config.trainer.run_directory = config.directory;
+  config.trainer.quiet = global.quiet;
+  return config;
+}
+
+int run_train(const TrainArguments& args, const GlobalOptions& global) {
+  // `--nproc N` without a rank in the environment: become the launcher of N local workers that
+  // run this same command line (without --nproc), each finding its rank in the environment.
+  if (args.nproc > 1 && !train::distributed_environment_from_env()) {
+    train::LaunchOptions launch;
+    launch.nproc = args.nproc;
+    launch.argv = {"/proc/self/exe"};
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (len > 0) launch.argv[0] = std::string(self, len);
+    // The workers run the same command line; WORLD_SIZE in their environment makes them workers.
+    for (size_t i = 1; i < global.argv.size(); ++i) launch.argv.push_back(global.argv[i]);
+    train::launch_local_workers(launch);
+    return 0;
+  }
+  auto config = resolve(args, global);
+  std::unique_ptr<train::DataParallel> data_parallel;
+  if (auto env = train::distributed_environment_from_env(); env && env->world_size > 1)
+    data_parallel = std::make_unique<train::DataParallel>(*env);
+  const bool writer = !data_parallel || data_parallel->rank() == 0;
+  auto task = train::make_task(config);
+  train::Trainer trainer(*task, config.trainer, data_parallel.get());
+  if (!args.resume.empty()) {
+    const auto step = trainer.resume(args.resume);
+    if (writer && !global.quiet) fmt::print(stderr, "resuming {} at step {}\n", args.resume, step);
+  } else if (writer && !config.directory.empty()) {
+    fs::create_directories(config.directory);
+    io::write_file_atomically((fs::path(config.directory) / "config.toml").string(),
+                              train::to_toml(config));
+  }
+  auto result = trainer.train();
+  if (writer && !global.quiet) {
+    std::string metrics;
+    for (const auto& [k, v] : result.last_metrics) metrics += fmt::format(" {}={:.4f}", k, v);
+    fmt::print("step {} loss {:.4f}{}\n", result.steps, result.last_loss, metrics);
+  }
+  return 0;
+}
+
+int run_eval(const std::string& run_directory, const GlobalOptions& global) {
+  TrainArguments args;
+  args.resume = run_directory;
+  auto config = resolve(args, global);
+  config.trainer.quiet = true;
+  auto task = train::make_task(config);
+  train::Trainer trainer(*task, config.trainer);
+  const auto step = trainer.resume(run_directory);
+  const auto metrics = trainer.evaluate();
+  fmt::print("step {}", step);
+  for (const auto& [k, v] : metrics) fmt::print(" {}={:.6g}", k, v);
+  fmt::print("\n");
+  return 0;
+}
+
+}  // namespace
+
+void register_train_commands(CLI::App& app, GlobalOptions& global) {
+  auto args = std::make_shared<TrainArguments>();
+  auto* train_cmd = app.add_subcommand(
+      "train", "train a model on a task (listops, copy, reverse, sort, recall, lm, classification)");
+  train_cmd->add_option("--config", args->config_file, "run configuration (TOML; see docs/training.md)");
+  train_cmd->add_option("--resume", args->resume,
+                        "continue the run in this directory from its newest checkpoint");
+  train_cmd->add_option("--nproc", args->nproc,
+                        "data-parallel worker processes on this machine (c10d/Gloo); for several "
+                        "machines set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE instead")
+      ->check(at_least(1));
+  add_setting_flags(train_cmd, args);
+  train_cmd->callback([args, &global] {
+    global.action = [args, &global] { return run_train(*args, global); };
+  });
+
+  auto eval_dir = std::make_shared<std::string>();
+  auto* eval_cmd = app.add_subcommand("eval", "evaluate a run's newest checkpoint on its validation data");
+  eval_cmd->add_option("--run", *eval_dir, "run directory")->required();
+  eval_cmd->callback([eval_dir, &global] {
+    global.action = [eval_dir, &global] { return run_eval(*eval_dir, global); };
+  });
+
+  auto* data_cmd = app.add_subcommand("data", "write data sets");
+  data_cmd->require_subcommand(1);
+  auto listops = std::make_shared<train::ListOpsSplitOptions>();
+  auto listops_out = std::make_shared<std::string>();
+  auto* listops_cmd = data_cmd->add_subcommand(
+      "listops", "LRA ListOps splits: basic_train.tsv, basic_val.tsv, basic_test.tsv");
+  listops_cmd->add_option("--out", *listops_out, "output directory")->required();
+  listops_cmd->add_option("--train", listops->train_count, "training examples")->capture_default_str();
+  listops_cmd->add_option("--val", listops->validation_count, "validation examples")->capture_default_str();
+  listops_cmd->add_option("--test", listops->test_count, "test examples")->capture_default_str();
+  listops_cmd->add_option("--min-length", listops->generator.min_length, "shortest expression (tokens)")
+      ->capture_default_str();
+  listops_cmd->add_option("--max-length", listops->generator.max_length, "longest expression (tokens)")
+      ->capture_default_str();
+  listops_cmd->add_option("--max-depth", listops->generator.max_depth, "deepest nesting")->capture_default_str();
+  listops_cmd->callback([listops, listops_out, &global] {
+    global.action = [listops, listops_out, &global] {
+      auto files = train::write_listops_splits(*listops, *listops_out);
+      if (!global.quiet) fmt::print("wrote {}, {}, {}\n", files.train, files.validation, files.test);
+      return 0;
+    };
+  });
+}
+
+}  // namespace attnkit::cli
