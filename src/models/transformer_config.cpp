@@ -3,48 +3,12 @@
 #include "attnkit/error.h"
 #include "attnkit/layers/embeddings.h"
 #include "attnkit/layers/feed_forward.h"
+#include "strict_json.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <set>
-
 namespace attnkit::models {
-namespace detail {
-
-using nlohmann::json;
-
-// Reads json[key] into `value` when present, with a clear error on a type mismatch; records the
-// key so unknown keys can be reported afterwards.
-class StrictReader {
- public:
-  StrictReader(const json& j, std::string what) : j_(j), what_(std::move(what)) {
-    if (!j.is_object()) throw Error(fmt::format("{}: expected a JSON object", what_));
-  }
-  template <typename T>
-  void read(const char* key, T& value) {
-    seen_.insert(key);
-    auto it = j_.find(key);
-    if (it == j_.end()) return;
-    try {
-      value = it->template get<T>();
-    } catch (const json::exception&) {
-      throw Error(fmt::format("{}: '{}' has the wrong type ({})", what_, key, it->dump()));
-    }
-  }
-  void reject_unknown() const {
-    for (auto it = j_.begin(); it != j_.end(); ++it)
-      if (!seen_.count(it.key()))
-        throw Error(fmt::format("{}: unknown key '{}'", what_, it.key()));
-  }
-
- private:
-  const json& j_;
-  std::string what_;
-  std::set<std::string> seen_;
-};
-
-}  // namespace detail
 namespace {
 
 using nlohmann::json;

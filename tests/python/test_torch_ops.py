@@ -1,7 +1,6 @@
 #!/usr/bin/python3
 """torch.ops.attnkit.* from Python torch (python3-torch 1.13): forward and backward against eager
 formulas written here, independently of attnkit."""
-import argparse
 import math
 import os
 import sys
@@ -142,11 +141,7 @@ class TorchOps(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--build-dir", default="build")
-    args, rest = parser.parse_known_args()
-    BUILD_DIR = args.build_dir
-    result = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=1).result
-    failed = len(result.failures) + len(result.errors)
-    print(f"{result.testsRun - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import runner
+    BUILD_DIR = runner.build_dir()
+    runner.run()

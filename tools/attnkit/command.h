@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace attnkit::cli {
 
@@ -14,6 +15,7 @@ struct GlobalOptions {
   int threads = 0;          // 0 = all cores
   uint64_t seed = 0;
   bool quiet = false;
+  std::vector<std::string> argv;  // the command line as given (for re-launching workers)
   std::function<int()> action;  // set by the chosen subcommand
 };
 
@@ -33,6 +35,8 @@ inline CLI::Validator at_least(long long lower) {
 void register_analyze_command(CLI::App& app, GlobalOptions& global);
 void register_attention_command(CLI::App& app, GlobalOptions& global);
 void register_demo_command(CLI::App& app, GlobalOptions& global);
+void register_model_commands(CLI::App& app, GlobalOptions& global);  // encode, convert
+void register_train_commands(CLI::App& app, GlobalOptions& global);  // train, eval, data
 void register_tokenize_commands(CLI::App& app, GlobalOptions& global);
 
 }  // namespace attnkit::cli

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", attnkit::version());
   app.require_subcommand(1);
   GlobalOptions global;
+  global.argv.assign(argv, argv + argc);
   app.add_option("--threads", global.threads,
                  "CPU threads for intra- and inter-op parallelism (default: all cores)")
       ->check(attnkit::cli::at_least(0));
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   register_analyze_command(app, global);
   register_attention_command(app, global);
   register_demo_command(app, global);
+  register_model_commands(app, global);
   register_tokenize_commands(app, global);
 
   try {

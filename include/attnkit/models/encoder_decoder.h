@@ -1,0 +1,61 @@
+#pragma once
+// Encoder-decoder Transformer (Vaswani et al. 2017): an encoder stack and a decoder stack whose
+// blocks add cross attention over the encoder output, plus an LM head over the target vocabulary.
+// Self and cross attention take any AttentionSpec (softmax, linear, cosFormer, ...), so e.g. a
+// cosFormer decoder with cosFormer cross attention (L != S) is one config away.
+#include "attnkit/models/transformer_model.h"
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace attnkit::models {
+
+struct EncoderDecoderConfig {
+  TransformerConfig encoder;
+  TransformerConfig decoder;  // cross_attention = true, causal self attention
+  bool share_embeddings = false;  // one token embedding for source and target (same vocab)
+  bool tie_output = true;         // LM head = decoder token embedding
+
+  // Throws attnkit::Error naming the first inconsistency (e.g. decoder without cross attention).
+  void validate() const;
+  // The base model of "Attention is all you need" scaled by the arguments: post-LN, ReLU,
+  // sinusoidal positions, no token types, no pooler; `self_attention` for both stacks (the
+  // decoder's made causal), `cross_attention` for the decoder's cross attention.
+  static EncoderDecoderConfig transformer(int64_t source_vocab, int64_t target_vocab,
+                                          int64_t hidden, int64_t layers, int64_t heads,
+                                          int64_t intermediate,
+                                          const layers::AttentionSpec& self_attention = {},
+                                          const layers::AttentionSpec& cross_attention = {});
+};
+void to_json(nlohmann::json& j, const EncoderDecoderConfig& config);
+void from_json(const nlohmann::json& j, EncoderDecoderConfig& config);
+
+class EncoderDecoderModelImpl : public torch::nn::Module {
+ public:
+  explicit EncoderDecoderModelImpl(const EncoderDecoderConfig& config);
+
+  // Encoder output [batch, S, hidden]; source_mask [batch, S] (nonzero = real token).
+  at::Tensor encode(const at::Tensor& source_ids,
+                    const c10::optional<at::Tensor>& source_mask = c10::nullopt);
+  // Target logits [batch, L, target_vocab] given the encoder output (teacher forcing).
+  at::Tensor decode(const at::Tensor& target_ids, const at::Tensor& memory,
+                    const c10::optional<at::Tensor>& source_mask = c10::nullopt,
+                    const c10::optional<at::Tensor>& target_mask = c10::nullopt,
+                    int64_t position_offset = 0);
+  at::Tensor forward(const at::Tensor& source_ids, const at::Tensor& target_ids,
+                     const c10::optional<at::Tensor>& source_mask = c10::nullopt,
+                     const c10::optional<at::Tensor>& target_mask = c10::nullopt);
+
+  const EncoderDecoderConfig& config() const { return config_; }
+
+  TransformerModel encoder{nullptr}, decoder{nullptr};
+  at::Tensor lm_head;  // [target_vocab, hidden] when not tied
+
+ private:
+  EncoderDecoderConfig config_;
+};
+TORCH_MODULE(EncoderDecoderModel);
+
+}  // namespace attnkit::models

@@ -1,0 +1,132 @@
+#pragma once
+// TaskModel: a TransformerModel plus the task heads a checkpoint or a training run needs.
+//
+//   masked LM       dense H->E, activation, LayerNorm, decoder tied to the word embeddings + bias
+//                   (BERT's cls.predictions, ALBERT's predictions: E = embedding_size)
+//   causal LM       hidden · Wᵀ, W tied to the word embeddings (GPT-2's lm_head) or its own
+//   next sentence   Linear(H, 2) on the pooled output (BERT NSP, ALBERT SOP)
+//   classification  Linear(H, labels) on the pooled output / first / last real / mean token
+//   tagging         Linear(H, labels) on every token
+//   span            Linear(H, 2) -> start and end logits (reading comprehension)
+//   condition       Embedding(classes, condition_size) feeding Conditional LayerNorm (class-
+//                   conditional LM); or pass a [batch, condition_size] vector directly
+//
+// UniLM seq2seq is a BERT with the masked-LM head used as a next-token predictor under the
+// UniLM mask (see unilm_batch); a conditional LM is a GPT-2-style model with condition_size > 0.
+#include "attnkit/layers/feed_forward.h"
+#include "attnkit/models/transformer_model.h"
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace attnkit::models {
+
+enum class Pooling { Pooler, First, Last, Mean };
+Pooling parse_pooling(const std::string& name);  // pooler | first | last | mean
+std::string to_string(Pooling pooling);
+
+struct HeadsConfig {
+  bool masked_lm = false;
+  bool causal_lm = false;
+  bool tie_lm = true;               // LM decoders read the word embeddings
+  int64_t next_sentence = 0;        // > 0: NSP/SOP logits on the pooled output
+  int64_t sequence_labels = 0;      // > 0: sequence classification
+  Pooling sequence_pooling = Pooling::Pooler;
+  bool sequence_bias = true;        // GPT-2's score layer has none
+  int64_t token_labels = 0;         // > 0: token classification (tagging)
+  bool span = false;                // start/end logits
+  int64_t condition_classes = 0;    // > 0: class id -> condition vector (needs condition_size)
+  double classifier_dropout = 0.1;
+
+  bool any() const {
+    return masked_lm || causal_lm || next_sentence > 0 || sequence_labels > 0 ||
+           token_labels > 0 || span || condition_classes > 0;
+  }
+};
+void to_json(nlohmann::json& j, const HeadsConfig& heads);
+void from_json(const nlohmann::json& j, HeadsConfig& heads);  // strict, like TransformerConfig
+
+struct TaskInputs : ModelInputs {
+  c10::optional<at::Tensor> condition_ids;  // [batch] int64 class ids (condition_classes > 0)
+};
+
+struct TaskOutput {
+  ModelOutput base;
+  at::Tensor masked_lm_logits;       // [batch, n, vocab]
+  at::Tensor causal_lm_logits;       // [batch, n, vocab]
+  at::Tensor next_sentence_logits;   // [batch, next_sentence]
+  at::Tensor sequence_logits;        // [batch, labels]
+  at::Tensor token_logits;           // [batch, n, labels]
+  at::Tensor start_logits;           // [batch, n]
+  at::Tensor end_logits;             // [batch, n]
+};
+
+// BERT/ALBERT masked-LM head. The decoder weight is the tied word-embedding matrix unless the
+// head owns one (`decoder`, when tie_lm is false).
+class MaskedLMHeadImpl : public torch::nn::Module {
+ public:
+  MaskedLMHeadImpl(int64_t hidden, int64_t embedding_size, int64_t vocab_size,
+                   layers::Activation activation, double layer_norm_eps, bool tied);
+  at::Tensor forward(const at::Tensor& hidden, const at::Tensor& word_embeddings);
+
+  torch::nn::Linear dense{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+  at::Tensor decoder;  // [vocab, E] when untied
+  at::Tensor bias;     // [vocab]
+
+ private:
+  layers::Activation activation_;
+};
+TORCH_MODULE(MaskedLMHead);
+
+class TaskModelImpl : public torch::nn::Module {
+ public:
+  TaskModelImpl(const TransformerConfig& config, const HeadsConfig& heads);
+  TaskOutput forward(const TaskInputs& inputs);
+
+  const TransformerConfig& config() const { return transformer->config(); }
+  const HeadsConfig& heads() const { return heads_; }
+
+  TransformerModel transformer{nullptr};
+  MaskedLMHead masked_lm{nullptr};
+  at::Tensor lm_head;  // [vocab, hidden] when the causal LM head is untied
+  torch::nn::Linear next_sentence{nullptr}, classifier{nullptr}, tagger{nullptr}, span{nullptr};
+  torch::nn::Embedding condition_embedding{nullptr};
+
+ private:
+  at::Tensor pool(const TaskInputs& in, const ModelOutput& out) const;
+  HeadsConfig heads_;
+};
+TORCH_MODULE(TaskModel);
+
+// ---- losses (mean over the counted positions; labels equal to kIgnoreLabel do not count) ----
+constexpr int64_t kIgnoreLabel = -100;
+// logits [batch, n, vocab] (or [batch, labels]) against labels [batch, n] (or [batch]).
+at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels);
+// Next-token targets for a causal LM: targets[:, t] = input_ids[:, t + 1]; the last position and
+// positions whose next token is padding (attention_mask 0) get kIgnoreLabel.
+at::Tensor next_token_targets(const at::Tensor& input_ids,
+                              const c10::optional<at::Tensor>& attention_mask = c10::nullopt);
+// (CE(start) + CE(end)) / 2 with start/end positions [batch].
+at::Tensor span_loss(const at::Tensor& start_logits, const at::Tensor& end_logits,
+                     const at::Tensor& start_positions, const at::Tensor& end_positions);
+
+// UniLM seq2seq batch (Dong et al. 2019, as bert4keras trains it): input [CLS] src [SEP] tgt
+// [SEP], token types 0 / 1, the UniLM mask, and next-token targets on the target segment only
+// (kIgnoreLabel elsewhere), padded to the longest pair with pad_id.
+struct UnilmBatch {
+  at::Tensor input_ids, token_type_ids, attention_mask, mask, targets;
+};
+UnilmBatch unilm_batch(const std::vector<std::vector<int64_t>>& sources,
+                       const std::vector<std::vector<int64_t>>& targets, int64_t cls_id,
+                       int64_t sep_id, int64_t pad_id);
+
+}  // namespace attnkit::models

@@ -1,0 +1,115 @@
+#include "attnkit/models/encoder_decoder.h"
+
+#include "attnkit/error.h"
+#include "strict_json.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace attnkit::models {
+
+void EncoderDecoderConfig::validate() const {
+  encoder.validate();
+  decoder.validate();
+  if (encoder.cross_attention) throw Error("encoder-decoder config: the encoder must not have cross attention");
+  if (!decoder.cross_attention) throw Error("encoder-decoder config: the decoder needs cross_attention = true");
+  if (!decoder.attention.causal)
+    throw Error("encoder-decoder config: the decoder's self attention must be causal");
+  const int64_t memory = decoder.memory_hidden > 0 ? decoder.memory_hidden : decoder.hidden;
+  if (memory != encoder.hidden)
+    throw Error(fmt::format("encoder-decoder config: decoder memory width {} != encoder hidden {}",
+                            memory, encoder.hidden));
+  if (share_embeddings && (encoder.vocab_size != decoder.vocab_size ||
+                           encoder.effective_embedding_size() != decoder.effective_embedding_size()))
+    throw Error("encoder-decoder config: share_embeddings needs equal vocabularies and embedding sizes");
+  if (tie_output && decoder.effective_embedding_size() != decoder.hidden)
+    throw Error("encoder-decoder config: tie_output needs the decoder's embedding_size == hidden");
+}
+
+EncoderDecoderConfig EncoderDecoderConfig::transformer(int64_t source_vocab, int64_t target_vocab,
+                                                       int64_t hidden, int64_t layers,
+                                                       int64_t heads, int64_t intermediate,
+                                                       const layers::AttentionSpec& self_attention,
+                                                       const layers::AttentionSpec& cross_attention) {
+  auto stack = [&](int64_t vocab) {
+    TransformerConfig c = TransformerConfig::bert(vocab, hidden, layers, heads, intermediate);
+    c.family = "custom";
+    c.positions = "sinusoidal";
+    c.activation = "relu";
+    c.type_vocab_size = 0;
+    c.pooler = false;
+    c.embedding_layer_norm = false;
+    c.layer_norm_eps = 1e-5;
+    c.attention = self_attention;
+    c.attention.causal = false;
+    return c;
+  };
+  EncoderDecoderConfig config;
+  config.encoder = stack(source_vocab);
+  config.decoder = stack(target_vocab);
+  config.decoder.attention.causal = true;
+  config.decoder.cross_attention = true;
+  config.decoder.cross_attention_spec = cross_attention;
+  config.decoder.cross_attention_spec.causal = false;
+  config.share_embeddings = source_vocab == target_vocab;
+  return config;
+}
+
+void to_json(nlohmann::json& j, const EncoderDecoderConfig& c) {
+  j = nlohmann::json{{"encoder", c.encoder},
+                     {"decoder", c.decoder},
+                     {"share_embeddings", c.share_embeddings},
+                     {"tie_output", c.tie_output}};
+}
+
+void from_json(const nlohmann::json& j, EncoderDecoderConfig& c) {
+  detail::StrictReader r(j, "encoder-decoder config");
+  r.read("encoder", c.encoder);
+  r.read("decoder", c.decoder);
+  r.read("share_embeddings", c.share_embeddings);
+  r.read("tie_output", c.tie_output);
+  r.reject_unknown();
+}
+
+EncoderDecoderModelImpl::EncoderDecoderModelImpl(const EncoderDecoderConfig& config)
+    : config_(config) {
+  config_.validate();
+  encoder = register_module("encoder", TransformerModel(config_.encoder));
+  decoder = register_module("decoder", TransformerModel(config_.decoder));
+  if (config_.share_embeddings)
+    decoder->embeddings->token = decoder->embeddings->replace_module("token", encoder->embeddings->token);
+  if (!config_.tie_output)
+    lm_head = register_parameter(
+        "lm_head", torch::randn({config_.decoder.vocab_size, config_.decoder.hidden}) * 0.02);
+}
+
+at::Tensor EncoderDecoderModelImpl::encode(const at::Tensor& source_ids,
+                                          const c10::optional<at::Tensor>& source_mask) {
+  ModelInputs in;
+  in.input_ids = source_ids;
+  in.attention_mask = source_mask;
+  return encoder->forward(in).last_hidden_state;
+}
+
+at::Tensor EncoderDecoderModelImpl::decode(const at::Tensor& target_ids, const at::Tensor& memory,
+                                          const c10::optional<at::Tensor>& source_mask,
+                                          const c10::optional<at::Tensor>& target_mask,
+                                          int64_t position_offset) {
+  ModelInputs in;
+  in.input_ids = target_ids;
+  in.attention_mask = target_mask;
+  in.memory = memory;
+  if (source_mask) in.memory_padding = source_mask->to(at::kBool);
+  in.position_offset = position_offset;
+  const auto hidden = decoder->forward(in).last_hidden_state;
+  return at::linear(hidden, lm_head.defined() ? lm_head : decoder->word_embeddings());
+}
+
+at::Tensor EncoderDecoderModelImpl::forward(const at::Tensor& source_ids,
+                                           const at::Tensor& target_ids,
+                                           const c10::optional<at::Tensor>& source_mask,
+                                           const c10::optional<at::Tensor>& target_mask) {
+  return decode(target_ids, encode(source_ids, source_mask), source_mask, target_mask);
+}
+
+}  // namespace attnkit::models
