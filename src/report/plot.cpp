@@ -138,7 +138,8 @@ std::string render_svg(const LinePlot& plot) {
   gp << "set title " << quoted(plot.title) << "\n";
   gp << "set xlabel " << quoted(plot.x_label) << "\n";
   gp << "set ylabel " << quoted(plot.y_label) << "\n";
-  gp << "set grid\nset key outside right top vertical\n";
+  gp << "set grid\nset key below\n";  // under the plot: long series titles never squeeze it
+
   if (plot.log_y) gp << "set logscale y\nset format y '1e%L'\n";
   if (plot.y_min != 0 || plot.y_max != 0) gp << fmt::format("set yrange [{:g}:{:g}]\n", plot.y_min, plot.y_max);
   gp << "plot ";

@@ -9,7 +9,6 @@ sqrt(||.||_1 ||.||_inf) and Frobenius, their per-layer spreads over the inputs, 
 log residual, and the exact path counts C(L,k) H^k are recomputed independently and compared with
 collapse.json. Also: the SVGs are well-formed XML, and bad arguments give one-line errors.
 """
-import argparse
 import json
 import math
 import os
@@ -25,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 import hf_reference as hf  # noqa: E402  (its safetensors reader)
+import runner  # noqa: E402
 
 BUILD_DIR = "build"
 LAYERS, HEADS, HIDDEN, SAMPLES, SEQ = 4, 2, 16, 5, 9
@@ -195,6 +195,54 @@ class RankCollapseCommand(unittest.TestCase):
                 self.assertTrue(root.tag.endswith("svg"), name)
 
 
+class RankCollapseOnHuggingFaceDirectories(unittest.TestCase):
+    """--model on tiny HF-layout BERT / ALBERT / GPT-2 directories: the full block's layer outputs
+    equal the independent float64 reference forward's hidden states (GPT-2's last one is after
+    ln_f there and not compared), and the residuals are those of these outputs."""
+
+    def run_model(self, model_type, **sizes):
+        with tempfile.TemporaryDirectory() as tmp:
+            model_dir, out = os.path.join(tmp, "model"), os.path.join(tmp, "out")
+            made = hf.make_model_dir(model_type, model_dir, seed=4, **sizes)
+            saved = os.path.join(tmp, "layers.safetensors")
+            r = attnkit("--quiet", "analyze", "collapse", "--model", model_dir, "--samples", "3",
+                        "--seq-len", "7", "--subsets", "1", "--out", out,
+                        "--save-layer-outputs", saved)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(out, "collapse.json")) as f:
+                report = json.load(f)
+            tensors = hf.load_safetensors(saved)
+            cfg = made["config"]
+        result = report["results"][0]
+        safe = result["kind"].replace(":", "_")
+        ids = tensors[f"{safe}/input_ids"]
+        ref = hf.forward(cfg, made["weights"], ids)
+        layers = result["layers"]
+        compared = layers if model_type != "gpt2" else layers - 1
+        for i in range(compared + 1):
+            ours = tensors[f"{safe}/full_block/layer_{i}"]
+            err = (ours - ref[f"hidden_states.{i}"]).abs().max().item()
+            self.assertLess(err, 1e-9, f"{model_type} layer {i}")
+            entry = next(v for v in result["variants"] if v["name"] == "full_block")["layers"][i]
+            want = max(measures(ours[b])["relative_frobenius"] for b in range(3))
+            self.assertAlmostEqual(entry["relative_frobenius"]["max"], want, places=12)
+        return result
+
+    def test_bert(self):
+        result = self.run_model("bert", num_hidden_layers=3)
+        self.assertEqual(result["kind"], "softmax")
+        self.assertTrue(result["bound"]["available"])
+
+    def test_albert_shared_layers(self):
+        result = self.run_model("albert", num_hidden_layers=3)
+        self.assertEqual(result["layers"], 3)
+
+    def test_gpt2_is_causal_so_no_bound(self):
+        result = self.run_model("gpt2", n_layer=3)
+        self.assertFalse(result["bound"]["available"])
+        self.assertIn("causal", result["bound"]["reason"])
+
+
 class RankCollapseErrors(unittest.TestCase):
     def check_error(self, args, fragment):
         with tempfile.TemporaryDirectory() as tmp:
@@ -211,14 +259,10 @@ class RankCollapseErrors(unittest.TestCase):
         self.check_error(["--random", "bert", "--dtype", "int8"], "--dtype")
         self.check_error(["--random", "bert", "--variants", "nope"], "pure_attention")
         self.check_error(["--random", "bert", "--data", "/nonexistent.txt"], "tokenizer")
+        self.check_error(["--model", "/nonexistent-model-dir"], "nonexistent-model-dir")
+        self.check_error(["--model", "/tmp", "--kind", "softmax"], "--random stacks")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--build-dir", default="build")
-    args, rest = parser.parse_known_args()
-    BUILD_DIR = args.build_dir
-    result = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=1).result
-    failed = len(result.failures) + len(result.errors)
-    print(f"{result.testsRun - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    BUILD_DIR = runner.build_dir()
+    runner.run()

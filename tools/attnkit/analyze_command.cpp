@@ -5,6 +5,7 @@
 #include "attnkit/analysis/rank_collapse.h"
 #include "attnkit/error.h"
 #include "attnkit/io/atomic_file.h"
+#include "attnkit/io/model_directory.h"
 #include "attnkit/io/safetensors.h"
 #include "attnkit/models/transformer_model.h"
 #include "attnkit/report/plot.h"
@@ -151,10 +152,8 @@ TransformerConfig with_kind(TransformerConfig config, const std::string& kind) {
 }
 
 models::TransformerModel load_model_directory(const std::string& directory) {
-  throw Error(fmt::format("--model {}: loading model directories needs attnkit's model loader "
-                          "(io/model_directory.h), which is not available in this build yet; "
-                          "use --random",
-                          directory));
+  io::LoadedModel loaded = io::load_model(directory);
+  return loaded.model;
 }
 
 // Token ids [samples, seq_len]: the data file's lines tokenised and concatenated, cut into
@@ -212,7 +211,7 @@ std::vector<double> geometric_means(const analysis::VariantCurve& curve) {
 // Per-layer relative residual, one curve per variant, the relative bound dashed.
 report::LinePlot residual_plot(const CollapseResult& r) {
   report::LinePlot plot;
-  plot.title = fmt::format("{}: relative residual per layer ({} layers, {} heads, {} models x {} inputs)",
+  plot.title = fmt::format("{}: relative residual per layer ({} layers, {} heads, {} models x {} inputs each)",
                            r.kind, r.layers, r.heads, r.models, r.inputs / std::max<int64_t>(r.models, 1));
   plot.x_label = "layer";
   plot.y_label = "||res(X)||_{1,inf} / ||X||_{1,inf} (geometric mean)";
@@ -232,10 +231,14 @@ report::LinePlot residual_plot(const CollapseResult& r) {
     s.title = fmt::format("bound, pure attention (gamma={:g})", r.bound.gamma);
     s.dashed = true;
     s.style = "lines";
+    double lowest_bound = INFINITY;
     for (size_t l = 1; l < r.bound.layers.size(); ++l) {
+      const double log10_bound = r.bound.layers[l].log10_relative_bound.spread().mean;
+      lowest_bound = std::min(lowest_bound, log10_bound);
       s.x.push_back(double(l));
-      s.y.push_back(std::pow(10.0, r.bound.layers[l].log10_relative_bound.spread().mean));
+      s.y.push_back(std::pow(10.0, log10_bound));
     }
+    if (lowest_bound > 1) s.title += fmt::format(": off the scale, >= 1e{:.0f}", std::floor(lowest_bound));
     plot.series.push_back(std::move(s));
   }
   plot.y_min = std::max(1e-18, lowest / 10);

@@ -21,7 +21,7 @@ struct LinePlot {
   std::string y_label;
   bool log_y = false;
   double y_min = 0, y_max = 0;  // both 0 = automatic range
-  int width = 720, height = 450;
+  int width = 760, height = 520;
   std::vector<Series> series;
 };
 
