@@ -260,6 +260,11 @@ class RankCollapseErrors(unittest.TestCase):
         self.check_error(["--random", "bert", "--variants", "nope"], "pure_attention")
         self.check_error(["--random", "bert", "--data", "/nonexistent.txt"], "tokenizer")
         self.check_error(["--model", "/nonexistent-model-dir"], "nonexistent-model-dir")
+        with tempfile.TemporaryDirectory() as tmp:
+            bad = os.path.join(tmp, "config.json")
+            with open(bad, "w") as f:
+                f.write('{"layerz": 3}')
+            self.check_error(["--random", bad], f"--random {bad}: config: unknown key 'layerz'")
         self.check_error(["--model", "/tmp", "--kind", "softmax"], "--random stacks")
 
 

@@ -128,7 +128,11 @@ TransformerConfig random_config(const CollapseCommand& c) {
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("--random {}: not valid JSON ({})", c.random, e.what()));
     }
-    models::from_json(j, config);
+    try {
+      models::from_json(j, config);
+    } catch (const Error& e) {
+      throw Error(fmt::format("--random {}: {}", c.random, e.what()));
+    }
     if (c.layers > 0) config.layers = c.layers;
     if (c.heads > 0) config.heads = c.heads;
     if (c.hidden > 0) config.hidden = c.hidden;
