@@ -46,6 +46,7 @@ at::Tensor TransformerBlockImpl::residual(const at::Tensor& x, ConditionalLayerN
 BlockOutput TransformerBlockImpl::forward(const at::Tensor& x, const BlockInputs& in) {
   BlockOutput out;
   at::Tensor h = residual(x, ln_attention, in, [&](const at::Tensor& input) {
+    if (!paths().attention) return at::zeros_like(input);
     AttentionResult r = attention->forward(input, in.self);
     out.weights = r.weights;
     out.head_contexts = r.head_contexts;

@@ -32,6 +32,7 @@ inline CLI::Validator at_least(long long lower) {
       ">=" + std::to_string(lower));
 }
 
+void register_analyze_command(CLI::App& app, GlobalOptions& global);
 void register_attention_command(CLI::App& app, GlobalOptions& global);
 void register_demo_command(CLI::App& app, GlobalOptions& global);
 void register_model_commands(CLI::App& app, GlobalOptions& global);  // encode, convert

@@ -7,7 +7,9 @@
 //
 //   post-LN: h = LN(x + Att(x));          y = LN(h + FFN(h))
 //   pre-LN:  h = x + Att(LN(x));          y = h + FFN(LN(h))
-// With skip off the "x +" terms vanish; with the MLP off y = h; with LN off LN is the identity.
+// With skip off the "x +" terms vanish; with the MLP off y = h; with LN off LN is the identity;
+// with attention off the self-attention sub-layer outputs zero (h = x, or LN(x) post-LN), which
+// truncates the network to the paths that skip this layer (short-path experiment).
 #include "attnkit/layers/conditional_layer_norm.h"
 #include "attnkit/layers/feed_forward.h"
 #include "attnkit/layers/multi_head_attention.h"
@@ -21,6 +23,7 @@ struct BlockPaths {
   bool skip = true;
   bool mlp = true;
   bool layer_norm = true;
+  bool attention = true;  // false: the self-attention sub-layer contributes nothing
 };
 
 struct TransformerBlockOptions {
