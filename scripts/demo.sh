@@ -29,6 +29,10 @@ if "$AK" analyze --help >/dev/null 2>&1; then
   echo "== 4. rank collapse of a random 12-layer softmax stack (Dong et al. 2021) =="
   "$AK" analyze collapse --random gpt2 --layers 12 --heads 4 --out "$OUT/collapse"
   echo "   plots and numbers: $OUT/collapse/"
+  echo
+  echo "== 5. the same measurements on the cosFormer model trained in step 2 =="
+  "$AK" analyze collapse --model "$OUT/copy-cosformer/checkpoints/best/model.safetensors" \
+    --seq-len 12 --out "$OUT/collapse-trained"
 fi
 echo
 echo "demo: done; outputs in $OUT/"
