@@ -535,7 +535,8 @@ models::TaskModel load_huggingface(const std::string& directory, HuggingFaceMode
 
   std::set<std::string> used;
   std::vector<std::string> missing, mismatched;
-  for (const auto& b : bindings(model_type, c, h, layout.prefixed, model->transformer->block_count())) {
+  const auto table = bindings(model_type, c, h, layout.prefixed, model->transformer->block_count());
+  for (const auto& b : table) {
     if (!has(b.hf)) {
       missing.push_back(b.hf);
       continue;
@@ -561,7 +562,7 @@ models::TaskModel load_huggingface(const std::string& directory, HuggingFaceMode
       auto it = std::find(missing.begin(), missing.end(), canonical);
       if (it == missing.end()) continue;
       missing.erase(it);
-      for (const auto& b : bindings(model_type, c, h, layout.prefixed, model->transformer->block_count()))
+      for (const auto& b : table)
         if (b.hf == canonical) assign(b, tensor(alias), by_ours);
       layout.alias_only.push_back(canonical);
     }

@@ -78,7 +78,7 @@ std::pair<at::Tensor, at::Tensor> pad_rows(const std::vector<const Ids*>& rows, 
 class ModelTask : public TrainingTask {
  public:
   ModelTask(models::TaskModel model, const RunConfig& config)
-      : model_(std::move(model)), batch_size_(config.task.batch_size), seed_(config.trainer.seed) {}
+      : model_(std::move(model)), batch_size_(config.task.batch_size) {}
   torch::nn::Module& module() override { return *model_; }
   std::map<std::string, std::string> checkpoint_metadata() const override {
     return io::attnkit_metadata(model_);
@@ -88,7 +88,6 @@ class ModelTask : public TrainingTask {
  protected:
   models::TaskModel model_;
   int64_t batch_size_;
-  uint64_t seed_;
 };
 
 // Whole-sequence classification (ListOps, text classification).
