@@ -1,6 +1,9 @@
 #include "causal_product.h"
 
+#include "attnkit/ops/cosformer_attention.h"
+#include "cpu/blas.h"
 #include "cpu/causal_product_kernel.h"
+#include "feature_attention.h"
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
@@ -61,11 +64,157 @@ class CausalProduct : public torch::autograd::Function<CausalProduct> {
   }
 };
 
+cpu::FeatureKind kernel_feature(CausalFeature feature) {
+  switch (feature) {
+    case CausalFeature::Elu: return cpu::FeatureKind::Elu;
+    case CausalFeature::Relu: return cpu::FeatureKind::Relu;
+    case CausalFeature::CosRelu: return cpu::FeatureKind::CosRelu;
+  }
+  return cpu::FeatureKind::Elu;
+}
+
+cpu::FeatureProblem feature_problem(const at::Tensor& q, const at::Tensor& v, CausalFeature feature,
+                                    double angle_step, bool clamp) {
+  cpu::FeatureProblem p;
+  p.n = q.size(2);
+  p.d = q.size(3);
+  p.e = v.size(3);
+  p.feature = kernel_feature(feature);
+  p.angle_step = angle_step;
+  p.clamp = clamp;
+  p.eps = kFeatureAttentionEpsilon;
+  return p;
+}
+
+// The same attention from ATen ops (differentiable to any order): the path for create_graph.
+at::Tensor unfused_causal_feature_attention(const at::Tensor& q, const at::Tensor& k,
+                                            const at::Tensor& v, CausalFeature feature,
+                                            double angle_step, bool clamp) {
+  auto phi = [&](const at::Tensor& x) {
+    switch (feature) {
+      case CausalFeature::Elu: return at::elu(x) + 1;
+      case CausalFeature::Relu: return at::relu(x);
+      case CausalFeature::CosRelu: break;
+    }
+    auto angles = at::arange(1, x.size(2) + 1, x.options().dtype(at::kDouble)) * angle_step;
+    return cosformer_features(x, angles.to(x.scalar_type()));
+  };
+  return feature_attention(phi(q), phi(k), v, /*causal=*/true,
+                           clamp ? Denominator::ClampEpsilon : Denominator::AddEpsilon);
+}
+
+class FusedCausalFeatureAttention
+    : public torch::autograd::Function<FusedCausalFeatureAttention> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q_in,
+                            const at::Tensor& k_in, const at::Tensor& v_in, int64_t feature,
+                            double angle_step, bool clamp) {
+    auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+    const auto p = feature_problem(q, v, static_cast<CausalFeature>(feature), angle_step, clamp);
+    const int64_t bh = q.size(0) * q.size(1);
+    auto y = at::empty({q.size(0), q.size(1), p.n, p.e}, v.options());
+    auto den = at::empty({q.size(0), q.size(1), p.n}, v.options());
+    if (y.numel() > 0) {
+      cpu::SingleThreadedBlas single_threaded_blas;
+      AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "causal_feature_attention", [&] {
+        const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(),
+                       *vp = v.data_ptr<scalar_t>();
+        scalar_t *yp = y.data_ptr<scalar_t>(), *dp = den.data_ptr<scalar_t>();
+        at::parallel_for(0, bh, 1, [&](int64_t begin, int64_t end) {
+          std::vector<scalar_t> workspace(cpu::feature_attention_workspace(p));
+          for (int64_t i = begin; i < end; ++i)
+            cpu::causal_feature_attention_forward(p, qp + i * p.n * p.d, kp + i * p.n * p.d,
+                                                  vp + i * p.n * p.e, yp + i * p.n * p.e,
+                                                  dp + i * p.n, workspace.data());
+        });
+      });
+    } else {
+      y.zero_();
+    }
+    // The inputs as given (views stay views: no second copy is kept alive).
+    ctx->save_for_backward({q_in, k_in, v_in, y, den});
+    ctx->saved_data["feature"] = feature;
+    ctx->saved_data["angle_step"] = angle_step;
+    ctx->saved_data["clamp"] = clamp;
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &y = saved[3], &den = saved[4];
+    const auto feature = static_cast<CausalFeature>(ctx->saved_data["feature"].toInt());
+    const double angle_step = ctx->saved_data["angle_step"].toDouble();
+    const bool clamp = ctx->saved_data["clamp"].toBool();
+    if (at::GradMode::is_enabled()) {
+      // create_graph: differentiate the composition so that the gradient has a graph too.
+      torch::autograd::variable_list result(6), inputs;
+      std::vector<size_t> which;
+      for (size_t i = 0; i < 3; ++i)
+        if (saved[i].requires_grad()) {
+          inputs.push_back(saved[i]);
+          which.push_back(i);
+        }
+      if (inputs.empty()) return result;
+      auto out = unfused_causal_feature_attention(saved[0], saved[1], saved[2], feature,
+                                                  angle_step, clamp);
+      auto g = torch::autograd::grad({out}, inputs, {grads[0]}, /*retain_graph=*/true,
+                                     /*create_graph=*/true, /*allow_unused=*/true);
+      for (size_t j = 0; j < which.size(); ++j) result[which[j]] = g[j];
+      return result;
+    }
+    const auto q = saved[0].contiguous(), k = saved[1].contiguous(), v = saved[2].contiguous();
+    const auto g = grads[0].contiguous();
+    const auto p = feature_problem(q, v, feature, angle_step, clamp);
+    auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+    if (dv.numel() > 0 && dq.numel() > 0) {
+      cpu::SingleThreadedBlas single_threaded_blas;
+      const int64_t bh = q.size(0) * q.size(1);
+      AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "causal_feature_attention_backward", [&] {
+        const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(),
+                       *vp = v.data_ptr<scalar_t>(), *yp = y.data_ptr<scalar_t>(),
+                       *dp = den.data_ptr<scalar_t>(), *gp = g.data_ptr<scalar_t>();
+        scalar_t *dqp = dq.data_ptr<scalar_t>(), *dkp = dk.data_ptr<scalar_t>(),
+                 *dvp = dv.data_ptr<scalar_t>();
+        at::parallel_for(0, bh, 1, [&](int64_t begin, int64_t end) {
+          std::vector<scalar_t> workspace(cpu::feature_attention_workspace(p));
+          for (int64_t i = begin; i < end; ++i) {
+            const int64_t qk = i * p.n * p.d, ve = i * p.n * p.e;
+            cpu::causal_feature_attention_backward(p, qp + qk, kp + qk, vp + ve, yp + ve,
+                                                   dp + i * p.n, gp + ve, dqp + qk, dkp + qk,
+                                                   dvp + ve, workspace.data());
+          }
+        });
+      });
+    } else {
+      dq.zero_();
+      dk.zero_();
+      dv.zero_();
+    }
+    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
 
 at::Tensor causal_product(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           bool reverse) {
   return CausalProduct::apply(q, k, v, reverse);
+}
+
+bool fused_causal_applies(const at::Tensor& q, const at::Tensor& k, bool causal,
+                          const c10::optional<at::Tensor>& key_padding_mask) {
+  const auto dtype = q.scalar_type();
+  return causal && q.size(2) == k.size(2) &&
+         !(key_padding_mask.has_value() && key_padding_mask->defined()) &&
+         (dtype == at::kFloat || dtype == at::kDouble) && q.device().is_cpu();
+}
+
+at::Tensor fused_causal_feature_attention(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v, CausalFeature feature,
+                                          double angle_step, bool clamp) {
+  return FusedCausalFeatureAttention::apply(q, k, v, static_cast<int64_t>(feature), angle_step,
+                                            clamp);
 }
 
 }  // namespace attnkit::ops::detail

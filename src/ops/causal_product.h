@@ -11,4 +11,19 @@ namespace attnkit::ops::detail {
 at::Tensor causal_product(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           bool reverse = false);
 
+// Causal linear attention / causal cosFormer in one fused, differentiable op for L = S and no
+// key padding (ops/cpu/causal_product_kernel.h): q, k [B, H, n, d], v [B, H, n, e] -> [B, H, n, e].
+// feature: the φ applied to q and k inside the kernel; angle_step: cosFormer's π / (2M);
+// clamp: D = max(den, eps) (cosFormer) rather than den + eps (linear). Saves q, k, v, the output
+// and n denominators; a backward that must itself be differentiable (create_graph) is taken
+// through the unfused composition instead.
+enum class CausalFeature { Elu, Relu, CosRelu };
+
+// Whether the fused op covers a call: causal, L = S, no key padding mask, float32 or float64.
+bool fused_causal_applies(const at::Tensor& q, const at::Tensor& k, bool causal,
+                          const c10::optional<at::Tensor>& key_padding_mask);
+at::Tensor fused_causal_feature_attention(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v, CausalFeature feature,
+                                          double angle_step, bool clamp);
+
 }  // namespace attnkit::ops::detail

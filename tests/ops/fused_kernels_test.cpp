@@ -171,5 +171,85 @@ TEST(FusedKernels, AttentionDropoutRateAndSeeds) {
   EXPECT_TRUE(torch::allclose(out32.to(torch::kDouble), out64, 1e-4, 1e-5));
 }
 
+// The fused causal feature-attention op (L = S, no padding): elu + 1, relu and cosFormer features
+// applied inside the kernel, forward and backward against autograd through the float64 oracle,
+// across chunk boundaries; rows whose cosFormer denominator is clamped; strided (view) inputs;
+// float32; and a create_graph backward (taken through the composition) that still differentiates.
+std::vector<Kind> causal_feature_kinds() {
+  return {
+      {"linear-elu", [](auto& q, auto& k, auto& v, bool c) { return ops::linear_attention(q, k, v, ops::FeatureMap::elu(), c); },
+       [](auto& q, auto& k, auto& v, bool c) { return reference::linear_attention(q, k, v, ops::FeatureMap::elu(), c); }},
+      {"linear-relu", [](auto& q, auto& k, auto& v, bool c) { return ops::linear_attention(q, k, v, ops::FeatureMap::relu(), c); },
+       [](auto& q, auto& k, auto& v, bool c) { return reference::linear_attention(q, k, v, ops::FeatureMap::relu(), c); }},
+      {"cosformer", [](auto& q, auto& k, auto& v, bool c) { return ops::cosformer_attention(q, k, v, c); },
+       [](auto& q, auto& k, auto& v, bool c) { return reference::cosformer_attention(q, k, v, c); }},
+  };
+}
+
+std::vector<at::Tensor> output_and_grads(const AttentionFn& f, const at::Tensor& q, const at::Tensor& k,
+                                         const at::Tensor& v, const at::Tensor& g) {
+  auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(), vv = v.clone().requires_grad_();
+  auto out = f(qq, kk, vv, true);
+  (out * g).sum().backward();
+  return {out.detach(), qq.grad(), kk.grad(), vv.grad()};
+}
+
+TEST(FusedKernels, CausalFeatureAttentionMatchesOracleAcrossChunks) {
+  for (int64_t n : {1, 63, 64, 65, 128, 131, 200}) {
+    torch::manual_seed(100 + n);
+    auto q = torch::randn({2, 3, n, 7}, torch::kDouble), k = torch::randn({2, 3, n, 7}, torch::kDouble);
+    auto v = torch::randn({2, 3, n, 5}, torch::kDouble), g = torch::randn({2, 3, n, 5}, torch::kDouble);
+    // cosFormer: make some query rows all-negative so relu(q) = 0 and the denominator is clamped.
+    q.index_put_({0, 0, torch::indexing::Slice(0, n, 3)}, -q.index({0, 0, torch::indexing::Slice(0, n, 3)}).abs());
+    for (const auto& kind : causal_feature_kinds()) {
+      auto got = output_and_grads(kind.op, q, k, v, g), want = output_and_grads(kind.oracle, q, k, v, g);
+      for (int i = 0; i < 4; ++i)
+        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-9, 1e-11))
+            << kind.name << " n=" << n << " tensor " << i << " max err "
+            << (got[i] - want[i]).abs().max().item<double>();
+    }
+  }
+}
+
+TEST(FusedKernels, CausalFeatureAttentionFloatAndStridedInputs) {
+  const int64_t n = 150;
+  torch::manual_seed(5);
+  // [B, n, H, d] transposed to [B, H, n, d]: the layout multi-head attention hands over.
+  auto q = torch::randn({2, n, 4, 16}).transpose(1, 2), k = torch::randn({2, n, 4, 16}).transpose(1, 2);
+  auto v = torch::randn({2, n, 4, 8}).transpose(1, 2), g = torch::randn({2, 4, n, 8});
+  ASSERT_FALSE(q.is_contiguous());
+  for (const auto& kind : causal_feature_kinds()) {
+    auto got = output_and_grads(kind.op, q, k, v, g);
+    auto want = output_and_grads(kind.oracle, q.to(torch::kDouble), k.to(torch::kDouble),
+                                 v.to(torch::kDouble), g.to(torch::kDouble));
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(got[i].scalar_type(), torch::kFloat);
+      EXPECT_TRUE(torch::allclose(got[i].to(torch::kDouble), want[i], 1e-3, 1e-4))
+          << kind.name << " tensor " << i << " max err "
+          << (got[i].to(torch::kDouble) - want[i]).abs().max().item<double>();
+    }
+  }
+}
+
+TEST(FusedKernels, CausalFeatureAttentionSecondOrderGradients) {
+  const int64_t n = 70;
+  torch::manual_seed(8);
+  auto q = torch::randn({1, 2, n, 4}, torch::kDouble), k = torch::randn({1, 2, n, 4}, torch::kDouble);
+  auto v = torch::randn({1, 2, n, 3}, torch::kDouble), g = torch::randn({1, 2, n, 3}, torch::kDouble);
+  for (const auto& kind : causal_feature_kinds()) {
+    auto second = [&](const AttentionFn& f) {
+      auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(), vv = v.clone().requires_grad_();
+      auto grads = torch::autograd::grad({(f(qq, kk, vv, true) * g).sum()}, {qq, kk, vv}, {},
+                                         /*retain_graph=*/true, /*create_graph=*/true);
+      // A scalar of the first-order gradients, differentiated again.
+      (grads[0].pow(2).sum() + (grads[1] * grads[2].sum()).sum()).backward();
+      return std::vector<at::Tensor>{qq.grad(), kk.grad(), vv.grad()};
+    };
+    auto got = second(kind.op), want = second(kind.oracle);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-8, 1e-10)) << kind.name << " input " << i;
+  }
+}
+
 }  // namespace
 }  // namespace attnkit

@@ -1,8 +1,11 @@
 #include "causal_product_kernel.h"
 
+#include "blas.h"
 #include "small_gemm.h"
+#include "vector_math.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace attnkit::ops::cpu {
 
@@ -61,5 +64,260 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void causal_product
     bool reverse, double* workspace) {
   causal_product_impl(Q, K, V, Y, n, m, e, reverse, workspace);
 }
+
+// ---- fused causal feature attention -------------------------------------------------------------
+
+size_t feature_attention_workspace(const FeatureProblem& p) {
+  const int64_t C = kFeatureChunk, m = p.features();
+  // φq, φk and their gradient [C × m] each, one [C × C] block, the output-gradient pair [C × e]
+  // and [C], the running state [m × e] and m-vector.
+  return static_cast<size_t>(3 * C * m + C * C + C * p.e + C + m * p.e + m);
+}
+
+// Everything below runs inside the target_clones entry points, so it is ATTNKIT_INLINE.
+
+namespace {
+
+template <typename T>
+ATTNKIT_INLINE T denominator(const FeatureProblem& p, T raw) {
+  const T eps = static_cast<T>(p.eps);
+  return p.clamp ? std::max(raw, eps) : raw + eps;
+}
+
+template <typename T>
+ATTNKIT_INLINE void elu_plus_one_row(const T* __restrict x, T* __restrict f, int64_t d) {
+  for (int64_t j = 0; j < d; ++j) {
+    const T xj = x[j];
+    const T ex = exp_vectorizable(std::min(xj, T(0)));
+    f[j] = xj > T(0) ? xj + T(1) : ex;
+  }
+}
+
+// f [c × m] = φ of rows [t0, t0 + c) of x [n × d].
+template <typename T>
+ATTNKIT_INLINE void feature_rows(const FeatureProblem& p, const T* x, int64_t t0, int64_t c, T* f) {
+  const int64_t d = p.d, m = p.features();
+  switch (p.feature) {
+    case FeatureKind::Elu:
+      for (int64_t i = 0; i < c; ++i) {
+        const T* __restrict xr = x + (t0 + i) * d;
+        T* __restrict fr = f + i * m;
+        elu_plus_one_row(xr, fr, d);
+      }
+      break;
+    case FeatureKind::Relu:
+      for (int64_t i = 0; i < c; ++i) {
+        const T* __restrict xr = x + (t0 + i) * d;
+        T* __restrict fr = f + i * m;
+        for (int64_t j = 0; j < d; ++j) fr[j] = std::max(xr[j], T(0));
+      }
+      break;
+    case FeatureKind::CosRelu:
+      for (int64_t i = 0; i < c; ++i) {
+        const T* __restrict xr = x + (t0 + i) * d;
+        T* __restrict fr = f + i * m;
+        const double angle = static_cast<double>(t0 + i + 1) * p.angle_step;
+        const T ca = static_cast<T>(std::cos(angle)), sa = static_cast<T>(std::sin(angle));
+        for (int64_t j = 0; j < d; ++j) {
+          const T r = std::max(xr[j], T(0));
+          fr[j] = r * ca;
+          fr[d + j] = r * sa;
+        }
+      }
+      break;
+  }
+}
+
+// dx rows [t0, t0 + c) from the feature gradient df [c × m]; f holds the same rows' features
+// (for elu + 1, φ'(x) = φ(x) where x <= 0).
+template <typename T>
+ATTNKIT_INLINE void feature_grad_rows(const FeatureProblem& p, const T* x, int64_t t0, int64_t c,
+                                      const T* f, const T* df, T* dx) {
+  const int64_t d = p.d, m = p.features();
+  for (int64_t i = 0; i < c; ++i) {
+    const T* __restrict xr = x + (t0 + i) * d;
+    const T* __restrict fr = f + i * m;
+    const T* __restrict gr = df + i * m;
+    T* __restrict out = dx + (t0 + i) * d;
+    if (p.feature == FeatureKind::Elu) {
+      for (int64_t j = 0; j < d; ++j) out[j] = xr[j] > 0 ? gr[j] : gr[j] * fr[j];
+    } else if (p.feature == FeatureKind::Relu) {
+      for (int64_t j = 0; j < d; ++j) out[j] = xr[j] > 0 ? gr[j] : T(0);
+    } else {
+      const double angle = static_cast<double>(t0 + i + 1) * p.angle_step;
+      const T ca = static_cast<T>(std::cos(angle)), sa = static_cast<T>(std::sin(angle));
+      for (int64_t j = 0; j < d; ++j) out[j] = xr[j] > 0 ? gr[j] * ca + gr[d + j] * sa : T(0);
+    }
+  }
+}
+
+// Keeps the lower (s <= t, upper = false) or upper (s >= t, upper = true) triangle of a c × c
+// block, diagonal included; zeroes the rest.
+template <typename T>
+ATTNKIT_INLINE void keep_triangle(T* block, int64_t c, bool upper) {
+  for (int64_t i = 0; i < c; ++i) {
+    T* row = block + i * c;
+    if (upper)
+      std::fill(row, row + i, T(0));
+    else
+      std::fill(row + i + 1, row + c, T(0));
+  }
+}
+
+template <typename T>
+ATTNKIT_INLINE void feature_forward_impl(const FeatureProblem& p, const T* q, const T* k,
+                                         const T* v, T* y, T* den, T* workspace) {
+  const int64_t n = p.n, e = p.e, m = p.features(), C = kFeatureChunk;
+  T* fq = workspace;        // [C × m]
+  T* fk = fq + C * m;       // [C × m]
+  T* block = fk + C * m;    // [C × C]
+  T* state = block + C * C; // Σ φk_s v_sᵀ over earlier chunks [m × e]
+  T* z = state + m * e;     // Σ φk_s over earlier chunks [m]
+  std::fill(state, state + m * e + m, T(0));
+  for (int64_t t0 = 0; t0 < n; t0 += C) {
+    const int64_t c = std::min(C, n - t0);
+    const T* vc = v + t0 * e;
+    T* yc = y + t0 * e;
+    T* dc = den + t0;
+    feature_rows(p, q, t0, c, fq);
+    feature_rows(p, k, t0, c, fk);
+    // Earlier chunks through the state.
+    gemm(false, false, c, e, m, T(1), fq, m, state, e, T(0), yc, e);
+    for (int64_t i = 0; i < c; ++i) dc[i] = dot(fq + i * m, z, m);
+    // Inside the chunk: the masked block of scores.
+    gemm(false, true, c, c, m, T(1), fq, m, fk, m, T(0), block, c);
+    keep_triangle(block, c, /*upper=*/false);
+    for (int64_t i = 0; i < c; ++i) {
+      T acc = 0;  // the row's masked part is already zero
+      for (int64_t j = 0; j < c; ++j) acc += block[i * c + j];
+      dc[i] += acc;
+    }
+    gemm(false, false, c, e, c, T(1), block, c, vc, e, T(1), yc, e);
+    // Fold the chunk into the state.
+    gemm(true, false, m, e, c, T(1), fk, m, vc, e, T(1), state, e);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) z[j] += fk[i * m + j];
+    for (int64_t i = 0; i < c; ++i) {
+      const T D = denominator(p, dc[i]);
+      for (int64_t j = 0; j < e; ++j) yc[i * e + j] /= D;
+    }
+  }
+}
+
+// Per backward chunk: the features of q and k, gn = g / D and gd = −(g·y) / D (0 where the
+// denominator was clamped).
+template <typename T>
+ATTNKIT_INLINE void backward_chunk_inputs(const FeatureProblem& p, const T* q, const T* k,
+                                          const T* y, const T* den, const T* g, int64_t t0,
+                                          int64_t c, T* fq, T* fk, T* gn, T* gd) {
+  const int64_t e = p.e;
+  const T eps = static_cast<T>(p.eps);
+  feature_rows(p, q, t0, c, fq);
+  feature_rows(p, k, t0, c, fk);
+  for (int64_t i = 0; i < c; ++i) {
+    const int64_t t = t0 + i;
+    const T D = denominator(p, den[t]);
+    T gy = 0;
+    for (int64_t j = 0; j < e; ++j) {
+      gn[i * e + j] = g[t * e + j] / D;
+      gy += g[t * e + j] * y[t * e + j];
+    }
+    gd[i] = p.clamp && den[t] < eps ? T(0) : -gy / D;
+  }
+}
+
+template <typename T>
+ATTNKIT_INLINE void feature_backward_impl(const FeatureProblem& p, const T* q, const T* k,
+                                          const T* v, const T* y, const T* den, const T* g, T* dq,
+                                          T* dk, T* dv, T* workspace) {
+  const int64_t n = p.n, e = p.e, m = p.features(), C = kFeatureChunk;
+  T* fq = workspace;        // [C × m]
+  T* fk = fq + C * m;       // [C × m]
+  T* df = fk + C * m;       // feature gradient [C × m]
+  T* block = df + C * m;    // [C × C]
+  T* gn = block + C * C;    // ∂L/∂numerator = g / D [C × e]
+  T* gd = gn + C * e;       // ∂L/∂(raw denominator) = −(g·y) / D, 0 where clamped [C]
+  T* state = gd + C;        // [m × e]
+  T* z = state + m * e;     // [m]
+  // Forward in time: ∂L/∂φq_t = Σ_{s<=t} (gn_t·v_s + gd_t) φk_s, state Σ φk_s v_sᵀ and Σ φk_s.
+  std::fill(state, state + m * e + m, T(0));
+  for (int64_t t0 = 0; t0 < n; t0 += C) {
+    const int64_t c = std::min(C, n - t0);
+    const T* vc = v + t0 * e;
+    backward_chunk_inputs(p, q, k, y, den, g, t0, c, fq, fk, gn, gd);
+    gemm(false, true, c, m, e, T(1), gn, e, state, e, T(0), df, m);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) df[i * m + j] += gd[i] * z[j];
+    gemm(false, true, c, c, e, T(1), gn, e, vc, e, T(0), block, c);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j <= i; ++j) block[i * c + j] += gd[i];
+    keep_triangle(block, c, /*upper=*/false);
+    gemm(false, false, c, m, c, T(1), block, c, fk, m, T(1), df, m);
+    gemm(true, false, m, e, c, T(1), fk, m, vc, e, T(1), state, e);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) z[j] += fk[i * m + j];
+    feature_grad_rows(p, q, t0, c, fq, df, dq);
+  }
+
+  // Reversed: ∂L/∂φk_s = Σ_{t>=s} (gn_t·v_s + gd_t) φq_t and ∂L/∂v_s = Σ_{t>=s} (φk_s·φq_t) gn_t,
+  // state Σ φq_t gn_tᵀ and Σ φq_t gd_t over later chunks.
+  std::fill(state, state + m * e + m, T(0));
+  const int64_t chunks = (n + C - 1) / C;
+  for (int64_t ci = chunks - 1; ci >= 0; --ci) {
+    const int64_t t0 = ci * C, c = std::min(C, n - t0);
+    const T* vc = v + t0 * e;
+    T* dvc = dv + t0 * e;
+    backward_chunk_inputs(p, q, k, y, den, g, t0, c, fq, fk, gn, gd);
+    gemm(false, true, c, m, e, T(1), vc, e, state, e, T(0), df, m);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) df[i * m + j] += z[j];
+    gemm(false, false, c, e, m, T(1), fk, m, state, e, T(0), dvc, e);
+    // block[s, t] = v_s·gn_t + gd_t for t >= s.
+    gemm(false, true, c, c, e, T(1), vc, e, gn, e, T(0), block, c);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = i; j < c; ++j) block[i * c + j] += gd[j];
+    keep_triangle(block, c, /*upper=*/true);
+    gemm(false, false, c, m, c, T(1), block, c, fq, m, T(1), df, m);
+    // block[s, t] = φk_s·φq_t for t >= s.
+    gemm(false, true, c, c, m, T(1), fk, m, fq, m, T(0), block, c);
+    keep_triangle(block, c, /*upper=*/true);
+    gemm(false, false, c, e, c, T(1), block, c, gn, e, T(1), dvc, e);
+    gemm(true, false, m, e, c, T(1), fq, m, gn, e, T(1), state, e);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) z[j] += fq[i * m + j] * gd[i];
+    feature_grad_rows(p, k, t0, c, fk, df, dk);
+  }
+}
+
+}  // namespace
+
+#define ATTNKIT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+ATTNKIT_CLONES void causal_feature_attention_forward(const FeatureProblem& p, const float* q,
+                                                     const float* k, const float* v, float* y,
+                                                     float* den, float* workspace) {
+  feature_forward_impl(p, q, k, v, y, den, workspace);
+}
+ATTNKIT_CLONES void causal_feature_attention_forward(const FeatureProblem& p, const double* q,
+                                                     const double* k, const double* v, double* y,
+                                                     double* den, double* workspace) {
+  feature_forward_impl(p, q, k, v, y, den, workspace);
+}
+ATTNKIT_CLONES void causal_feature_attention_backward(const FeatureProblem& p, const float* q,
+                                                      const float* k, const float* v,
+                                                      const float* y, const float* den,
+                                                      const float* g, float* dq, float* dk,
+                                                      float* dv, float* workspace) {
+  feature_backward_impl(p, q, k, v, y, den, g, dq, dk, dv, workspace);
+}
+ATTNKIT_CLONES void causal_feature_attention_backward(const FeatureProblem& p, const double* q,
+                                                      const double* k, const double* v,
+                                                      const double* y, const double* den,
+                                                      const double* g, double* dq, double* dk,
+                                                      double* dv, double* workspace) {
+  feature_backward_impl(p, q, k, v, y, den, g, dq, dk, dv, workspace);
+}
+
+#undef ATTNKIT_CLONES
 
 }  // namespace attnkit::ops::cpu

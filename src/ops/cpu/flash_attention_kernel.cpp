@@ -1,6 +1,7 @@
 #include "flash_attention_kernel.h"
 
 #include "blas.h"
+#include "vector_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,49 +13,21 @@ namespace attnkit::ops::cpu {
 
 namespace {
 
-// exp for float in a form GCC vectorises: 2^n · e^y with |y| <= ln2/2 and a degree-7 Taylor
-// polynomial (relative error ~1e-7). Inputs are clamped to [-87, 88]; callers map masked (-inf)
-// scores to exactly 0 themselves.
-inline float exp_vectorizable(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
-  const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
-  const float y = x - n * 0.693147180559945309f;
-  float p = 1.0f / 5040.0f;
-  p = p * y + 1.0f / 720.0f;
-  p = p * y + 1.0f / 120.0f;
-  p = p * y + 1.0f / 24.0f;
-  p = p * y + 1.0f / 6.0f;
-  p = p * y + 0.5f;
-  p = p * y + 1.0f;
-  p = p * y + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
-}
-inline double exp_vectorizable(double x) { return std::exp(x); }
-
-
 // One score row folded into the running softmax: s (masked entries -inf) becomes the
 // unnormalised probabilities exp(s − m_new); o (dv values) and l are rescaled to the new max.
 template <typename T>
-inline void online_softmax_row_impl(T* __restrict s, int64_t n, T& m, T& l, T* __restrict o,
-                                    int64_t dv) {
+ATTNKIT_INLINE void online_softmax_row_impl(T* __restrict s, int64_t n, T& m, T& l,
+                                            T* __restrict o, int64_t dv) {
   const T neg_inf = -std::numeric_limits<T>::infinity();
-  T row_max = neg_inf;
-  for (int64_t c = 0; c < n; ++c) row_max = std::max(row_max, s[c]);
-  const T m_new = std::max(m, row_max);
+  const T m_new = std::max(m, max_reduce(s, n, neg_inf));
   if (m_new == neg_inf) {  // nothing visible yet
     std::fill(s, s + n, T(0));
     return;
   }
   const T alpha = m == neg_inf ? T(0) : exp_vectorizable(m - m_new);
-  T sum = 0;
-  for (int64_t c = 0; c < n; ++c) {
-    const T p = s[c] == neg_inf ? T(0) : exp_vectorizable(s[c] - m_new);
-    s[c] = p;
-    sum += p;
-  }
+  const T sum = map_sum(s, n, [m_new, neg_inf](T x) {
+    return x == neg_inf ? T(0) : exp_vectorizable(x - m_new);
+  });
   for (int64_t c = 0; c < dv; ++c) o[c] *= alpha;
   l = l * alpha + sum;
   m = m_new;
@@ -62,7 +35,7 @@ inline void online_softmax_row_impl(T* __restrict s, int64_t n, T& m, T& l, T* _
 
 // s (masked -inf) -> exp(s − lse); all zero when lse = -inf (row without visible keys).
 template <typename T>
-inline void probabilities_row_impl(T* __restrict s, int64_t n, T lse) {
+ATTNKIT_INLINE void probabilities_row_impl(T* __restrict s, int64_t n, T lse) {
   const T neg_inf = -std::numeric_limits<T>::infinity();
   if (lse == neg_inf) {
     std::fill(s, s + n, T(0));
@@ -73,7 +46,7 @@ inline void probabilities_row_impl(T* __restrict s, int64_t n, T lse) {
 
 // dp -> p ∘ (dp − D): the softmax backward for one row.
 template <typename T>
-inline void softmax_grad_row_impl(T* __restrict dp, const T* __restrict p, int64_t n, T D) {
+ATTNKIT_INLINE void softmax_grad_row_impl(T* __restrict dp, const T* __restrict p, int64_t n, T D) {
   for (int64_t c = 0; c < n; ++c) dp[c] = p[c] * (dp[c] - D);
 }
 
