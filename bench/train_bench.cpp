@@ -2,6 +2,7 @@
 //
 //   attnkit_bench_train --kind softmax|linear|cosformer --n N --batch B [--hidden H] [--layers L]
 //                       [--heads A] [--vocab V] [--steps S] [--warmup W] [--threads T]
+//                       [--default-malloc]
 //
 // The model is attnkit's TaskModel (pre-LN GPT-2 blocks, tanh gelu, tied LM head, dropout 0) with
 // the given attention kind; one step = forward, next-token cross entropy, backward, AdamW (lr 1e-4,
@@ -12,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "attnkit/models/task_model.h"
+#include "attnkit/runtime.h"
 #include "attnkit/train/optimizers.h"
 
 #include <CLI/CLI.hpp>
@@ -56,8 +58,14 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps);
   app.add_option("--warmup", warmup);
   app.add_option("--threads", threads);
+  bool default_malloc = false;
+  app.add_flag("--default-malloc", default_malloc,
+               "leave glibc malloc as it is (attnkit's CLI calls reuse_freed_memory)");
   CLI11_PARSE(app, argc, argv);
+  // The process set-up `attnkit train` uses (tools/attnkit/main.cpp).
+  if (!default_malloc) attnkit::reuse_freed_memory();
   at::set_num_threads(threads);
+  attnkit::set_blas_threads(threads);
   torch::manual_seed(0);
 
   auto config = attnkit::models::TransformerConfig::gpt2(vocab, hidden, layers, heads);
@@ -100,7 +108,8 @@ int main(int argc, char** argv) {
                      {"tokens_per_s", static_cast<double>(batch * n * steps) / seconds},
                      {"extra_peak_mib", peak_rss_mib() - baseline},
                      {"loss", loss},
-                     {"threads", threads}};
+                     {"threads", threads},
+                     {"malloc", default_malloc ? "default" : "reuse_freed_memory"}};
   std::cout << out.dump() << std::endl;
   return 0;
 }

@@ -4,6 +4,7 @@
 #include "attnkit/io/model_directory.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/train/listops.h"
+#include "attnkit/train/metrics.h"
 #include "attnkit/train/synthetic_tasks.h"
 #include "attnkit/train/text_datasets.h"
 
@@ -248,7 +249,7 @@ std::unique_ptr<TrainingTask> make_listops(const RunConfig& config) {
                               t.data, split, t.data));
     };
     train = read_listops_tsv(file("train"));
-    val = read_listops_tsv(file("val"));
+    val = read_listops_tsv(file(t.eval_split.c_str()));
     if (t.eval_examples > 0 && static_cast<int64_t>(val.size()) > t.eval_examples) val.resize(t.eval_examples);
   } else {
     ListOpsOptions options;
@@ -296,17 +297,136 @@ int64_t pad_id(const text::Tokenizer& tokenizer) {
   return 0;
 }
 
+// Token tagging (NER-style BIO tags): each word is tokenised on its own; its first sub-word
+// carries the word's tag, the others and the special tokens are ignored in the loss and in the
+// scores, which are per word (seqeval's entity F1 and token accuracy).
+struct TaggedRow {
+  Ids ids;
+  Ids labels;                 // per token: tag id on a word's first sub-word, else kIgnoreLabel
+  std::vector<int64_t> tags;  // per word kept (truncation may drop trailing words)
+};
+
+class TaggingTask : public ModelTask {
+ public:
+  TaggingTask(models::TaskModel model, const RunConfig& config, std::vector<TaggedRow> train,
+              std::vector<TaggedRow> val, std::vector<std::string> tag_names, int64_t pad)
+      : ModelTask(std::move(model), config), train_(std::move(train)), val_(std::move(val)),
+        tag_names_(std::move(tag_names)), pad_(pad),
+        order_(train_.size(), config.task.batch_size, config.trainer.seed) {}
+
+  MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
+    std::vector<const TaggedRow*> rows;
+    for (size_t i : order_.batch(index, rank, world)) rows.push_back(&train_[i]);
+    auto [logits, labels, mask] = run(rows);
+    return {models::cross_entropy(logits, labels), mask.sum().item<int64_t>()};
+  }
+
+  std::map<std::string, double> evaluate() override {
+    double loss = 0;
+    std::vector<std::vector<std::string>> predicted, gold;
+    for (size_t start = 0; start < val_.size(); start += batch_size_) {
+      std::vector<const TaggedRow*> rows;
+      for (size_t i = start; i < std::min(val_.size(), start + batch_size_); ++i) rows.push_back(&val_[i]);
+      auto [logits, labels, mask] = run(rows);
+      loss += models::cross_entropy(logits, labels).item<double>() * rows.size();
+      auto best = logits.argmax(-1);
+      for (size_t b = 0; b < rows.size(); ++b) {
+        std::vector<int64_t> words;
+        for (size_t t = 0; t < rows[b]->labels.size(); ++t)
+          if (rows[b]->labels[t] != models::kIgnoreLabel) words.push_back(best[b][t].item<int64_t>());
+        predicted.push_back(tag_names(words, tag_names_));
+        gold.push_back(tag_names(rows[b]->tags, tag_names_));
+      }
+    }
+    const auto scores = tagging_scores(predicted, gold);
+    return {{"loss", loss / static_cast<double>(val_.size())},
+            {"f1", scores.entities.f1},
+            {"precision", scores.entities.precision},
+            {"recall", scores.entities.recall},
+            {"token_accuracy", scores.token_accuracy}};
+  }
+  std::string primary_metric() const override { return "f1"; }
+  bool higher_is_better() const override { return true; }
+
+ private:
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> run(const std::vector<const TaggedRow*>& rows) {
+    std::vector<const Ids*> ids, labels;
+    for (const auto* r : rows) {
+      ids.push_back(&r->ids);
+      labels.push_back(&r->labels);
+    }
+    auto [input, mask] = pad_rows(ids, pad_);
+    models::TaskInputs in;
+    in.input_ids = input;
+    in.attention_mask = mask;
+    return {model_->forward(in).token_logits, pad_rows(labels, models::kIgnoreLabel).first, mask};
+  }
+  std::vector<TaggedRow> train_, val_;
+  std::vector<std::string> tag_names_;
+  int64_t pad_;
+  BatchOrder order_;
+};
+
+// The evaluation file of a training file: "train" in its name becomes the split ("val", "test").
+std::string evaluation_path(const std::string& train_path, const std::string& split) {
+  std::string path = train_path;
+  const auto at = path.rfind("train");
+  if (at == std::string::npos)
+    throw Error(fmt::format("{}: the file name must contain 'train' (the validation file replaces "
+                            "it with 'val', the test file with 'test')",
+                            train_path));
+  return path.replace(at, 5, split);
+}
+
+std::unique_ptr<TrainingTask> make_tagging(const RunConfig& config) {
+  const auto& t = config.task;
+  if (t.data.empty()) throw Error("task 'tagging' needs task.data (the training file)");
+  auto tokenizer = task_tokenizer(config);
+  auto train = read_tagging(t.data);
+  auto val = read_tagging(evaluation_path(t.data, t.eval_split), train.tags);
+  std::optional<int64_t> cls, sep;
+  for (const char* name : {"[CLS]", "<s>"})
+    if (auto id = tokenizer.token_to_id(name); id && !cls) cls = *id;
+  for (const char* name : {"[SEP]", "</s>"})
+    if (auto id = tokenizer.token_to_id(name); id && !sep) sep = *id;
+  auto encode = [&](const TaggingData& data, int64_t limit) {
+    std::vector<TaggedRow> rows;
+    for (const auto& e : data.examples) {
+      if (limit > 0 && static_cast<int64_t>(rows.size()) >= limit) break;
+      TaggedRow row;
+      auto push = [&](int64_t id, int64_t label) {
+        row.ids.push_back(id);
+        row.labels.push_back(label);
+      };
+      if (cls) push(*cls, models::kIgnoreLabel);
+      const int64_t room = t.truncate - (sep ? 1 : 0);
+      for (size_t w = 0; w < e.tokens.size(); ++w) {
+        const auto pieces = tokenizer.encode(e.tokens[w], /*add_special_tokens=*/false).ids;
+        if (pieces.empty()) continue;  // a word the tokenizer drops entirely has no position
+        if (static_cast<int64_t>(row.ids.size() + pieces.size()) > room) break;
+        for (size_t i = 0; i < pieces.size(); ++i) push(pieces[i], i == 0 ? e.tags[w] : models::kIgnoreLabel);
+        row.tags.push_back(e.tags[w]);
+      }
+      if (sep) push(*sep, models::kIgnoreLabel);
+      rows.push_back(std::move(row));
+    }
+    return rows;
+  };
+  auto train_rows = encode(train, 0), val_rows = encode(val, t.eval_examples);
+  models::HeadsConfig heads;
+  heads.token_labels = static_cast<int64_t>(train.tags.size());
+  heads.classifier_dropout = config.model.dropout;
+  auto model = build_model(config, tokenizer.vocab_size(), t.truncate, false, heads);
+  return std::make_unique<TaggingTask>(model, config, std::move(train_rows), std::move(val_rows),
+                                       train.tags, pad_id(tokenizer));
+}
+
 std::unique_ptr<TrainingTask> make_text_classification(const RunConfig& config) {
   const auto& t = config.task;
   if (t.data.empty()) throw Error("task 'classification' needs task.data (the training file)");
   auto tokenizer = task_tokenizer(config);
   auto train = read_classification(t.data);
-  std::string val_path = t.data;
-  const auto at = val_path.rfind("train");
-  if (at == std::string::npos) throw Error(fmt::format("{}: the file name must contain 'train' (the "
-                                                       "validation file replaces it with 'val')", t.data));
-  val_path.replace(at, 5, "val");
-  auto val = read_classification(val_path, train.labels);
+  auto val = read_classification(evaluation_path(t.data, t.eval_split), train.labels);
   auto encode = [&](const ClassificationData& data, std::vector<Ids>& ids, std::vector<int64_t>& labels,
                     int64_t limit) {
     for (const auto& e : data.examples) {
@@ -429,14 +549,23 @@ std::unique_ptr<TrainingTask> make_task(const RunConfig& config) {
   const auto& name = config.task.name;
   if (config.task.batch_size < 1) throw Error("task.batch_size must be >= 1");
   if (config.task.truncate < 1) throw Error("task.truncate must be >= 1");
+  if (config.task.eval_split != "val" && config.task.eval_split != "test")
+    throw Error(fmt::format("task.eval_split: '{}' is not val or test", config.task.eval_split));
+  const bool has_files = (name == "listops" && !config.task.data.empty()) ||
+                         name == "classification" || name == "tagging";
+  if (config.task.eval_split == "test" && !has_files)
+    throw Error(fmt::format("task.eval_split = test needs test files (listops with task.data, "
+                            "classification, tagging); task '{}' has none",
+                            name));
   if (name == "listops") return make_listops(config);
   if (name == "classification") return make_text_classification(config);
+  if (name == "tagging") return make_tagging(config);
   if (name == "lm") return make_text_lm(config);
   if (name == "copy" || name == "reverse" || name == "sort" || name == "recall" ||
       name == "associative-recall")
     return make_synthetic(config);
-  throw Error(fmt::format("task.name: '{}' is not one of listops, classification, lm, copy, "
-                          "reverse, sort, recall", name));
+  throw Error(fmt::format("task.name: '{}' is not one of listops, classification, tagging, lm, "
+                          "copy, reverse, sort, recall", name));
 }
 
 models::TaskModel task_model(TrainingTask& task) {

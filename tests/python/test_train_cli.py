@@ -106,7 +106,22 @@ class TrainCli(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         rc, out, err = attnkit("eval", "--run", run)
         self.assertEqual(rc, 0, err)
-        self.assertRegex(out, r"accuracy=")
+        self.assertRegex(out, r"^step 2 split val accuracy=")
+        # The test split reads basic_test.tsv, all of it with --examples 0.
+        rc, out, err = attnkit("eval", "--run", run, "--split", "test", "--examples", "0")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"^step 2 split test accuracy=")
+        os.remove(os.path.join(data, "basic_test.tsv"))
+        rc, out, err = attnkit("eval", "--run", run, "--split", "test")
+        self.assertEqual(rc, 2)
+        self.assertIn("basic_test.tsv", err)
+        # Generated tasks have no test files.
+        copy_run = os.path.join(self.dir, "copy")
+        rc, _, err = attnkit("train", *TINY, "--run.steps", "1", "--run.dir", copy_run)
+        self.assertEqual(rc, 0, err)
+        rc, _, err = attnkit("eval", "--run", copy_run, "--split", "test")
+        self.assertEqual(rc, 2)
+        self.assertIn("task.eval_split = test needs test files", err)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <fstream>
+#include <random>
 
 namespace attnkit::train {
 namespace {
@@ -126,6 +127,52 @@ TEST(Tasks, CopyTaskLearns) {
   // targets); 150 steps must lift it well above that.
   EXPECT_LT(result.last_metrics.at("loss"), before.at("loss") * 0.6);
   EXPECT_GT(result.last_metrics.at("token_accuracy"), 0.5);
+}
+
+TEST(Tasks, TaggingTaskLearnsWordTags) {
+  // Tags that follow from the word itself (persons, places, rest O), with words split into
+  // several WordPiece sub-words: the task labels only first sub-words and scores per word.
+  const auto dir = scratch_directory("tagging_task");
+  write_text((dir / "vocab.txt").string(),
+             "[PAD]\n[UNK]\n[CLS]\n[SEP]\nalice\nbob\npar\n##is\nrome\nmet\nin\nsaw\nand\nlon\n##don\n");
+  const std::vector<std::string> people{"alice", "bob"}, places{"paris", "rome", "london"},
+      verbs{"met", "saw"};
+  std::mt19937 rng(7);
+  auto sentences = [&](int count) {
+    std::string text;
+    for (int i = 0; i < count; ++i) {
+      const auto& a = people[rng() % 2];
+      const auto& b = people[rng() % 2];
+      const auto& v = verbs[rng() % 2];
+      const auto& p = places[rng() % 3];
+      text += a + " " + v + " " + b + " in " + p + "\tB-PER O B-PER O B-LOC\n";
+    }
+    return text;
+  };
+  write_text((dir / "ner_train.tsv").string(), sentences(200));
+  write_text((dir / "ner_val.tsv").string(), sentences(20));
+  auto config = tiny("tagging");
+  config.task.data = (dir / "ner_train.tsv").string();
+  config.task.tokenizer = (dir / "vocab.txt").string();
+  config.task.truncate = 32;
+  config.model.hidden = 32;
+  config.trainer.steps = 120;
+  config.trainer.optimizer.learning_rate = 3e-3;
+  config.trainer.schedule.warmup_steps = 10;
+  auto task = make_task(config);
+  EXPECT_EQ(task->primary_metric(), "f1");
+  EXPECT_EQ(task->train_loss(2, 0, 1).loss.item<double>(), task->train_loss(2, 0, 1).loss.item<double>());
+  Trainer trainer(*task, config.trainer);
+  const auto before = trainer.evaluate();
+  const auto result = trainer.train();
+  EXPECT_LT(before.at("f1"), 0.9);
+  EXPECT_GT(result.last_metrics.at("f1"), 0.95);
+  EXPECT_GT(result.last_metrics.at("token_accuracy"), 0.95);
+  // A validation tag the training file never uses is an error naming it.
+  write_text((dir / "bad_train.tsv").string(), "alice met bob\tB-PER O B-PER\n");
+  write_text((dir / "bad_val.tsv").string(), "alice met bob\tB-ORG O B-PER\n");
+  config.task.data = (dir / "bad_train.tsv").string();
+  EXPECT_NE(error_of([&] { make_task(config); }).find("B-ORG"), std::string::npos);
 }
 
 }  // namespace

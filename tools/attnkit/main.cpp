@@ -1,6 +1,7 @@
 // attnkit: command-line entry point. Global options apply to every subcommand; each subcommand
 // is registered from its own file (see command.h).
 #include "attnkit/error.h"
+#include "attnkit/runtime.h"
 #include "attnkit/version.h"
 #include "command.h"
 
@@ -17,12 +18,14 @@ void apply_threads(int threads) {
   const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(n);
   at::set_num_interop_threads(n);
+  attnkit::set_blas_threads(n);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace attnkit::cli;
+  attnkit::reuse_freed_memory();
   CLI::App app{"attnkit: build, train, decode and dissect Transformer attention"};
   app.set_version_flag("--version", attnkit::version());
   app.require_subcommand(1);

@@ -101,16 +101,25 @@ int run_train(const TrainArguments& args, const GlobalOptions& global) {
   return 0;
 }
 
-int run_eval(const std::string& run_directory, const GlobalOptions& global) {
+struct EvalArguments {
+  std::string run;
+  std::string split = "val";
+  int64_t examples = -1;  // -1: the run's task.eval_examples
+};
+
+int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
+  const std::string& run_directory = eval.run;
   TrainArguments args;
   args.resume = run_directory;
   auto config = resolve(args, global);
   config.trainer.quiet = true;
+  config.task.eval_split = eval.split;
+  if (eval.examples >= 0) config.task.eval_examples = eval.examples;
   auto task = train::make_task(config);
   train::Trainer trainer(*task, config.trainer);
   const auto step = trainer.resume(run_directory);
   const auto metrics = trainer.evaluate();
-  fmt::print("step {}", step);
+  fmt::print("step {} split {}", step, eval.split);
   for (const auto& [k, v] : metrics) fmt::print(" {}={:.6g}", k, v);
   fmt::print("\n");
   return 0;
@@ -121,7 +130,7 @@ int run_eval(const std::string& run_directory, const GlobalOptions& global) {
 void register_train_commands(CLI::App& app, GlobalOptions& global) {
   auto args = std::make_shared<TrainArguments>();
   auto* train_cmd = app.add_subcommand(
-      "train", "train a model on a task (listops, copy, reverse, sort, recall, lm, classification)");
+      "train", "train a model on a task (listops, copy, reverse, sort, recall, lm, classification, tagging)");
   train_cmd->add_option("--config", args->config_file, "run configuration (TOML; see docs/training.md)");
   train_cmd->add_option("--resume", args->resume,
                         "continue the run in this directory from its newest checkpoint");
@@ -134,11 +143,20 @@ void register_train_commands(CLI::App& app, GlobalOptions& global) {
     global.action = [args, &global] { return run_train(*args, global); };
   });
 
-  auto eval_dir = std::make_shared<std::string>();
-  auto* eval_cmd = app.add_subcommand("eval", "evaluate a run's newest checkpoint on its validation data");
-  eval_cmd->add_option("--run", *eval_dir, "run directory")->required();
-  eval_cmd->callback([eval_dir, &global] {
-    global.action = [eval_dir, &global] { return run_eval(*eval_dir, global); };
+  auto eval_args = std::make_shared<EvalArguments>();
+  auto* eval_cmd = app.add_subcommand(
+      "eval", "evaluate a run's newest checkpoint on its validation (or test) data");
+  eval_cmd->add_option("--run", eval_args->run, "run directory")->required();
+  eval_cmd->add_option("--split", eval_args->split,
+                       "val, or test: the test file (listops basic_test.tsv; classification and "
+                       "tagging: the training file's name with 'train' -> 'test')")
+      ->check(CLI::IsMember({"val", "test"}))
+      ->capture_default_str();
+  eval_cmd->add_option("--examples", eval_args->examples,
+                       "examples to evaluate (0 = all; default: the run's task.eval_examples)")
+      ->check(at_least(0));
+  eval_cmd->callback([eval_args, &global] {
+    global.action = [eval_args, &global] { return run_eval(*eval_args, global); };
   });
 
   auto* data_cmd = app.add_subcommand("data", "write data sets");

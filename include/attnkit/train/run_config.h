@@ -5,9 +5,9 @@
 //
 //   [run]        dir, steps, seed, accumulation, clip_norm, ema, eval_every, checkpoint_every,
 //                keep_last, log_every
-//   [task]       name (listops | copy | reverse | sort | recall | lm | classification), data,
-//                tokenizer, batch_size, truncate, min_length, max_length, train_examples,
-//                eval_examples, symbols
+//   [task]       name (listops | copy | reverse | sort | recall | lm | classification |
+//                tagging), data, tokenizer, batch_size, truncate, min_length, max_length,
+//                train_examples, eval_examples, eval_split, symbols
 //   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
 //                max_positions, pooling
@@ -35,6 +35,8 @@ struct TaskConfig {
   int64_t max_length = 128;
   int64_t train_examples = 20000;  // generated tasks
   int64_t eval_examples = 500;
+  std::string eval_split = "val";  // the file evaluation reads: val | test (listops,
+                                   // classification, tagging: "val" in the name becomes "test")
   int64_t symbols = 16;    // copy/reverse/sort alphabet, recall values
 };
 

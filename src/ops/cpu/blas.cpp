@@ -1,6 +1,11 @@
 #include "blas.h"
 
+#include "attnkit/runtime.h"
+
 #include <dlfcn.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 extern "C" {
 void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
@@ -65,3 +70,21 @@ SingleThreadedBlas::~SingleThreadedBlas() {
 }
 
 }  // namespace attnkit::ops::cpu
+
+namespace attnkit {
+
+void set_blas_threads(int threads) {
+  if (threads > 0 && ops::cpu::openblas_set()) ops::cpu::openblas_set()(threads);
+}
+
+void reuse_freed_memory() {
+#if defined(__GLIBC__)
+  // glibc caps M_MMAP_THRESHOLD at 32 MiB, so blocks above it would still be fresh mmaps: turn
+  // mmap-backed allocation off instead (large blocks then come from the brk heap, which a thread
+  // arena falls back to as well) and keep up to 1 GiB of freed memory at the heap's top.
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
+}  // namespace attnkit

@@ -1,0 +1,20 @@
+#pragma once
+// Process-wide settings for CPU work, applied by attnkit's executables (the CLI and the
+// benchmarks) before any model runs. No LibTorch in this header.
+
+namespace attnkit {
+
+// Caps the BLAS that LibTorch links (Debian: OpenBLAS, which runs its own thread pool and ignores
+// at::set_num_threads) at `threads`. Without this, `--threads 1` still ran every GEMM on all
+// cores, and at 2 threads OpenBLAS's spinning workers competed with ATen's pool. A no-op when the
+// BLAS is not OpenBLAS.
+void set_blas_threads(int threads);
+
+// glibc malloc: serve large blocks from the heap and keep up to 1 GiB of freed memory there instead
+// of unmapping it. Training allocates the same large temporaries (logits, activations, their
+// gradients) on every step; by default each block above 32 MiB is a fresh mmap whose pages fault
+// in again, which on some virtual machines costs more than the arithmetic. Call once at start-up,
+// before threads start; a no-op on other C libraries.
+void reuse_freed_memory();
+
+}  // namespace attnkit
