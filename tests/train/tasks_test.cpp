@@ -175,5 +175,57 @@ TEST(Tasks, TaggingTaskLearnsWordTags) {
   EXPECT_NE(error_of([&] { make_task(config); }).find("B-ORG"), std::string::npos);
 }
 
+TEST(Tasks, SpanTaskLearnsToPointAtTheAnswer) {
+  // SQuAD-style JSON: "the cat is very yellow ." / "what is the cat ?" -> "yellow", at varying
+  // positions and with answers of one or two WordPiece tokens (yel ##low). Predictions are mapped
+  // back to the context's characters and scored with SQuAD's exact match.
+  const auto dir = scratch_directory("span_task");
+  write_text((dir / "vocab.txt").string(),
+             "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\nis\nwhat\n?\n.\nvery\ncat\ndog\ncar\nred\nblue\nyel\n##low\n");
+  const std::vector<std::string> things{"cat", "dog", "car"}, colors{"red", "blue", "yellow"};
+  std::mt19937 rng(11);
+  auto squad = [&](int count) {
+    std::string json = R"({"version": "1.1", "data": [{"title": "t", "paragraphs": [)";
+    for (int i = 0; i < count; ++i) {
+      const auto& thing = things[rng() % 3];
+      const auto& color = colors[rng() % 3];
+      std::string context = "the " + thing + " is";
+      for (unsigned v = rng() % 4; v > 0; --v) context += " very";
+      context += " ";
+      const size_t start = context.size();  // ASCII: bytes are characters
+      context += color + " .";
+      json += std::string(i ? "," : "") + R"({"context": ")" + context + R"(", "qas": [{"id": "q)" +
+              std::to_string(i) + R"(", "question": "what is the )" + thing + R"( ?", "answers": [{"text": ")" +
+              color + R"(", "answer_start": )" + std::to_string(start) + "}]}]}";
+    }
+    return json + "]}]}";
+  };
+  write_text((dir / "qa_train.json").string(), squad(300));
+  write_text((dir / "qa_val.json").string(), squad(30));
+  auto config = tiny("span");
+  config.task.data = (dir / "qa_train.json").string();
+  config.task.tokenizer = (dir / "vocab.txt").string();
+  config.task.truncate = 32;
+  config.model.hidden = 32;
+  config.model.layers = 2;
+  config.trainer.steps = 200;
+  config.trainer.optimizer.learning_rate = 3e-3;
+  config.trainer.schedule.warmup_steps = 10;
+  auto task = make_task(config);
+  EXPECT_EQ(task->primary_metric(), "f1");
+  Trainer trainer(*task, config.trainer);
+  const auto before = trainer.evaluate();
+  const auto result = trainer.train();
+  EXPECT_LT(before.at("exact_match"), 0.5);
+  EXPECT_GT(result.last_metrics.at("exact_match"), 0.9);
+  EXPECT_GT(result.last_metrics.at("f1"), 0.9);
+  // An answer whose offset does not match the context is an error naming the question.
+  write_text((dir / "bad_train.json").string(),
+             R"({"data": [{"paragraphs": [{"context": "the cat is red .", "qas": [{"id": "q7", )"
+             R"("question": "what ?", "answers": [{"text": "red", "answer_start": 3}]}]}]}]})");
+  config.task.data = (dir / "bad_train.json").string();
+  EXPECT_NE(error_of([&] { make_task(config); }).find("q7"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace attnkit::train
