@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -40,6 +41,21 @@ RunConfig tiny(const std::string& task) {
   c.trainer.quiet = true;
   c.trainer.log_every = 1000;
   return c;
+}
+
+// A small model on a task read from files with a WordPiece vocab, trained at a high rate.
+RunConfig text_task(const std::string& task, const std::filesystem::path& data,
+                    const std::filesystem::path& vocab, int64_t layers, int64_t steps) {
+  auto config = tiny(task);
+  config.task.data = data.string();
+  config.task.tokenizer = vocab.string();
+  config.task.truncate = 32;
+  config.model.hidden = 32;
+  config.model.layers = layers;
+  config.trainer.steps = steps;
+  config.trainer.optimizer.learning_rate = 3e-3;
+  config.trainer.schedule.warmup_steps = 10;
+  return config;
 }
 
 TEST(RunConfig, TomlRoundTripAndOverrides) {
@@ -151,14 +167,7 @@ TEST(Tasks, TaggingTaskLearnsWordTags) {
   };
   write_text((dir / "ner_train.tsv").string(), sentences(200));
   write_text((dir / "ner_val.tsv").string(), sentences(20));
-  auto config = tiny("tagging");
-  config.task.data = (dir / "ner_train.tsv").string();
-  config.task.tokenizer = (dir / "vocab.txt").string();
-  config.task.truncate = 32;
-  config.model.hidden = 32;
-  config.trainer.steps = 120;
-  config.trainer.optimizer.learning_rate = 3e-3;
-  config.trainer.schedule.warmup_steps = 10;
+  auto config = text_task("tagging", dir / "ner_train.tsv", dir / "vocab.txt", 1, 120);
   auto task = make_task(config);
   EXPECT_EQ(task->primary_metric(), "f1");
   EXPECT_EQ(task->train_loss(2, 0, 1).loss.item<double>(), task->train_loss(2, 0, 1).loss.item<double>());
@@ -202,15 +211,7 @@ TEST(Tasks, SpanTaskLearnsToPointAtTheAnswer) {
   };
   write_text((dir / "qa_train.json").string(), squad(300));
   write_text((dir / "qa_val.json").string(), squad(30));
-  auto config = tiny("span");
-  config.task.data = (dir / "qa_train.json").string();
-  config.task.tokenizer = (dir / "vocab.txt").string();
-  config.task.truncate = 32;
-  config.model.hidden = 32;
-  config.model.layers = 2;
-  config.trainer.steps = 200;
-  config.trainer.optimizer.learning_rate = 3e-3;
-  config.trainer.schedule.warmup_steps = 10;
+  auto config = text_task("span", dir / "qa_train.json", dir / "vocab.txt", 2, 200);
   auto task = make_task(config);
   EXPECT_EQ(task->primary_metric(), "f1");
   Trainer trainer(*task, config.trainer);

@@ -16,6 +16,19 @@ size_t causal_product_workspace(int64_t m, int64_t e) {
 
 namespace {
 
+// Keeps the lower (s <= t, upper = false) or upper (s >= t, upper = true) triangle of a c × c
+// block, diagonal included; zeroes the rest.
+template <typename T>
+ATTNKIT_INLINE void keep_triangle(T* block, int64_t c, bool upper) {
+  for (int64_t i = 0; i < c; ++i) {
+    T* row = block + i * c;
+    if (upper)
+      std::fill(row, row + i, T(0));
+    else
+      std::fill(row + i + 1, row + c, T(0));
+  }
+}
+
 template <typename T>
 inline void causal_product_impl(const T* Q, const T* K, const T* V, T* Y, int64_t n, int64_t m,
                                 int64_t e, bool reverse, T* workspace) {
@@ -38,13 +51,7 @@ inline void causal_product_impl(const T* Q, const T* K, const T* V, T* Y, int64_
     // Inside the chunk: y += mask(q kᵀ) v.
     transpose(c, m, k, m, kt);
     gemm_nn(c, c, m, q, m, kt, c, scores, c, /*accumulate=*/false);
-    for (int64_t i = 0; i < c; ++i) {
-      T* row = scores + i * c;
-      if (reverse)
-        std::fill(row, row + i, T(0));
-      else
-        std::fill(row + i + 1, row + c, T(0));
-    }
+    keep_triangle(scores, c, /*upper=*/reverse);
     gemm_nn(c, e, c, scores, c, v, e, y, e, /*accumulate=*/true);
     // Fold the chunk into the state: state += kᵀ v.
     gemm_nn(m, e, c, kt, c, v, e, state, e, /*accumulate=*/true);
@@ -148,19 +155,6 @@ ATTNKIT_INLINE void feature_grad_rows(const FeatureProblem& p, const T* x, int64
       const T ca = static_cast<T>(std::cos(angle)), sa = static_cast<T>(std::sin(angle));
       for (int64_t j = 0; j < d; ++j) out[j] = xr[j] > 0 ? gr[j] * ca + gr[d + j] * sa : T(0);
     }
-  }
-}
-
-// Keeps the lower (s <= t, upper = false) or upper (s >= t, upper = true) triangle of a c × c
-// block, diagonal included; zeroes the rest.
-template <typename T>
-ATTNKIT_INLINE void keep_triangle(T* block, int64_t c, bool upper) {
-  for (int64_t i = 0; i < c; ++i) {
-    T* row = block + i * c;
-    if (upper)
-      std::fill(row, row + i, T(0));
-    else
-      std::fill(row + i + 1, row + c, T(0));
   }
 }
 
