@@ -119,6 +119,7 @@ const std::vector<Setting>& settings() {
         ATTNKIT_FIELD(int64_t, "task", "train_examples", "generated training examples", c.task.train_examples),
         ATTNKIT_FIELD(int64_t, "task", "eval_examples", "validation examples (generated or first N)", c.task.eval_examples),
         ATTNKIT_FIELD(std::string, "task", "eval_split", "evaluation data: val | test (listops, classification, tagging, span)", c.task.eval_split),
+        ATTNKIT_FIELD(bool, "task", "skip_bad_lines", "skip and count bad data lines (default: stop at the first, naming file and line)", c.task.skip_bad_lines),
         ATTNKIT_FIELD(int64_t, "task", "symbols", "synthetic alphabet size", c.task.symbols),
         ATTNKIT_FIELD(std::string, "model", "family", "bert | albert | gpt2 (default by task)", c.model.family),
         ATTNKIT_FIELD(int64_t, "model", "hidden", "hidden size", c.model.hidden),

@@ -298,6 +298,26 @@ int64_t pad_id(const text::Tokenizer& tokenizer) {
   return 0;
 }
 
+// Reading options from the run config; with task.skip_bad_lines, what was skipped is reported.
+DataReadOptions read_options(const RunConfig& config) {
+  DataReadOptions options;
+  options.skip_bad_lines = config.task.skip_bad_lines;
+  return options;
+}
+
+void report_skipped(const std::string& what, const DataReadStats& stats) {
+  if (stats.skipped == 0) return;
+  fmt::print(stderr, "{}: skipped {} bad line(s) (task.skip_bad_lines), e.g. {}\n", what, stats.skipped,
+             stats.skipped_messages.empty() ? std::string("?") : stats.skipped_messages.front());
+}
+
+template <typename Data, typename Read>
+Data read_reported(const std::string& path, Read read) {
+  Data data = read(path);
+  report_skipped(path, data.stats);
+  return data;
+}
+
 // Token tagging (NER-style BIO tags): each word is tokenised on its own; its first sub-word
 // carries the word's tag, the others and the special tokens are ignored in the loss and in the
 // scores, which are per word (seqeval's entity F1 and token accuracy).
@@ -383,8 +403,11 @@ std::unique_ptr<TrainingTask> make_tagging(const RunConfig& config) {
   const auto& t = config.task;
   if (t.data.empty()) throw Error("task 'tagging' needs task.data (the training file)");
   auto tokenizer = task_tokenizer(config);
-  auto train = read_tagging(t.data);
-  auto val = read_tagging(evaluation_path(t.data, t.eval_split), train.tags);
+  const auto options = read_options(config);
+  auto train = read_reported<TaggingData>(t.data, [&](const std::string& p) { return read_tagging(p, {}, options); });
+  auto val = read_reported<TaggingData>(evaluation_path(t.data, t.eval_split), [&](const std::string& p) {
+    return read_tagging(p, train.tags, options);
+  });
   std::optional<int64_t> cls, sep;
   for (const char* name : {"[CLS]", "<s>"})
     if (auto id = tokenizer.token_to_id(name); id && !cls) cls = *id;
@@ -548,8 +571,10 @@ std::unique_ptr<TrainingTask> make_span(const RunConfig& config) {
   truncation.strategy = text::TruncationStrategy::kOnlySecond;  // cut the context, keep the question
   tokenizer.set_truncation(truncation);
   tokenizer.set_padding(std::nullopt);
-  auto train = read_squad_json(t.data);
-  auto val = read_squad_json(evaluation_path(t.data, t.eval_split));
+  const auto options = read_options(config);
+  auto train = read_reported<SquadData>(t.data, [&](const std::string& p) { return read_squad_json(p, options); });
+  auto val = read_reported<SquadData>(evaluation_path(t.data, t.eval_split),
+                                      [&](const std::string& p) { return read_squad_json(p, options); });
   if (t.eval_examples > 0 && static_cast<int64_t>(val.examples.size()) > t.eval_examples)
     val.examples.resize(t.eval_examples);
   auto features = [&](const SquadData& data) {
@@ -581,8 +606,12 @@ std::unique_ptr<TrainingTask> make_text_classification(const RunConfig& config) 
   const auto& t = config.task;
   if (t.data.empty()) throw Error("task 'classification' needs task.data (the training file)");
   auto tokenizer = task_tokenizer(config);
-  auto train = read_classification(t.data);
-  auto val = read_classification(evaluation_path(t.data, t.eval_split), train.labels);
+  const auto options = read_options(config);
+  auto train = read_reported<ClassificationData>(
+      t.data, [&](const std::string& p) { return read_classification(p, {}, options); });
+  auto val = read_reported<ClassificationData>(evaluation_path(t.data, t.eval_split), [&](const std::string& p) {
+    return read_classification(p, train.labels, options);
+  });
   auto encode = [&](const ClassificationData& data, std::vector<Ids>& ids, std::vector<int64_t>& labels,
                     int64_t limit) {
     for (const auto& e : data.examples) {
@@ -647,7 +676,9 @@ std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config) {
   LanguageModelDataOptions options;
   options.block_size = t.truncate;
   options.threads = 0;
+  options.skip_bad_lines = t.skip_bad_lines;
   auto data = read_language_model_data(paths, tokenizer, options);
+  report_skipped(t.data, data.stats);
   if (data.blocks.size() < 2)
     throw Error(fmt::format("task 'lm': {} tokens make {} block(s) of {}; need at least 2 (one for "
                             "validation)", data.tokens, data.blocks.size(), t.truncate));

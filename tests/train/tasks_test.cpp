@@ -228,5 +228,21 @@ TEST(Tasks, SpanTaskLearnsToPointAtTheAnswer) {
   EXPECT_NE(error_of([&] { make_task(config); }).find("q7"), std::string::npos);
 }
 
+TEST(Tasks, BadDataLinesStopOrAreSkippedAndCounted) {
+  const auto dir = scratch_directory("bad_lines_task");
+  write_text((dir / "vocab.txt").string(), "[PAD]\n[UNK]\n[CLS]\n[SEP]\ngood\nbad\n");
+  write_text((dir / "sent_train.tsv").string(), "good good\tpos\nbad\tneg\ngood\tpos\textra\nbad bad\tneg\n");
+  write_text((dir / "sent_val.tsv").string(), "good\tpos\nbad\tneg\n");
+  auto config = text_task("classification", dir / "sent_train.tsv", dir / "vocab.txt", 1, 1);
+  EXPECT_NE(error_of([&] { make_task(config); }).find("sent_train.tsv:3"), std::string::npos);
+  config.task.skip_bad_lines = true;
+  ::testing::internal::CaptureStderr();
+  auto task = make_task(config);
+  const auto err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("skipped 1 bad line(s)"), std::string::npos) << err;
+  EXPECT_NE(err.find("sent_train.tsv:3"), std::string::npos) << err;
+  EXPECT_TRUE(std::isfinite(task->train_loss(0, 0, 1).loss.item<double>()));
+}
+
 }  // namespace
 }  // namespace attnkit::train

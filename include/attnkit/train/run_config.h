@@ -7,7 +7,7 @@
 //                keep_last, log_every
 //   [task]       name (listops | copy | reverse | sort | recall | lm | classification |
 //                tagging | span), data, tokenizer, batch_size, truncate, min_length, max_length,
-//                train_examples, eval_examples, eval_split, symbols
+//                train_examples, eval_examples, eval_split, skip_bad_lines, symbols
 //   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
 //                max_positions, pooling
@@ -35,6 +35,7 @@ struct TaskConfig {
   int64_t max_length = 128;
   int64_t train_examples = 20000;  // generated tasks
   int64_t eval_examples = 500;
+  bool skip_bad_lines = false;     // skip and count bad data lines instead of stopping
   std::string eval_split = "val";  // the file evaluation reads: val | test (listops,
                                    // classification, tagging: "val" in the name becomes "test")
   int64_t symbols = 16;    // copy/reverse/sort alphabet, recall values
