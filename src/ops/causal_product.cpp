@@ -87,9 +87,9 @@ cpu::FeatureProblem feature_problem(const at::Tensor& q, const at::Tensor& v, Ca
 }
 
 // The same attention from ATen ops (differentiable to any order): the path for create_graph.
-at::Tensor unfused_causal_feature_attention(const at::Tensor& q, const at::Tensor& k,
-                                            const at::Tensor& v, CausalFeature feature,
-                                            double angle_step, bool clamp) {
+at::Tensor unfused_feature_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const at::Tensor& keep, CausalFeature feature,
+                                     double angle_step, bool clamp, bool causal) {
   auto phi = [&](const at::Tensor& x) {
     switch (feature) {
       case CausalFeature::Elu: return at::elu(x) + 1;
@@ -99,56 +99,82 @@ at::Tensor unfused_causal_feature_attention(const at::Tensor& q, const at::Tenso
     auto angles = at::arange(1, x.size(2) + 1, x.options().dtype(at::kDouble)) * angle_step;
     return cosformer_features(x, angles.to(x.scalar_type()));
   };
-  return feature_attention(phi(q), phi(k), v, /*causal=*/true,
+  auto phi_k = phi(k);
+  if (keep.defined())
+    phi_k = phi_k * keep.to(phi_k.scalar_type()).view({keep.size(0), 1, keep.size(1), 1});
+  return feature_attention(phi(q), phi_k, v, causal,
                            clamp ? Denominator::ClampEpsilon : Denominator::AddEpsilon);
 }
 
-class FusedCausalFeatureAttention
-    : public torch::autograd::Function<FusedCausalFeatureAttention> {
+struct FusedSettings {
+  CausalFeature feature;
+  double angle_step;
+  bool clamp, causal;
+};
+
+FusedSettings settings_of(torch::autograd::AutogradContext* ctx) {
+  return {static_cast<CausalFeature>(ctx->saved_data["feature"].toInt()),
+          ctx->saved_data["angle_step"].toDouble(), ctx->saved_data["clamp"].toBool(),
+          ctx->saved_data["causal"].toBool()};
+}
+
+// Causal (L = S) or non-causal (any L, S; optional key padding) feature attention with the
+// feature map inside the chunked kernels.
+class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAttention> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q_in,
-                            const at::Tensor& k_in, const at::Tensor& v_in, int64_t feature,
-                            double angle_step, bool clamp) {
+                            const at::Tensor& k_in, const at::Tensor& v_in,
+                            const c10::optional<at::Tensor>& keep_in, int64_t feature,
+                            double angle_step, bool clamp, bool causal) {
     auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+    at::Tensor keep;
+    if (keep_in.has_value() && keep_in->defined()) keep = keep_in->contiguous();
     const auto p = feature_problem(q, v, static_cast<CausalFeature>(feature), angle_step, clamp);
-    const int64_t bh = q.size(0) * q.size(1);
-    auto y = at::empty({q.size(0), q.size(1), p.n, p.e}, v.options());
-    auto den = at::empty({q.size(0), q.size(1), p.n}, v.options());
+    const int64_t B = q.size(0), H = q.size(1), S = k.size(2);
+    auto y = at::empty({B, H, p.n, p.e}, v.options());
+    auto den = at::empty({B, H, p.n}, v.options());
     if (y.numel() > 0) {
       cpu::SingleThreadedBlas single_threaded_blas;
-      AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "causal_feature_attention", [&] {
+      const bool* kp_keep = keep.defined() ? keep.data_ptr<bool>() : nullptr;
+      AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "feature_attention", [&] {
         const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(),
                        *vp = v.data_ptr<scalar_t>();
         scalar_t *yp = y.data_ptr<scalar_t>(), *dp = den.data_ptr<scalar_t>();
-        at::parallel_for(0, bh, 1, [&](int64_t begin, int64_t end) {
-          std::vector<scalar_t> workspace(cpu::feature_attention_workspace(p));
-          for (int64_t i = begin; i < end; ++i)
-            cpu::causal_feature_attention_forward(p, qp + i * p.n * p.d, kp + i * p.n * p.d,
-                                                  vp + i * p.n * p.e, yp + i * p.n * p.e,
-                                                  dp + i * p.n, workspace.data());
+        at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+          std::vector<scalar_t> workspace(std::max(cpu::feature_attention_workspace(p),
+                                                   cpu::non_causal_workspace(p)));
+          for (int64_t i = begin; i < end; ++i) {
+            const scalar_t *qi = qp + i * p.n * p.d, *ki = kp + i * S * p.d, *vi = vp + i * S * p.e;
+            scalar_t *yi = yp + i * p.n * p.e, *di = dp + i * p.n;
+            if (causal)
+              cpu::causal_feature_attention_forward(p, qi, ki, vi, yi, di, workspace.data());
+            else
+              cpu::feature_attention_forward(p, S, qi, ki, vi, kp_keep ? kp_keep + (i / H) * S : nullptr,
+                                             yi, di, workspace.data());
+          }
         });
       });
     } else {
       y.zero_();
     }
     // The inputs as given (views stay views: no second copy is kept alive).
-    ctx->save_for_backward({q_in, k_in, v_in, y, den});
+    ctx->save_for_backward({q_in, k_in, v_in, y, den, keep});
     ctx->saved_data["feature"] = feature;
     ctx->saved_data["angle_step"] = angle_step;
     ctx->saved_data["clamp"] = clamp;
+    ctx->saved_data["causal"] = causal;
     return y;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &y = saved[3], &den = saved[4];
-    const auto feature = static_cast<CausalFeature>(ctx->saved_data["feature"].toInt());
-    const double angle_step = ctx->saved_data["angle_step"].toDouble();
-    const bool clamp = ctx->saved_data["clamp"].toBool();
+    const auto &y = saved[3], &den = saved[4], &keep = saved[5];
+    const auto set = settings_of(ctx);
+    torch::autograd::variable_list result(8);
     if (at::GradMode::is_enabled()) {
       // create_graph: differentiate the composition so that the gradient has a graph too.
-      torch::autograd::variable_list result(6), inputs;
+      torch::autograd::variable_list inputs;
       std::vector<size_t> which;
       for (size_t i = 0; i < 3; ++i)
         if (saved[i].requires_grad()) {
@@ -156,8 +182,8 @@ class FusedCausalFeatureAttention
           which.push_back(i);
         }
       if (inputs.empty()) return result;
-      auto out = unfused_causal_feature_attention(saved[0], saved[1], saved[2], feature,
-                                                  angle_step, clamp);
+      auto out = unfused_feature_attention(saved[0], saved[1], saved[2], keep, set.feature,
+                                           set.angle_step, set.clamp, set.causal);
       auto g = torch::autograd::grad({out}, inputs, {grads[0]}, /*retain_graph=*/true,
                                      /*create_graph=*/true, /*allow_unused=*/true);
       for (size_t j = 0; j < which.size(); ++j) result[which[j]] = g[j];
@@ -165,33 +191,40 @@ class FusedCausalFeatureAttention
     }
     const auto q = saved[0].contiguous(), k = saved[1].contiguous(), v = saved[2].contiguous();
     const auto g = grads[0].contiguous();
-    const auto p = feature_problem(q, v, feature, angle_step, clamp);
-    auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
-    if (dv.numel() > 0 && dq.numel() > 0) {
+    const auto p = feature_problem(q, v, set.feature, set.angle_step, set.clamp);
+    const int64_t B = q.size(0), H = q.size(1), S = k.size(2);
+    auto dq = at::zeros_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
+    if (y.numel() > 0 && S > 0) {
       cpu::SingleThreadedBlas single_threaded_blas;
-      const int64_t bh = q.size(0) * q.size(1);
-      AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "causal_feature_attention_backward", [&] {
+      const bool* kp_keep = keep.defined() ? keep.data_ptr<bool>() : nullptr;
+      AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "feature_attention_backward", [&] {
         const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(),
                        *vp = v.data_ptr<scalar_t>(), *yp = y.data_ptr<scalar_t>(),
                        *dp = den.data_ptr<scalar_t>(), *gp = g.data_ptr<scalar_t>();
         scalar_t *dqp = dq.data_ptr<scalar_t>(), *dkp = dk.data_ptr<scalar_t>(),
                  *dvp = dv.data_ptr<scalar_t>();
-        at::parallel_for(0, bh, 1, [&](int64_t begin, int64_t end) {
-          std::vector<scalar_t> workspace(cpu::feature_attention_workspace(p));
+        at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+          std::vector<scalar_t> workspace(std::max(cpu::feature_attention_workspace(p),
+                                                   cpu::non_causal_workspace(p)));
           for (int64_t i = begin; i < end; ++i) {
-            const int64_t qk = i * p.n * p.d, ve = i * p.n * p.e;
-            cpu::causal_feature_attention_backward(p, qp + qk, kp + qk, vp + ve, yp + ve,
-                                                   dp + i * p.n, gp + ve, dqp + qk, dkp + qk,
-                                                   dvp + ve, workspace.data());
+            const int64_t qo = i * p.n * p.d, ko = i * S * p.d, vo = i * S * p.e, yo = i * p.n * p.e;
+            if (set.causal)
+              cpu::causal_feature_attention_backward(p, qp + qo, kp + ko, vp + vo, yp + yo,
+                                                     dp + i * p.n, gp + yo, dqp + qo, dkp + ko,
+                                                     dvp + vo, workspace.data());
+            else
+              cpu::feature_attention_backward(p, S, qp + qo, kp + ko, vp + vo,
+                                              kp_keep ? kp_keep + (i / H) * S : nullptr, yp + yo,
+                                              dp + i * p.n, gp + yo, dqp + qo, dkp + ko, dvp + vo,
+                                              workspace.data());
           }
         });
       });
-    } else {
-      dq.zero_();
-      dk.zero_();
-      dv.zero_();
     }
-    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};
+    result[0] = dq;
+    result[1] = dk;
+    result[2] = dv;
+    return result;
   }
 };
 
@@ -202,19 +235,20 @@ at::Tensor causal_product(const at::Tensor& q, const at::Tensor& k, const at::Te
   return CausalProduct::apply(q, k, v, reverse);
 }
 
-bool fused_causal_applies(const at::Tensor& q, const at::Tensor& k, bool causal,
-                          const c10::optional<at::Tensor>& key_padding_mask) {
+bool fused_feature_applies(const at::Tensor& q, const at::Tensor& k, bool causal,
+                           const c10::optional<at::Tensor>& key_padding_mask) {
   const auto dtype = q.scalar_type();
-  return causal && q.size(2) == k.size(2) &&
-         !(key_padding_mask.has_value() && key_padding_mask->defined()) &&
-         (dtype == at::kFloat || dtype == at::kDouble) && q.device().is_cpu();
+  const bool masked = key_padding_mask.has_value() && key_padding_mask->defined();
+  if (!(dtype == at::kFloat || dtype == at::kDouble) || !q.device().is_cpu()) return false;
+  return causal ? q.size(2) == k.size(2) && !masked : true;
 }
 
-at::Tensor fused_causal_feature_attention(const at::Tensor& q, const at::Tensor& k,
-                                          const at::Tensor& v, CausalFeature feature,
-                                          double angle_step, bool clamp) {
-  return FusedCausalFeatureAttention::apply(q, k, v, static_cast<int64_t>(feature), angle_step,
-                                            clamp);
+at::Tensor fused_feature_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const c10::optional<at::Tensor>& key_padding_mask,
+                                   CausalFeature feature, double angle_step, bool clamp,
+                                   bool causal) {
+  return FusedFeatureAttention::apply(q, k, v, key_padding_mask, static_cast<int64_t>(feature),
+                                      angle_step, clamp, causal);
 }
 
 }  // namespace attnkit::ops::detail

@@ -11,19 +11,24 @@ namespace attnkit::ops::detail {
 at::Tensor causal_product(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           bool reverse = false);
 
-// Causal linear attention / causal cosFormer in one fused, differentiable op for L = S and no
-// key padding (ops/cpu/causal_product_kernel.h): q, k [B, H, n, d], v [B, H, n, e] -> [B, H, n, e].
-// feature: the φ applied to q and k inside the kernel; angle_step: cosFormer's π / (2M);
-// clamp: D = max(den, eps) (cosFormer) rather than den + eps (linear). Saves q, k, v, the output
-// and n denominators; a backward that must itself be differentiable (create_graph) is taken
-// through the unfused composition instead.
+// Linear attention / cosFormer in one fused, differentiable op: the feature map (elu+1, relu or
+// cosFormer's [relu·cos, relu·sin]) is applied inside chunked kernels
+// (ops/cpu/causal_product_kernel.h), so no feature tensor exists. q [B, H, L, d], k [B, H, S, d],
+// v [B, H, S, e] -> [B, H, L, e]. Causal needs L = S and no padding; non-causal takes any L, S
+// and an optional key_padding_mask [B, S] (true = real key). angle_step: cosFormer's π / (2M);
+// clamp: D = max(den, eps) (cosFormer) rather than den + eps (linear). Saves the inputs, the
+// output and L denominators; a backward that must itself be differentiable (create_graph) is
+// taken through the unfused composition instead.
 enum class CausalFeature { Elu, Relu, CosRelu };
 
-// Whether the fused op covers a call: causal, L = S, no key padding mask, float32 or float64.
-bool fused_causal_applies(const at::Tensor& q, const at::Tensor& k, bool causal,
-                          const c10::optional<at::Tensor>& key_padding_mask);
-at::Tensor fused_causal_feature_attention(const at::Tensor& q, const at::Tensor& k,
-                                          const at::Tensor& v, CausalFeature feature,
-                                          double angle_step, bool clamp);
+// Whether the fused op covers a call: float32/float64 on the CPU; causal also needs L = S and no
+// key padding mask.
+bool fused_feature_applies(const at::Tensor& q, const at::Tensor& k, bool causal,
+                           const c10::optional<at::Tensor>& key_padding_mask);
+
+at::Tensor fused_feature_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const c10::optional<at::Tensor>& key_padding_mask,
+                                   CausalFeature feature, double angle_step, bool clamp,
+                                   bool causal);
 
 }  // namespace attnkit::ops::detail

@@ -27,10 +27,11 @@ at::Tensor cosformer_attention(const at::Tensor& q, const at::Tensor& k, const a
   detail::check_feature_attention_inputs("cosformer_attention", q, k, v, causal, key_padding_mask);
   const int64_t L = q.size(2), S = k.size(2);
   const int64_t M = std::max<int64_t>({L, S, 1});
-  if (detail::fused_causal_applies(q, k, causal, key_padding_mask))
-    return detail::fused_causal_feature_attention(q, k, v, detail::CausalFeature::CosRelu,
-                                                  M_PI / 2.0 / static_cast<double>(M),
-                                                  /*clamp=*/true);
+  if (detail::fused_feature_applies(q, k, causal, key_padding_mask))
+    return detail::fused_feature_attention(q, k, v, key_padding_mask,
+                                           detail::CausalFeature::CosRelu,
+                                           M_PI / 2.0 / static_cast<double>(M),
+                                           /*clamp=*/true, causal);
   const auto dtype = q.scalar_type();
   auto phi_q = cosformer_features(q, cosformer_angles(L, causal ? S - L : 0, M, dtype));
   auto phi_k = detail::zero_padded_keys(cosformer_features(k, cosformer_angles(S, 0, M, dtype)),

@@ -130,13 +130,13 @@ at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::
                             const FeatureMap& feature_map, bool causal,
                             const c10::optional<at::Tensor>& key_padding_mask) {
   detail::check_feature_attention_inputs("linear_attention", q, k, v, causal, key_padding_mask);
-  if (detail::fused_causal_applies(q, k, causal, key_padding_mask) &&
+  if (detail::fused_feature_applies(q, k, causal, key_padding_mask) &&
       feature_map.kind() != FeatureMapKind::Favor)
-    return detail::fused_causal_feature_attention(
-        q, k, v,
+    return detail::fused_feature_attention(
+        q, k, v, key_padding_mask,
         feature_map.kind() == FeatureMapKind::Elu ? detail::CausalFeature::Elu
                                                   : detail::CausalFeature::Relu,
-        0.0, /*clamp=*/false);
+        0.0, /*clamp=*/false, causal);
   auto phi_q = feature_map.apply(q);
   auto phi_k = detail::zero_padded_keys(feature_map.apply(k), key_padding_mask);
   return detail::feature_attention(phi_q, phi_k, v, causal, detail::Denominator::AddEpsilon);

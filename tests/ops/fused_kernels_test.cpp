@@ -171,10 +171,11 @@ TEST(FusedKernels, AttentionDropoutRateAndSeeds) {
   EXPECT_TRUE(torch::allclose(out32.to(torch::kDouble), out64, 1e-4, 1e-5));
 }
 
-// The fused causal feature-attention op (L = S, no padding): elu + 1, relu and cosFormer features
-// applied inside the kernel, forward and backward against autograd through the float64 oracle,
-// across chunk boundaries; rows whose cosFormer denominator is clamped; strided (view) inputs;
-// float32; and a create_graph backward (taken through the composition) that still differentiates.
+// The fused feature-attention op (causal with L = S; non-causal with any L, S and key padding):
+// elu + 1, relu and cosFormer features applied inside the kernel, forward and backward against
+// autograd through the float64 oracle, across chunk boundaries; rows whose cosFormer denominator
+// is clamped; strided (view) inputs; float32; and a create_graph backward (taken through the
+// composition) that still differentiates.
 std::vector<Kind> causal_feature_kinds() {
   return {
       {"linear-elu", [](auto& q, auto& k, auto& v, bool c) { return ops::linear_attention(q, k, v, ops::FeatureMap::elu(), c); },
@@ -187,9 +188,9 @@ std::vector<Kind> causal_feature_kinds() {
 }
 
 std::vector<at::Tensor> output_and_grads(const AttentionFn& f, const at::Tensor& q, const at::Tensor& k,
-                                         const at::Tensor& v, const at::Tensor& g) {
+                                         const at::Tensor& v, const at::Tensor& g, bool causal = true) {
   auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(), vv = v.clone().requires_grad_();
-  auto out = f(qq, kk, vv, true);
+  auto out = f(qq, kk, vv, causal);
   (out * g).sum().backward();
   return {out.detach(), qq.grad(), kk.grad(), vv.grad()};
 }
@@ -201,13 +202,15 @@ TEST(FusedKernels, CausalFeatureAttentionMatchesOracleAcrossChunks) {
     auto v = torch::randn({2, 3, n, 5}, torch::kDouble), g = torch::randn({2, 3, n, 5}, torch::kDouble);
     // cosFormer: make some query rows all-negative so relu(q) = 0 and the denominator is clamped.
     q.index_put_({0, 0, torch::indexing::Slice(0, n, 3)}, -q.index({0, 0, torch::indexing::Slice(0, n, 3)}).abs());
-    for (const auto& kind : causal_feature_kinds()) {
-      auto got = output_and_grads(kind.op, q, k, v, g), want = output_and_grads(kind.oracle, q, k, v, g);
-      for (int i = 0; i < 4; ++i)
-        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-9, 1e-11))
-            << kind.name << " n=" << n << " tensor " << i << " max err "
-            << (got[i] - want[i]).abs().max().item<double>();
-    }
+    for (const auto& kind : causal_feature_kinds())
+      for (bool causal : {true, false}) {
+        auto got = output_and_grads(kind.op, q, k, v, g, causal);
+        auto want = output_and_grads(kind.oracle, q, k, v, g, causal);
+        for (int i = 0; i < 4; ++i)
+          EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-9, 1e-11))
+              << kind.name << " n=" << n << " causal=" << causal << " tensor " << i << " max err "
+              << (got[i] - want[i]).abs().max().item<double>();
+      }
   }
 }
 
@@ -248,6 +251,42 @@ TEST(FusedKernels, CausalFeatureAttentionSecondOrderGradients) {
     auto got = second(kind.op), want = second(kind.oracle);
     for (int i = 0; i < 3; ++i)
       EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-8, 1e-10)) << kind.name << " input " << i;
+  }
+}
+
+TEST(FusedKernels, NonCausalFeatureAttentionCrossLengthsAndKeyPadding) {
+  // L != S (cross attention: cosFormer's horizon M = max(L, S)) and padded keys, fused vs oracle.
+  for (auto [L, S] : std::vector<std::pair<int64_t, int64_t>>{{70, 131}, {131, 70}, {1, 65}}) {
+    torch::manual_seed(L * 1000 + S);
+    auto q = torch::randn({2, 3, L, 6}, torch::kDouble), k = torch::randn({2, 3, S, 6}, torch::kDouble);
+    auto v = torch::randn({2, 3, S, 4}, torch::kDouble), g = torch::randn({2, 3, L, 4}, torch::kDouble);
+    auto keep = torch::rand({2, S}).gt(0.3);
+    keep.index_put_({1, torch::indexing::Slice()}, false);  // a sequence with no real key at all
+    keep.index_put_({1, 0}, true);
+    const std::vector<std::pair<std::string, std::function<at::Tensor(const at::Tensor&, const at::Tensor&,
+                                                                      const at::Tensor&, bool)>>>
+        ops_and_oracles{
+            {"linear", [&](auto& a, auto& b, auto& c, bool fused) {
+               return fused ? ops::linear_attention(a, b, c, ops::FeatureMap::elu(), false, keep)
+                            : reference::linear_attention(a, b, c, ops::FeatureMap::elu(), false, keep);
+             }},
+            {"cosformer", [&](auto& a, auto& b, auto& c, bool fused) {
+               return fused ? ops::cosformer_attention(a, b, c, false, keep)
+                            : reference::cosformer_attention(a, b, c, false, keep);
+             }}};
+    for (const auto& [name, f] : ops_and_oracles) {
+      auto run = [&](bool fused) {
+        auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(), vv = v.clone().requires_grad_();
+        auto out = f(qq, kk, vv, fused);
+        (out * g).sum().backward();
+        return std::vector<at::Tensor>{out.detach(), qq.grad(), kk.grad(), vv.grad()};
+      };
+      auto got = run(true), want = run(false);
+      for (int i = 0; i < 4; ++i)
+        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-9, 1e-11))
+            << name << " L=" << L << " S=" << S << " tensor " << i << " max err "
+            << (got[i] - want[i]).abs().max().item<double>();
+    }
   }
 }
 

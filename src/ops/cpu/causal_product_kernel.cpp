@@ -283,9 +283,135 @@ ATTNKIT_INLINE void feature_backward_impl(const FeatureProblem& p, const T* q, c
   }
 }
 
+// Zeroes the rows of f [c × m] whose key (rows [s0, s0 + c)) is padding.
+template <typename T>
+ATTNKIT_INLINE void drop_padded_rows(const bool* keep, int64_t s0, int64_t c, int64_t m, T* f) {
+  if (!keep) return;
+  for (int64_t i = 0; i < c; ++i)
+    if (!keep[s0 + i]) std::fill(f + i * m, f + (i + 1) * m, T(0));
+}
+
+// state [m × e] = Σ_s φk_s v_sᵀ and z [m] = Σ_s φk_s over all (kept) keys, chunk by chunk.
+template <typename T>
+ATTNKIT_INLINE void key_summary(const FeatureProblem& p, int64_t S, const T* k, const T* v,
+                                const bool* keep, T* fk, T* state, T* z) {
+  const int64_t e = p.e, m = p.features(), C = kFeatureChunk;
+  std::fill(state, state + m * e, T(0));
+  std::fill(z, z + m, T(0));
+  for (int64_t s0 = 0; s0 < S; s0 += C) {
+    const int64_t c = std::min(C, S - s0);
+    feature_rows(p, k, s0, c, fk);
+    drop_padded_rows(keep, s0, c, m, fk);
+    gemm(true, false, m, e, c, T(1), fk, m, v + s0 * e, e, T(1), state, e);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) z[j] += fk[i * m + j];
+  }
+}
+
+template <typename T>
+ATTNKIT_INLINE void non_causal_forward_impl(const FeatureProblem& p, int64_t S, const T* q,
+                                            const T* k, const T* v, const bool* keep, T* y,
+                                            T* den, T* workspace) {
+  const int64_t n = p.n, e = p.e, m = p.features(), C = kFeatureChunk;
+  T* f = workspace;        // [C × m]
+  T* state = f + C * m;    // [m × e]
+  T* z = state + m * e;    // [m]
+  key_summary(p, S, k, v, keep, f, state, z);
+  for (int64_t t0 = 0; t0 < n; t0 += C) {
+    const int64_t c = std::min(C, n - t0);
+    T* yc = y + t0 * e;
+    feature_rows(p, q, t0, c, f);
+    gemm(false, false, c, e, m, T(1), f, m, state, e, T(0), yc, e);
+    for (int64_t i = 0; i < c; ++i) {
+      den[t0 + i] = dot(f + i * m, z, m);
+      const T D = denominator(p, den[t0 + i]);
+      for (int64_t j = 0; j < e; ++j) yc[i * e + j] /= D;
+    }
+  }
+}
+
+template <typename T>
+ATTNKIT_INLINE void non_causal_backward_impl(const FeatureProblem& p, int64_t S, const T* q,
+                                             const T* k, const T* v, const bool* keep, const T* y,
+                                             const T* den, const T* g, T* dq, T* dk, T* dv,
+                                             T* workspace) {
+  const int64_t n = p.n, e = p.e, m = p.features(), C = kFeatureChunk;
+  T* f = workspace;         // [C × m]
+  T* df = f + C * m;        // [C × m]
+  T* gn = df + C * m;       // [C × e]
+  T* gd = gn + C * e;       // [C]
+  T* state = gd + C;        // Σ φk vᵀ [m × e]
+  T* z = state + m * e;     // Σ φk [m]
+  T* dstate = z + m;        // Σ_t φq_t gn_tᵀ [m × e]
+  T* dz = dstate + m * e;   // Σ_t φq_t gd_t [m]
+  key_summary(p, S, k, v, keep, f, state, z);
+  std::fill(dstate, dstate + m * e + m, T(0));
+  const T eps = static_cast<T>(p.eps);
+  // Queries: ∂L/∂φq_t = state gn_t + z gd_t; accumulate the state gradients.
+  for (int64_t t0 = 0; t0 < n; t0 += C) {
+    const int64_t c = std::min(C, n - t0);
+    feature_rows(p, q, t0, c, f);
+    for (int64_t i = 0; i < c; ++i) {
+      const int64_t t = t0 + i;
+      const T D = denominator(p, den[t]);
+      for (int64_t j = 0; j < e; ++j) gn[i * e + j] = g[t * e + j] / D;
+      const T gy = dot(g + t * e, y + t * e, e);
+      gd[i] = p.clamp && den[t] < eps ? T(0) : -gy / D;
+    }
+    gemm(false, true, c, m, e, T(1), gn, e, state, e, T(0), df, m);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) df[i * m + j] += gd[i] * z[j];
+    gemm(true, false, m, e, c, T(1), f, m, gn, e, T(1), dstate, e);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) dz[j] += f[i * m + j] * gd[i];
+    feature_grad_rows(p, q, t0, c, f, df, dq);
+  }
+  // Keys: ∂L/∂φk_s = dstate v_s + dz, ∂L/∂v_s = dstateᵀ φk_s (zero for padded keys).
+  for (int64_t s0 = 0; s0 < S; s0 += C) {
+    const int64_t c = std::min(C, S - s0);
+    feature_rows(p, k, s0, c, f);
+    drop_padded_rows(keep, s0, c, m, f);
+    gemm(false, true, c, m, e, T(1), v + s0 * e, e, dstate, e, T(0), df, m);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) df[i * m + j] += dz[j];
+    drop_padded_rows(keep, s0, c, m, df);
+    gemm(false, false, c, e, m, T(1), f, m, dstate, e, T(0), dv + s0 * e, e);
+    feature_grad_rows(p, k, s0, c, f, df, dk);
+  }
+}
+
 }  // namespace
 
+size_t non_causal_workspace(const FeatureProblem& p) {
+  const int64_t C = kFeatureChunk, m = p.features();
+  return static_cast<size_t>(2 * C * m + C * p.e + C + 2 * (m * p.e + m));
+}
+
 #define ATTNKIT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+ATTNKIT_CLONES void feature_attention_forward(const FeatureProblem& p, int64_t S, const float* q,
+                                              const float* k, const float* v, const bool* keep,
+                                              float* y, float* den, float* workspace) {
+  non_causal_forward_impl(p, S, q, k, v, keep, y, den, workspace);
+}
+ATTNKIT_CLONES void feature_attention_forward(const FeatureProblem& p, int64_t S, const double* q,
+                                              const double* k, const double* v, const bool* keep,
+                                              double* y, double* den, double* workspace) {
+  non_causal_forward_impl(p, S, q, k, v, keep, y, den, workspace);
+}
+ATTNKIT_CLONES void feature_attention_backward(const FeatureProblem& p, int64_t S, const float* q,
+                                               const float* k, const float* v, const bool* keep,
+                                               const float* y, const float* den, const float* g,
+                                               float* dq, float* dk, float* dv, float* workspace) {
+  non_causal_backward_impl(p, S, q, k, v, keep, y, den, g, dq, dk, dv, workspace);
+}
+ATTNKIT_CLONES void feature_attention_backward(const FeatureProblem& p, int64_t S,
+                                               const double* q, const double* k, const double* v,
+                                               const bool* keep, const double* y,
+                                               const double* den, const double* g, double* dq,
+                                               double* dk, double* dv, double* workspace) {
+  non_causal_backward_impl(p, S, q, k, v, keep, y, den, g, dq, dk, dv, workspace);
+}
 
 ATTNKIT_CLONES void causal_feature_attention_forward(const FeatureProblem& p, const float* q,
                                                      const float* k, const float* v, float* y,

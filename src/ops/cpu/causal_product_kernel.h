@@ -66,4 +66,24 @@ void causal_feature_attention_backward(const FeatureProblem& p, const double* q,
                                        const double* g, double* dq, double* dk, double* dv,
                                        double* workspace);
 
+// Non-causal feature attention, L queries over S keys (any L, S; cosFormer angles from position
+// 1 on both sides): y_t = φq_t·(Σ_s φk_s v_sᵀ) / D_t with D_t from φq_t·Σ_s φk_s. Keys whose
+// `keep` entry is false (key padding) contribute nothing; keep = nullptr keeps all. p.n is L.
+// Memory: the same chunk workspace (non_causal_workspace elements).
+size_t non_causal_workspace(const FeatureProblem& p);
+void feature_attention_forward(const FeatureProblem& p, int64_t S, const float* q, const float* k,
+                               const float* v, const bool* keep, float* y, float* den,
+                               float* workspace);
+void feature_attention_forward(const FeatureProblem& p, int64_t S, const double* q,
+                               const double* k, const double* v, const bool* keep, double* y,
+                               double* den, double* workspace);
+void feature_attention_backward(const FeatureProblem& p, int64_t S, const float* q,
+                                const float* k, const float* v, const bool* keep, const float* y,
+                                const float* den, const float* g, float* dq, float* dk,
+                                float* dv, float* workspace);
+void feature_attention_backward(const FeatureProblem& p, int64_t S, const double* q,
+                                const double* k, const double* v, const bool* keep,
+                                const double* y, const double* den, const double* g, double* dq,
+                                double* dk, double* dv, double* workspace);
+
 }  // namespace attnkit::ops::cpu
