@@ -6,11 +6,15 @@
 #include "attnkit/ops/masks.h"
 #include "attnkit/ops/reference.h"
 #include "attnkit/ops/softmax_attention.h"
+#include "attnkit/runtime.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <dlfcn.h>
+
 #include <functional>
+#include <thread>
 
 namespace attnkit {
 namespace {
@@ -288,6 +292,22 @@ TEST(FusedKernels, NonCausalFeatureAttentionCrossLengthsAndKeyPadding) {
             << (got[i] - want[i]).abs().max().item<double>();
     }
   }
+}
+
+TEST(Runtime, SetBlasThreadsReachesOpenBlas) {
+  // LibTorch's thread setting does not reach OpenBLAS's own pool; set_blas_threads must.
+  auto get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  if (!get) GTEST_SKIP() << "the BLAS in use is not OpenBLAS";
+  const int before = get();
+  if (std::thread::hardware_concurrency() >= 2) {  // OpenBLAS caps the count at the cores
+    set_blas_threads(2);
+    EXPECT_EQ(get(), 2);
+  }
+  set_blas_threads(1);
+  EXPECT_EQ(get(), 1);
+  set_blas_threads(0);  // not a thread count: ignored
+  EXPECT_EQ(get(), 1);
+  set_blas_threads(before);
 }
 
 }  // namespace
