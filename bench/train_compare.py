@@ -138,7 +138,10 @@ def main():
         "`bench/peers/train_peer.py`, the same model and AdamW step in python3-torch eager "
         "(attention as in `bench/peers/attention_peer.py`). 2 threads each, one fresh process per case.",
         "- tokens/s = batch·n·steps / time of the timed steps after one untimed warm-up step; "
-        "extra peak = ru_maxrss at the end − resident set before the first step.", "",
+        "extra peak = ru_maxrss at the end − resident set before the first step.",
+        "- Process set-up: attnkit as `attnkit train` runs (`reuse_freed_memory()`, BLAS capped at the "
+        "thread count); the peer as a PyTorch user runs it, except in the like-for-like columns. "
+        "`OMP_NUM_THREADS` = `OPENBLAS_NUM_THREADS` = 2 on both sides.", "",
         "## Results", "",
     ]
     with open(os.path.join(ROOT, "docs", "training-benchmarks.md"), "w") as f:
