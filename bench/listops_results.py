@@ -105,6 +105,12 @@ def config_value(kind, section, key):
     return re.search(rf"^{key} = (.+)$", block, re.M).group(1).strip('"')
 
 
+def notes():
+    """bench/results-notes.md: hand-written reading of the numbers (why a target is missed)."""
+    path = os.path.join(ROOT, "bench", "results-notes.md")
+    return open(path).read().strip() + "\n" if os.path.isfile(path) else ""
+
+
 def write_report(build, parallel):
     rows, curves = [], {}
     for kind, _ in KINDS:
@@ -145,7 +151,7 @@ runs in `runs/listops-{{softmax,linear,cosformer}}`; do not edit by hand, run it
 - Budget: each run is one process on one thread (`--threads 1`, `OPENBLAS_NUM_THREADS=1`);
   CPU time is user + system time of the process as `/usr/bin/time -v` reports it, evaluations
   and checkpoints included. The target is at most one CPU hour per run.
-  {'The three ran at the same time on the 2 cores, so wall time is about 1.5× CPU time.' if parallel else ''}
+  {'The three ran at the same time on the 2 cores (with other work alongside), so wall time exceeds CPU time.' if parallel else ''}
 - Test accuracy: `attnkit eval --run runs/listops-KIND --split test --examples 0` on the final
   (newest) checkpoint, all 2,000 test expressions.
 
@@ -165,6 +171,7 @@ Validation accuracy during training:
 |---|{'---|' * len(KINDS)}
 {chr(10).join(curve_rows)}
 
+{notes()}
 ## How this compares with the published numbers
 
 The published figures are test accuracies on LRA's own data (expressions of 500–2000 tokens,
