@@ -39,8 +39,9 @@ std::vector<Kind> kinds() {
 }
 
 TEST(FusedKernels, TileAndChunkBoundaries) {
-  // chunk 64, query tile 128, key tile 256: one below, at and above each, plus primes.
-  for (int64_t n : {63, 64, 65, 127, 128, 129, 255, 256, 257, 311, 513}) {
+  // chunk 64, query tiles 128 (backward) and 256 (forward), key tiles 256 and 512: one below, at
+  // and above each, plus primes.
+  for (int64_t n : {63, 64, 65, 127, 128, 129, 255, 256, 257, 311, 511, 512, 513}) {
     torch::manual_seed(n);
     auto q = torch::randn({1, 2, n, 24}), k = torch::randn({1, 2, n, 24}), v = torch::randn({1, 2, n, 8});
     for (const auto& kind : kinds())

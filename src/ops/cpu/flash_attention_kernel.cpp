@@ -120,15 +120,16 @@ void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q, const T
 template <typename T>
 void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* out, T* lse,
                   const ParallelFor& parallel_for) {
-  const int64_t q_tiles = (p.L + kFlashQueryTile - 1) / kFlashQueryTile;
+  const int64_t q_tiles = (p.L + kFlashForwardQueryTile - 1) / kFlashForwardQueryTile;
   SingleThreadedBlas single_threaded_blas;
   parallel_for(p.B * p.H * q_tiles, [&](int64_t begin, int64_t end) {
-    std::vector<T> s(kFlashQueryTile * kFlashKeyTile), acc(kFlashQueryTile * p.dv);
-    std::vector<T> m(kFlashQueryTile), l(kFlashQueryTile);
+    std::vector<T> s(kFlashForwardQueryTile * kFlashForwardKeyTile);
+    std::vector<T> acc(kFlashForwardQueryTile * p.dv);
+    std::vector<T> m(kFlashForwardQueryTile), l(kFlashForwardQueryTile);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_tiles, b = bh / p.H, h = bh % p.H;
-      const int64_t q0 = (task % q_tiles) * kFlashQueryTile;
-      const int64_t br = std::min(kFlashQueryTile, p.L - q0);
+      const int64_t q0 = (task % q_tiles) * kFlashForwardQueryTile;
+      const int64_t br = std::min(kFlashForwardQueryTile, p.L - q0);
       const T* qh = q + bh * p.L * p.dk;
       const T* kh = k + bh * p.S * p.dk;
       const T* vh = v + bh * p.S * p.dv;
@@ -136,8 +137,8 @@ void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* 
       std::fill(l.begin(), l.end(), T(0));
       std::fill(acc.begin(), acc.end(), T(0));
       const int64_t key_end = p.causal ? causal_key_end(p, q0 + br - 1) : p.S;
-      for (int64_t j0 = 0; j0 < key_end; j0 += kFlashKeyTile) {
-        const int64_t bc = std::min(kFlashKeyTile, key_end - j0);
+      for (int64_t j0 = 0; j0 < key_end; j0 += kFlashForwardKeyTile) {
+        const int64_t bc = std::min(kFlashForwardKeyTile, key_end - j0);
         score_tile(p, b, h, qh, kh, q0, br, j0, bc, s.data());
         for (int64_t r = 0; r < br; ++r)
           online_softmax_row(s.data() + r * bc, bc, m[r], l[r], acc.data() + r * p.dv, p.dv);

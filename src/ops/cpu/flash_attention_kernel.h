@@ -10,6 +10,11 @@ namespace attnkit::ops::cpu {
 
 constexpr int64_t kFlashQueryTile = 128;
 constexpr int64_t kFlashKeyTile = 256;
+// The forward alone runs larger tiles: fewer, larger BLAS calls and softmax passes (about 15%
+// faster at n = 4096 without a mask). The backward keeps the smaller ones, where larger tiles
+// cost more masked work on the causal diagonal than they save.
+constexpr int64_t kFlashForwardQueryTile = 256;
+constexpr int64_t kFlashForwardKeyTile = 512;
 
 // An optional mask over [B, H, L, S] given by element strides (0 = broadcast). Either bool
 // (true = attend) or additive in the attention dtype.
