@@ -106,6 +106,10 @@ at::Tensor unfused_feature_attention(const at::Tensor& q, const at::Tensor& k, c
                            clamp ? Denominator::ClampEpsilon : Denominator::AddEpsilon);
 }
 
+size_t workspace_size(const cpu::FeatureProblem& p, bool causal) {
+  return causal ? cpu::feature_attention_workspace(p) : cpu::non_causal_workspace(p);
+}
+
 struct FusedSettings {
   CausalFeature feature;
   double angle_step;
@@ -141,8 +145,7 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
                        *vp = v.data_ptr<scalar_t>();
         scalar_t *yp = y.data_ptr<scalar_t>(), *dp = den.data_ptr<scalar_t>();
         at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-          std::vector<scalar_t> workspace(std::max(cpu::feature_attention_workspace(p),
-                                                   cpu::non_causal_workspace(p)));
+          std::vector<scalar_t> workspace(workspace_size(p, causal));
           for (int64_t i = begin; i < end; ++i) {
             const scalar_t *qi = qp + i * p.n * p.d, *ki = kp + i * S * p.d, *vi = vp + i * S * p.e;
             scalar_t *yi = yp + i * p.n * p.e, *di = dp + i * p.n;
@@ -204,8 +207,7 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
         scalar_t *dqp = dq.data_ptr<scalar_t>(), *dkp = dk.data_ptr<scalar_t>(),
                  *dvp = dv.data_ptr<scalar_t>();
         at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-          std::vector<scalar_t> workspace(std::max(cpu::feature_attention_workspace(p),
-                                                   cpu::non_causal_workspace(p)));
+          std::vector<scalar_t> workspace(workspace_size(p, set.causal));
           for (int64_t i = begin; i < end; ++i) {
             const int64_t qo = i * p.n * p.d, ko = i * S * p.d, vo = i * S * p.e, yo = i * p.n * p.e;
             if (set.causal)

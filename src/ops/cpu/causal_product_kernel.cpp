@@ -198,26 +198,29 @@ ATTNKIT_INLINE void feature_forward_impl(const FeatureProblem& p, const T* q, co
   }
 }
 
-// Per backward chunk: the features of q and k, gn = g / D and gd = −(g·y) / D (0 where the
-// denominator was clamped).
+// Rows [t0, t0 + c) of the gradients reaching the numerator, gn = g / D [c × e], and the raw
+// denominator, gd = −(g·y) / D [c] (0 where the denominator was clamped).
+template <typename T>
+ATTNKIT_INLINE void output_gradient_rows(const FeatureProblem& p, const T* y, const T* den,
+                                         const T* g, int64_t t0, int64_t c, T* gn, T* gd) {
+  const int64_t e = p.e;
+  const T eps = static_cast<T>(p.eps);
+  for (int64_t i = 0; i < c; ++i) {
+    const int64_t t = t0 + i;
+    const T D = denominator(p, den[t]);
+    for (int64_t j = 0; j < e; ++j) gn[i * e + j] = g[t * e + j] / D;
+    gd[i] = p.clamp && den[t] < eps ? T(0) : -dot(g + t * e, y + t * e, e) / D;
+  }
+}
+
+// Per causal backward chunk: the features of q and k and the output-gradient pair.
 template <typename T>
 ATTNKIT_INLINE void backward_chunk_inputs(const FeatureProblem& p, const T* q, const T* k,
                                           const T* y, const T* den, const T* g, int64_t t0,
                                           int64_t c, T* fq, T* fk, T* gn, T* gd) {
-  const int64_t e = p.e;
-  const T eps = static_cast<T>(p.eps);
   feature_rows(p, q, t0, c, fq);
   feature_rows(p, k, t0, c, fk);
-  for (int64_t i = 0; i < c; ++i) {
-    const int64_t t = t0 + i;
-    const T D = denominator(p, den[t]);
-    T gy = 0;
-    for (int64_t j = 0; j < e; ++j) {
-      gn[i * e + j] = g[t * e + j] / D;
-      gy += g[t * e + j] * y[t * e + j];
-    }
-    gd[i] = p.clamp && den[t] < eps ? T(0) : -gy / D;
-  }
+  output_gradient_rows(p, y, den, g, t0, c, gn, gd);
 }
 
 template <typename T>
@@ -346,18 +349,11 @@ ATTNKIT_INLINE void non_causal_backward_impl(const FeatureProblem& p, int64_t S,
   T* dz = dstate + m * e;   // Σ_t φq_t gd_t [m]
   key_summary(p, S, k, v, keep, f, state, z);
   std::fill(dstate, dstate + m * e + m, T(0));
-  const T eps = static_cast<T>(p.eps);
   // Queries: ∂L/∂φq_t = state gn_t + z gd_t; accumulate the state gradients.
   for (int64_t t0 = 0; t0 < n; t0 += C) {
     const int64_t c = std::min(C, n - t0);
     feature_rows(p, q, t0, c, f);
-    for (int64_t i = 0; i < c; ++i) {
-      const int64_t t = t0 + i;
-      const T D = denominator(p, den[t]);
-      for (int64_t j = 0; j < e; ++j) gn[i * e + j] = g[t * e + j] / D;
-      const T gy = dot(g + t * e, y + t * e, e);
-      gd[i] = p.clamp && den[t] < eps ? T(0) : -gy / D;
-    }
+    output_gradient_rows(p, y, den, g, t0, c, gn, gd);
     gemm(false, true, c, m, e, T(1), gn, e, state, e, T(0), df, m);
     for (int64_t i = 0; i < c; ++i)
       for (int64_t j = 0; j < m; ++j) df[i * m + j] += gd[i] * z[j];
