@@ -275,4 +275,53 @@ UnilmBatch unilm_batch(const std::vector<std::vector<int64_t>>& sources,
   return out;
 }
 
+std::vector<std::vector<int64_t>> unilm_greedy_decode(TaskModelImpl& model,
+                                                      const std::vector<std::vector<int64_t>>& sources,
+                                                      int64_t cls_id, int64_t sep_id, int64_t pad_id,
+                                                      int64_t max_new_tokens, int64_t max_length) {
+  if (!model.masked_lm) throw Error("unilm_greedy_decode: the model has no masked-LM head");
+  if (max_new_tokens < 0) throw Error(fmt::format("unilm_greedy_decode: max_new_tokens {} < 0", max_new_tokens));
+  at::NoGradGuard no_grad;
+  std::vector<std::vector<int64_t>> out(sources.size());
+  // Rows that may take one more step: the input [CLS] src [SEP] prefix [SEP] fits max_length.
+  auto fits = [&](size_t i) {
+    return max_length <= 0 || static_cast<int64_t>(3 + sources[i].size() + out[i].size()) <= max_length;
+  };
+  std::vector<size_t> active;
+  for (size_t i = 0; i < sources.size(); ++i)
+    if (fits(i)) active.push_back(i);
+  for (int64_t step = 0; step < max_new_tokens && !active.empty(); ++step) {
+    std::vector<std::vector<int64_t>> src, prefix;
+    for (size_t i : active) {
+      src.push_back(sources[i]);
+      prefix.push_back(out[i]);
+    }
+    // The closing [SEP] unilm_batch appends is a later target position: the UniLM mask keeps it
+    // out of what the prefix's last position sees.
+    const auto batch = unilm_batch(src, prefix, cls_id, sep_id, pad_id);
+    TaskInputs in;
+    in.input_ids = batch.input_ids;
+    in.token_type_ids = batch.token_type_ids;
+    in.attention_mask = batch.attention_mask;
+    in.mask = batch.mask;
+    const auto logits = model.forward(in).masked_lm_logits;
+    // Row r's prefix ends at position 1 + |src| + |prefix| (its source [SEP] when empty).
+    const int64_t n = logits.size(1);
+    std::vector<int64_t> last;
+    for (size_t r = 0; r < active.size(); ++r)
+      last.push_back(static_cast<int64_t>(r) * n + static_cast<int64_t>(1 + src[r].size() + prefix[r].size()));
+    const auto index = at::from_blob(last.data(), {static_cast<int64_t>(last.size())}, at::kLong);
+    const auto next = logits.reshape({-1, logits.size(2)}).index_select(0, index).argmax(-1).contiguous();
+    const int64_t* best = next.data_ptr<int64_t>();
+    std::vector<size_t> still;
+    for (size_t r = 0; r < active.size(); ++r) {
+      if (best[r] == sep_id) continue;
+      out[active[r]].push_back(best[r]);
+      if (fits(active[r])) still.push_back(active[r]);
+    }
+    active = std::move(still);
+  }
+  return out;
+}
+
 }  // namespace attnkit::models

@@ -228,6 +228,45 @@ TEST(Tasks, SpanTaskLearnsToPointAtTheAnswer) {
   EXPECT_NE(error_of([&] { make_task(config); }).find("q7"), std::string::npos);
 }
 
+TEST(Tasks, Seq2seqTaskLearnsToTranslateWordByWord) {
+  // UniLM on "source<TAB>target" pairs: each source word has a fixed target word, in order, 4
+  // words per pair (625 possible sources, 400 drawn for training); one target word is two
+  // WordPiece tokens (ze ##ta). BLEU comes from greedy
+  // decodes, so it is high only when generation (not just teacher forcing) works.
+  const auto dir = scratch_directory("seq2seq_task");
+  write_text((dir / "vocab.txt").string(),
+             "[PAD]\n[UNK]\n[CLS]\n[SEP]\na\nb\nc\nd\ne\nalpha\nbeta\ngamma\ndelta\nze\n##ta\n");
+  const std::vector<std::string> from{"a", "b", "c", "d", "e"}, to{"alpha", "beta", "gamma", "delta", "zeta"};
+  std::mt19937 rng(5);
+  auto pairs = [&](int count) {
+    std::string text;
+    for (int i = 0; i < count; ++i) {
+      std::string source, target;
+      for (unsigned w = 0; w < 4; ++w) {
+        const unsigned k = rng() % 5;
+        source += (w ? " " : "") + from[k];
+        target += (w ? " " : "") + to[k];
+      }
+      text += source + "\t" + target + "\n";
+    }
+    return text;
+  };
+  write_text((dir / "pairs_train.tsv").string(), pairs(400));
+  write_text((dir / "pairs_val.tsv").string(), pairs(20));
+  auto config = text_task("seq2seq", dir / "pairs_train.tsv", dir / "vocab.txt", 2, 500);
+  auto task = make_task(config);
+  EXPECT_EQ(task->primary_metric(), "bleu");
+  Trainer trainer(*task, config.trainer);
+  const auto before = trainer.evaluate();
+  const auto result = trainer.train();
+  EXPECT_LT(before.at("bleu"), 0.5);
+  EXPECT_GT(result.last_metrics.at("token_accuracy"), 0.95);
+  EXPECT_GT(result.last_metrics.at("bleu"), 0.9);
+  // Linear attention cannot take the UniLM mask: said at once, naming the setting.
+  config.model.attention = "linear";
+  EXPECT_NE(error_of([&] { make_task(config); }).find("model.attention"), std::string::npos);
+}
+
 TEST(Tasks, BadDataLinesStopOrAreSkippedAndCounted) {
   const auto dir = scratch_directory("bad_lines_task");
   write_text((dir / "vocab.txt").string(), "[PAD]\n[UNK]\n[CLS]\n[SEP]\ngood\nbad\n");

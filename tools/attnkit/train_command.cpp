@@ -130,7 +130,7 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
 void register_train_commands(CLI::App& app, GlobalOptions& global) {
   auto args = std::make_shared<TrainArguments>();
   auto* train_cmd = app.add_subcommand(
-      "train", "train a model on a task (listops, copy, reverse, sort, recall, lm, classification, tagging, span)");
+      "train", "train a model on a task (listops, copy, reverse, sort, recall, lm, classification, tagging, span, seq2seq)");
   train_cmd->add_option("--config", args->config_file, "run configuration (TOML; see docs/training.md)");
   train_cmd->add_option("--resume", args->resume,
                         "continue the run in this directory from its newest checkpoint");

@@ -6,8 +6,8 @@
 //   [run]        dir, steps, seed, accumulation, clip_norm, ema, eval_every, checkpoint_every,
 //                keep_last, log_every
 //   [task]       name (listops | copy | reverse | sort | recall | lm | classification |
-//                tagging | span), data, tokenizer, batch_size, truncate, min_length, max_length,
-//                train_examples, eval_examples, eval_split, skip_bad_lines, symbols
+//                tagging | span | seq2seq), data, tokenizer, batch_size, truncate, min_length,
+//                max_length, train_examples, eval_examples, eval_split, skip_bad_lines, symbols
 //   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
 //                max_positions, pooling

@@ -6,6 +6,8 @@
 //   copy | reverse | sort | recall
 //                    synthetic sequence tasks as a causal LM that predicts the target part
 //   lm               causal LM over text files (tokenised, packed into blocks)
+//   tagging | span   token tagging (entity F1), SQuAD-style span extraction (EM / F1)
+//   seq2seq          UniLM on source<TAB>target pairs, scored by corpus BLEU of greedy decodes
 // Data order is a pure function of the micro-batch index: example positions g·B .. g·B+B-1 of the
 // concatenation of per-epoch permutations (seeded by run seed and epoch), with g = index·world +
 // rank, so ranks read disjoint batches and a resumed run reads what the uninterrupted one did.
