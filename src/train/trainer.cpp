@@ -273,28 +273,8 @@ int64_t Trainer::resume(const std::string& run_directory) {
     throw Error(fmt::format("{}: trained with {} process(es), cannot resume with {}", path,
                             checkpoint.world_size, s.world()));
   }
-  std::map<std::string, at::Tensor> model(checkpoint.model.begin(), checkpoint.model.end());
-  torch::nn::Module& module = s.task.module();
-  {
-    torch::NoGradGuard no_grad;
-    auto restore = [&](const std::string& name, at::Tensor target) {
-      auto found = model.find(name);
-      if (found == model.end()) throw Error(fmt::format("{}/model.safetensors: no tensor '{}'", path, name));
-      if (found->second.sizes() != target.sizes()) {
-        throw Error(fmt::format("{}/model.safetensors: '{}' has shape {}, the model's is {}", path, name,
-                                c10::str(found->second.sizes()), c10::str(target.sizes())));
-      }
-      target.copy_(found->second);
-    };
-    for (const auto& item : module.named_parameters()) restore(item.key(), item.value());
-    for (const auto& item : module.named_buffers()) restore(item.key(), item.value());
-  }
+  restore_weights(checkpoint, path);
   load_optimizer_state(*s.optimizer, checkpoint.optimizer_state, path + "/optimizer.pt");
-  if (s.ema) {
-    if (!checkpoint.ema) throw Error(fmt::format("{}: no ema.safetensors, but ema_decay is set", path));
-    s.ema->load(std::map<std::string, at::Tensor>(checkpoint.ema->begin(), checkpoint.ema->end()),
-                path + "/ema.safetensors");
-  }
   std::map<std::string, at::Tensor> extra(checkpoint.extra_tensors.begin(), checkpoint.extra_tensors.end());
   at::Tensor rng = checkpoint.cpu_rng_state;
   if (s.rank() != 0) {
@@ -312,6 +292,37 @@ int64_t Trainer::resume(const std::string& run_directory) {
   s.best_step = checkpoint.best_step;
   s.resumed = true;
   return s.step;
+}
+
+void Trainer::restore_weights(const TrainingCheckpoint& checkpoint, const std::string& path) {
+  State& s = *state_;
+  std::map<std::string, at::Tensor> model(checkpoint.model.begin(), checkpoint.model.end());
+  torch::nn::Module& module = s.task.module();
+  {
+    torch::NoGradGuard no_grad;
+    auto restore = [&](const std::string& name, at::Tensor target) {
+      auto found = model.find(name);
+      if (found == model.end()) throw Error(fmt::format("{}/model.safetensors: no tensor '{}'", path, name));
+      if (found->second.sizes() != target.sizes()) {
+        throw Error(fmt::format("{}/model.safetensors: '{}' has shape {}, the model's is {}", path, name,
+                                c10::str(found->second.sizes()), c10::str(target.sizes())));
+      }
+      target.copy_(found->second);
+    };
+    for (const auto& item : module.named_parameters()) restore(item.key(), item.value());
+    for (const auto& item : module.named_buffers()) restore(item.key(), item.value());
+  }
+  if (s.ema) {
+    if (!checkpoint.ema) throw Error(fmt::format("{}: no ema.safetensors, but ema_decay is set", path));
+    s.ema->load(std::map<std::string, at::Tensor>(checkpoint.ema->begin(), checkpoint.ema->end()),
+                path + "/ema.safetensors");
+  }
+}
+
+int64_t Trainer::load_weights(const std::string& checkpoint_directory) {
+  const TrainingCheckpoint checkpoint = load_checkpoint(checkpoint_directory);
+  restore_weights(checkpoint, checkpoint_directory);
+  return checkpoint.step;
 }
 
 TrainResult Trainer::train() {

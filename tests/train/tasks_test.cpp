@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 
 namespace attnkit::train {
@@ -56,6 +57,21 @@ RunConfig text_task(const std::string& task, const std::filesystem::path& data,
   config.trainer.optimizer.learning_rate = 3e-3;
   config.trainer.schedule.warmup_steps = 10;
   return config;
+}
+
+// Builds the task, checks its primary metric, and trains it: the metrics before and after.
+struct Trained {
+  std::map<std::string, double> before, after;
+};
+Trained train_task(const RunConfig& config, const std::string& primary_metric) {
+  auto task = make_task(config);
+  EXPECT_EQ(task->primary_metric(), primary_metric);
+  EXPECT_EQ(task->train_loss(2, 0, 1).loss.item<double>(), task->train_loss(2, 0, 1).loss.item<double>());
+  Trainer trainer(*task, config.trainer);
+  Trained out;
+  out.before = trainer.evaluate();
+  out.after = trainer.train().last_metrics;
+  return out;
 }
 
 TEST(RunConfig, TomlRoundTripAndOverrides) {
@@ -168,15 +184,10 @@ TEST(Tasks, TaggingTaskLearnsWordTags) {
   write_text((dir / "ner_train.tsv").string(), sentences(200));
   write_text((dir / "ner_val.tsv").string(), sentences(20));
   auto config = text_task("tagging", dir / "ner_train.tsv", dir / "vocab.txt", 1, 120);
-  auto task = make_task(config);
-  EXPECT_EQ(task->primary_metric(), "f1");
-  EXPECT_EQ(task->train_loss(2, 0, 1).loss.item<double>(), task->train_loss(2, 0, 1).loss.item<double>());
-  Trainer trainer(*task, config.trainer);
-  const auto before = trainer.evaluate();
-  const auto result = trainer.train();
-  EXPECT_LT(before.at("f1"), 0.9);
-  EXPECT_GT(result.last_metrics.at("f1"), 0.95);
-  EXPECT_GT(result.last_metrics.at("token_accuracy"), 0.95);
+  const auto run = train_task(config, "f1");
+  EXPECT_LT(run.before.at("f1"), 0.9);
+  EXPECT_GT(run.after.at("f1"), 0.95);
+  EXPECT_GT(run.after.at("token_accuracy"), 0.95);
   // A validation tag the training file never uses is an error naming it.
   write_text((dir / "bad_train.tsv").string(), "alice met bob\tB-PER O B-PER\n");
   write_text((dir / "bad_val.tsv").string(), "alice met bob\tB-ORG O B-PER\n");
@@ -212,14 +223,10 @@ TEST(Tasks, SpanTaskLearnsToPointAtTheAnswer) {
   write_text((dir / "qa_train.json").string(), squad(300));
   write_text((dir / "qa_val.json").string(), squad(30));
   auto config = text_task("span", dir / "qa_train.json", dir / "vocab.txt", 2, 200);
-  auto task = make_task(config);
-  EXPECT_EQ(task->primary_metric(), "f1");
-  Trainer trainer(*task, config.trainer);
-  const auto before = trainer.evaluate();
-  const auto result = trainer.train();
-  EXPECT_LT(before.at("exact_match"), 0.5);
-  EXPECT_GT(result.last_metrics.at("exact_match"), 0.9);
-  EXPECT_GT(result.last_metrics.at("f1"), 0.9);
+  const auto run = train_task(config, "f1");
+  EXPECT_LT(run.before.at("exact_match"), 0.5);
+  EXPECT_GT(run.after.at("exact_match"), 0.9);
+  EXPECT_GT(run.after.at("f1"), 0.9);
   // An answer whose offset does not match the context is an error naming the question.
   write_text((dir / "bad_train.json").string(),
              R"({"data": [{"paragraphs": [{"context": "the cat is red .", "qas": [{"id": "q7", )"
@@ -231,8 +238,8 @@ TEST(Tasks, SpanTaskLearnsToPointAtTheAnswer) {
 TEST(Tasks, Seq2seqTaskLearnsToTranslateWordByWord) {
   // UniLM on "source<TAB>target" pairs: each source word has a fixed target word, in order, 4
   // words per pair (625 possible sources, 400 drawn for training); one target word is two
-  // WordPiece tokens (ze ##ta). BLEU comes from greedy
-  // decodes, so it is high only when generation (not just teacher forcing) works.
+  // WordPiece tokens (ze ##ta). BLEU comes from greedy decodes, so it is high only when
+  // generation (not just teacher forcing) works.
   const auto dir = scratch_directory("seq2seq_task");
   write_text((dir / "vocab.txt").string(),
              "[PAD]\n[UNK]\n[CLS]\n[SEP]\na\nb\nc\nd\ne\nalpha\nbeta\ngamma\ndelta\nze\n##ta\n");
@@ -254,14 +261,10 @@ TEST(Tasks, Seq2seqTaskLearnsToTranslateWordByWord) {
   write_text((dir / "pairs_train.tsv").string(), pairs(400));
   write_text((dir / "pairs_val.tsv").string(), pairs(20));
   auto config = text_task("seq2seq", dir / "pairs_train.tsv", dir / "vocab.txt", 2, 500);
-  auto task = make_task(config);
-  EXPECT_EQ(task->primary_metric(), "bleu");
-  Trainer trainer(*task, config.trainer);
-  const auto before = trainer.evaluate();
-  const auto result = trainer.train();
-  EXPECT_LT(before.at("bleu"), 0.5);
-  EXPECT_GT(result.last_metrics.at("token_accuracy"), 0.95);
-  EXPECT_GT(result.last_metrics.at("bleu"), 0.9);
+  const auto run = train_task(config, "bleu");
+  EXPECT_LT(run.before.at("bleu"), 0.5);
+  EXPECT_GT(run.after.at("token_accuracy"), 0.95);
+  EXPECT_GT(run.after.at("bleu"), 0.9);
   // Linear attention cannot take the UniLM mask: said at once, naming the setting.
   config.model.attention = "linear";
   EXPECT_NE(error_of([&] { make_task(config); }).find("model.attention"), std::string::npos);

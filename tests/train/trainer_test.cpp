@@ -222,6 +222,17 @@ TEST(Trainer, KeepsTheLastKAndTheBest) {
   EXPECT_EQ(result.last_metrics.at("mse"), *result.best_metric);  // the loss keeps falling
   EXPECT_EQ(load_checkpoint((dir / "checkpoints" / "best").string()).best_step, result.best_step);
   EXPECT_EQ(result.best_step, 10);
+  // A fresh trainer evaluates any one of them (attnkit eval --checkpoint).
+  LinearRegressionTask fresh(8);
+  o.run_directory.clear();
+  Trainer evaluator(fresh, o);
+  EXPECT_EQ(evaluator.load_weights((dir / "checkpoints" / "best").string()), 10);
+  EXPECT_EQ(evaluator.evaluate().at("mse"), *result.best_metric);
+  EXPECT_EQ(evaluator.load_weights((dir / "checkpoints" / "step-00000008").string()), 8);
+  EXPECT_GT(evaluator.evaluate().at("mse"), *result.best_metric);
+  EXPECT_EQ(evaluator.step(), 0);  // weights only: the optimiser and step stay
+  EXPECT_NE(error_of([&] { evaluator.load_weights((dir / "checkpoints" / "step-00000002").string()); }).find("step-00000002"),
+            std::string::npos);
 }
 
 TEST(Trainer, EvaluatesWithTheAveragedWeights) {

@@ -105,6 +105,7 @@ struct EvalArguments {
   std::string run;
   std::string split = "val";
   int64_t examples = -1;  // -1: the run's task.eval_examples
+  std::string checkpoint = "newest";  // newest | best | step-N | a checkpoint directory
 };
 
 int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
@@ -117,7 +118,17 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
   if (eval.examples >= 0) config.task.eval_examples = eval.examples;
   auto task = train::make_task(config);
   train::Trainer trainer(*task, config.trainer);
-  const auto step = trainer.resume(run_directory);
+  int64_t step = 0;
+  if (eval.checkpoint == "newest") {
+    step = trainer.resume(run_directory);
+  } else {
+    auto path = std::filesystem::path(run_directory) / "checkpoints" / eval.checkpoint;
+    if (!std::filesystem::is_directory(path)) path = eval.checkpoint;
+    if (!std::filesystem::is_directory(path))
+      throw Error(fmt::format("--checkpoint {}: neither {}/checkpoints/{} nor {} is a checkpoint directory",
+                              eval.checkpoint, run_directory, eval.checkpoint, eval.checkpoint));
+    step = trainer.load_weights(path.string());
+  }
   const auto metrics = trainer.evaluate();
   fmt::print("step {} split {}", step, eval.split);
   for (const auto& [k, v] : metrics) fmt::print(" {}={:.6g}", k, v);
@@ -145,12 +156,16 @@ void register_train_commands(CLI::App& app, GlobalOptions& global) {
 
   auto eval_args = std::make_shared<EvalArguments>();
   auto* eval_cmd = app.add_subcommand(
-      "eval", "evaluate a run's newest checkpoint on its validation (or test) data");
+      "eval", "evaluate a run's checkpoint (newest, best, ...) on its validation (or test) data");
   eval_cmd->add_option("--run", eval_args->run, "run directory")->required();
   eval_cmd->add_option("--split", eval_args->split,
-                       "val, or test: the test file (listops basic_test.tsv; classification and "
-                       "tagging: the training file's name with 'train' -> 'test')")
+                       "val, or test: the test file (listops basic_test.tsv; the other file tasks: "
+                       "the training file's name with 'train' -> 'test')")
       ->check(CLI::IsMember({"val", "test"}))
+      ->capture_default_str();
+  eval_cmd->add_option("--checkpoint", eval_args->checkpoint,
+                       "newest, best (the best evaluation of the run), step-N, or a checkpoint "
+                       "directory")
       ->capture_default_str();
   eval_cmd->add_option("--examples", eval_args->examples,
                        "examples to evaluate (0 = all; default: the run's task.eval_examples)")

@@ -54,6 +54,7 @@ class TrainingTask {
 };
 
 class DataParallel;
+struct TrainingCheckpoint;  // checkpoint.h
 
 struct TrainerOptions {
   int64_t steps = 1000;        // optimiser updates in total (a resumed run continues to this)
@@ -109,6 +110,11 @@ class Trainer {
   // (accumulation and world size must be the same). Returns the resumed step.
   int64_t resume(const std::string& run_directory);
 
+  // For evaluation: loads the model weights (and the EMA weights, when enabled) of one checkpoint
+  // directory, e.g. RUN/checkpoints/best; the optimiser, step and generator are left as they are.
+  // Throws attnkit::Error like resume. Returns the checkpoint's step.
+  int64_t load_weights(const std::string& checkpoint_directory);
+
   // Trains from the current step to options.steps. Throws attnkit::Error on NaN/Inf (naming the
   // step), a fresh run into a directory that already has checkpoints, or I/O failures.
   TrainResult train();
@@ -125,6 +131,7 @@ class Trainer {
   const TrainerOptions& options() const;
 
  private:
+  void restore_weights(const TrainingCheckpoint& checkpoint, const std::string& path);
   struct State;
   std::unique_ptr<State> state_;
 };
