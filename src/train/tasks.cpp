@@ -76,6 +76,16 @@ std::pair<at::Tensor, at::Tensor> pad_rows(const std::vector<const Ids*>& rows, 
   return {ids, mask};
 }
 
+// Calls body(first, rows) for consecutive slices of at most `batch` rows (evaluation order).
+template <typename Row, typename Body>
+void for_each_batch(const std::vector<Row>& all, int64_t batch, Body body) {
+  for (size_t first = 0; first < all.size(); first += static_cast<size_t>(batch)) {
+    std::vector<const Row*> rows;
+    for (size_t i = first; i < std::min(all.size(), first + batch); ++i) rows.push_back(&all[i]);
+    body(first, rows);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 class ModelTask : public TrainingTask {
@@ -118,16 +128,14 @@ class ClassificationTask : public ModelTask {
   std::map<std::string, double> evaluate() override {
     double loss = 0, correct = 0;
     const size_t n = val_ids_.size();
-    for (size_t start = 0; start < n; start += batch_size_) {
-      std::vector<const Ids*> rows;
-      for (size_t i = start; i < std::min(n, start + batch_size_); ++i) rows.push_back(&val_ids_[i]);
+    for_each_batch(val_ids_, batch_size_, [&](size_t start, const std::vector<const Ids*>& rows) {
       auto labels = torch::tensor(std::vector<int64_t>(val_labels_.begin() + start,
                                                        val_labels_.begin() + start + rows.size()),
                                   at::kLong);
       auto logits = run(rows).first;
       loss += models::cross_entropy(logits, labels).item<double>() * rows.size();
       correct += logits.argmax(-1).eq(labels).sum().item<double>();
-    }
+    });
     return {{"accuracy", correct / n}, {"loss", loss / n}};
   }
   std::string primary_metric() const override { return "accuracy"; }
@@ -174,20 +182,18 @@ class LanguageModelTask : public ModelTask {
   std::map<std::string, double> evaluate() override {
     double loss_sum = 0, tokens = 0, correct = 0, sequences_right = 0;
     const size_t n = val_.size();
-    for (size_t start = 0; start < n; start += batch_size_) {
-      std::vector<const LmRow*> rows;
-      for (size_t i = start; i < std::min(n, start + batch_size_); ++i) rows.push_back(&val_[i]);
+    for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const LmRow*>& rows) {
       auto [logits, targets, mask] = run(rows);
       auto counted = targets.ne(models::kIgnoreLabel);
       const double count = counted.sum().item<double>();
-      if (count == 0) continue;
+      if (count == 0) return;
       loss_sum += models::cross_entropy(logits, targets).item<double>() * count;
       tokens += count;
       auto right = logits.argmax(-1).eq(targets).logical_and(counted);
       correct += right.sum().item<double>();
       // A row is right when every counted position is.
       sequences_right += right.sum(1).eq(counted.sum(1)).sum().item<double>();
-    }
+    });
     if (tokens == 0) throw Error("evaluation data has no target tokens");
     const double loss = loss_sum / tokens;
     std::map<std::string, double> out{{"loss", loss},
@@ -355,9 +361,7 @@ class TaggingTask : public ModelTask {
   std::map<std::string, double> evaluate() override {
     double loss = 0;
     std::vector<std::vector<std::string>> predicted, gold;
-    for (size_t start = 0; start < val_.size(); start += batch_size_) {
-      std::vector<const TaggedRow*> rows;
-      for (size_t i = start; i < std::min(val_.size(), start + batch_size_); ++i) rows.push_back(&val_[i]);
+    for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const TaggedRow*>& rows) {
       auto [logits, labels, mask] = run(rows);
       loss += models::cross_entropy(logits, labels).item<double>() * rows.size();
       auto best = logits.argmax(-1);
@@ -368,7 +372,7 @@ class TaggingTask : public ModelTask {
         predicted.push_back(tag_names(words, tag_names_));
         gold.push_back(tag_names(rows[b]->tags, tag_names_));
       }
-    }
+    });
     const auto scores = tagging_scores(predicted, gold);
     return {{"loss", loss / static_cast<double>(val_.size())},
             {"f1", scores.entities.f1},
@@ -501,9 +505,7 @@ class SpanTask : public ModelTask {
     double loss = 0;
     std::vector<std::string> predictions;
     std::vector<std::vector<std::string>> gold;
-    for (size_t first = 0; first < val_.size(); first += batch_size_) {
-      std::vector<const SpanRow*> rows;
-      for (size_t i = first; i < std::min(val_.size(), first + batch_size_); ++i) rows.push_back(&val_[i]);
+    for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const SpanRow*>& rows) {
       auto [start_logits, end_logits, mask] = run(rows);
       auto [starts, ends] = positions(rows);
       loss += models::span_loss(start_logits, end_logits, starts, ends).item<double>() * rows.size();
@@ -514,7 +516,7 @@ class SpanTask : public ModelTask {
         for (const auto& a : rows[b]->example->answers) answers.push_back(a.text);
         gold.push_back(std::move(answers));
       }
-    }
+    });
     const auto scores = squad_scores(predictions, gold);
     return {{"loss", loss / static_cast<double>(val_.size())},
             {"exact_match", scores.exact_match},
@@ -641,9 +643,7 @@ class Seq2SeqTask : public ModelTask {
     double loss_sum = 0, tokens = 0, correct = 0;
     std::vector<std::vector<std::string>> hypotheses;
     std::vector<std::vector<std::vector<std::string>>> references;
-    for (size_t first = 0; first < val_.size(); first += batch_size_) {
-      std::vector<const PairRow*> rows;
-      for (size_t i = first; i < std::min(val_.size(), first + batch_size_); ++i) rows.push_back(&val_[i]);
+    for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const PairRow*>& rows) {
       auto [logits, batch] = run(rows);
       const auto counted = batch.targets.ne(models::kIgnoreLabel);
       const double count = counted.sum().item<double>();
@@ -658,7 +658,7 @@ class Seq2SeqTask : public ModelTask {
         hypotheses.push_back(words(decoded[b]));
         references.push_back({words(rows[b]->target)});
       }
-    }
+    });
     const double loss = loss_sum / tokens;
     return {{"loss", loss},
             {"perplexity", std::exp(loss)},
