@@ -3,6 +3,7 @@
 // checkpoints/; see docs/training.md.
 #include "attnkit/error.h"
 #include "attnkit/io/atomic_file.h"
+#include "attnkit/train/checkpoint.h"
 #include "attnkit/train/distributed.h"
 #include "attnkit/train/listops.h"
 #include "attnkit/train/run_config.h"
@@ -118,17 +119,23 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
   if (eval.examples >= 0) config.task.eval_examples = eval.examples;
   auto task = train::make_task(config);
   train::Trainer trainer(*task, config.trainer);
-  int64_t step = 0;
+  // Weights only, and nothing in the run directory changes, so a run can be evaluated while it
+  // trains (resume would remove the checkpoint being written).
+  const auto checkpoints_directory = std::filesystem::path(run_directory) / "checkpoints";
+  std::filesystem::path path;
   if (eval.checkpoint == "newest") {
-    step = trainer.resume(run_directory);
+    const auto checkpoints = train::list_checkpoints(checkpoints_directory.string());
+    if (checkpoints.empty())
+      throw Error(fmt::format("{}: no complete checkpoint to evaluate", checkpoints_directory.string()));
+    path = checkpoints.back().path;
   } else {
-    auto path = std::filesystem::path(run_directory) / "checkpoints" / eval.checkpoint;
+    path = checkpoints_directory / eval.checkpoint;
     if (!std::filesystem::is_directory(path)) path = eval.checkpoint;
     if (!std::filesystem::is_directory(path))
-      throw Error(fmt::format("--checkpoint {}: neither {}/checkpoints/{} nor {} is a checkpoint directory",
-                              eval.checkpoint, run_directory, eval.checkpoint, eval.checkpoint));
-    step = trainer.load_weights(path.string());
+      throw Error(fmt::format("--checkpoint {}: neither {} nor {} is a checkpoint directory", eval.checkpoint,
+                              (checkpoints_directory / eval.checkpoint).string(), eval.checkpoint));
   }
+  const int64_t step = trainer.load_weights(path.string());
   const auto metrics = trainer.evaluate();
   fmt::print("step {} split {}", step, eval.split);
   for (const auto& [k, v] : metrics) fmt::print(" {}={:.6g}", k, v);
