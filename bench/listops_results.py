@@ -2,9 +2,9 @@
 """ListOps accuracy within a CPU-hour budget: trains softmax, linear (elu+1) and cosFormer models
 with data/configs/listops.toml through `attnkit train`, evaluates the final and the best-validation
 checkpoint of each on the test file, and writes docs/results.md (not part of `make bench`: it
-takes 15-30 minutes of the machine at the default 10,000 steps).
+takes about 75 minutes of the 2-core machine at the default 18,000 steps).
 
-    /usr/bin/python3 bench/listops_results.py [--build build] [--steps 10000] [--parallel]
+    /usr/bin/python3 bench/listops_results.py [--build build] [--steps 18000] [--parallel]
                                               [--prefix listops]
     /usr/bin/python3 bench/listops_results.py --report-only [--parallel]  # doc from runs/
 
@@ -191,7 +191,7 @@ machine within the budget, not a reproduction of LRA's table.
 
 ```
 make build
-/usr/bin/python3 bench/listops_results.py --parallel     # ~30 min of the 2-core machine at 10,000 steps
+/usr/bin/python3 bench/listops_results.py --parallel --steps {config_value(kind0, 'run', 'steps')} --prefix {RUN_PREFIX}   # ~75 min of the 2-core machine at 18,000 steps
 ```
 """
     with open(os.path.join(ROOT, "docs", "results.md"), "w") as f:
@@ -203,7 +203,7 @@ def main():
     global RUN_PREFIX
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
-    ap.add_argument("--steps", type=int, default=10000)
+    ap.add_argument("--steps", type=int, default=18000)
     ap.add_argument("--parallel", action="store_true", help="train the three models at the same time")
     ap.add_argument("--report-only", action="store_true", help="only evaluate runs/ and write the doc")
     ap.add_argument("--prefix", default=RUN_PREFIX, help="run directories runs/PREFIX-KIND")
