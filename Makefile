@@ -3,13 +3,18 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: setup configure build test demo bench clean
+.PHONY: setup configure build test test-isa check-headers demo bench clean
 
 setup:
 	bash scripts/setup.sh
 
+# Ninja, and a fresh configure only when the build folder has none (a build folder that an older
+# Makefile configured with another generator is reconfigured from scratch).
 configure: setup
-	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	@if [ -f $(BUILD)/CMakeCache.txt ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$$' $(BUILD)/CMakeCache.txt; then \
+	  echo "make: $(BUILD) was configured with another generator; configuring it anew"; \
+	  rm -rf $(BUILD); fi
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -18,6 +23,14 @@ build: configure
 # spinning workers (it ignores LibTorch's thread setting), which made some tests 20x slower.
 test: build
 	OPENBLAS_NUM_THREADS=1 ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The whole suite once per kernel instruction set and OpenBLAS core type (docs/testing.md).
+test-isa: build
+	bash scripts/test_isa.sh $(BUILD)
+
+# Every public header compiles alone (no precompiled header).
+check-headers: configure
+	cmake --build $(BUILD) -j $(JOBS) --target attnkit_header_check
 
 demo: build
 	bash scripts/demo.sh $(BUILD)

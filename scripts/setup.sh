@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ccache make git pkg-config
+  build-essential cmake ninja-build ccache make git pkg-config
   libtorch-dev python3-torch libopenblas-dev
   libgloo-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libtomlplusplus-dev

@@ -2,6 +2,8 @@
 // Process-wide settings for CPU work, applied by attnkit's executables (the CLI and the
 // benchmarks) before any model runs. No LibTorch in this header.
 
+#include <string>
+
 namespace attnkit {
 
 // Caps the BLAS that LibTorch links (Debian: OpenBLAS, which runs its own thread pool and ignores
@@ -16,5 +18,11 @@ void set_blas_threads(int threads);
 // in again, which on some virtual machines costs more than the arithmetic. Call once at start-up,
 // before threads start; a no-op on other C libraries.
 void reuse_freed_memory();
+
+// The instruction-set copy of attnkit's fused CPU kernels that runs: "avx512", "avx2" or
+// "baseline" — the best this CPU supports, or the one the environment variable
+// ATTNKIT_KERNEL_ISA forces (read once; docs/testing.md). Throws attnkit::Error for a value that
+// is unknown or above what the CPU runs.
+std::string kernel_instruction_set();
 
 }  // namespace attnkit

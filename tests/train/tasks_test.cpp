@@ -148,7 +148,7 @@ TEST(Tasks, CopyTaskLearns) {
   config.task.symbols = 4;
   config.model.hidden = 32;
   config.model.layers = 2;
-  config.trainer.steps = 150;
+  config.trainer.steps = 300;
   config.trainer.optimizer.learning_rate = 3e-3;
   config.trainer.schedule.warmup_steps = 10;
   auto task = make_task(config);
@@ -156,7 +156,8 @@ TEST(Tasks, CopyTaskLearns) {
   const auto before = trainer.evaluate();
   const auto result = trainer.train();
   // A random model predicts the target tokens at about chance (1/4 over 4 symbols + [SEP]-free
-  // targets); 150 steps must lift it well above that.
+  // targets). After 300 steps seeds 1-6 reach loss 0.10-0.20x the initial and token accuracy
+  // 0.88-0.94, so both bounds hold with a wide margin on any machine.
   EXPECT_LT(result.last_metrics.at("loss"), before.at("loss") * 0.6);
   EXPECT_GT(result.last_metrics.at("token_accuracy"), 0.5);
 }
@@ -260,7 +261,10 @@ TEST(Tasks, Seq2seqTaskLearnsToTranslateWordByWord) {
   };
   write_text((dir / "pairs_train.tsv").string(), pairs(400));
   write_text((dir / "pairs_val.tsv").string(), pairs(20));
-  auto config = text_task("seq2seq", dir / "pairs_train.tsv", dir / "vocab.txt", 2, 500);
+  // The model learns the rule in a sudden drop of the loss (about 0.3 at step 500, where this test
+  // used to stop, so the rounding of one machine's kernels decided pass or fail); by step 1000
+  // seeds 1-10 and every forced ISA / OpenBLAS core type give loss < 0.01 and BLEU 1.0.
+  auto config = text_task("seq2seq", dir / "pairs_train.tsv", dir / "vocab.txt", 2, 1000);
   const auto run = train_task(config, "bleu");
   EXPECT_LT(run.before.at("bleu"), 0.5);
   EXPECT_GT(run.after.at("token_accuracy"), 0.95);

@@ -1,5 +1,6 @@
 // `attnkit attention`: run one attention variant on random input; print output statistics and time.
 #include "attnkit/ops/variants.h"
+#include "attnkit/runtime.h"
 #include "command.h"
 
 #include <ATen/ATen.h>
@@ -58,8 +59,8 @@ void register_attention_command(CLI::App& app, GlobalOptions& global) {
       fmt::print("std        {:.6g}\n", out.std().item<double>());
       fmt::print("min / max  {:.6g} / {:.6g}\n", out.min().item<double>(), out.max().item<double>());
       fmt::print("finite     {}\n", out.isfinite().all().item<bool>() ? "yes" : "NO");
-      fmt::print("time       {:.3f} ms (best of {}, {} threads)\n", best * 1e3, opts->repeat,
-                 at::get_num_threads());
+      fmt::print("time       {:.3f} ms (best of {}, {} threads, {} kernels)\n", best * 1e3,
+                 opts->repeat, at::get_num_threads(), kernel_instruction_set());
       return 0;
     };
   });

@@ -1,6 +1,7 @@
 #include "causal_product_kernel.h"
 
 #include "blas.h"
+#include "kernel_isa.h"
 #include "small_gemm.h"
 #include "vector_math.h"
 
@@ -60,17 +61,14 @@ inline void causal_product_impl(const T* Q, const T* K, const T* V, T* Y, int64_
 
 }  // namespace
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void causal_product(
-    const float* Q, const float* K, const float* V, float* Y, int64_t n, int64_t m, int64_t e,
-    bool reverse, float* workspace) {
-  causal_product_impl(Q, K, V, Y, n, m, e, reverse, workspace);
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) void causal_product(
-    const double* Q, const double* K, const double* V, double* Y, int64_t n, int64_t m, int64_t e,
-    bool reverse, double* workspace) {
-  causal_product_impl(Q, K, V, Y, n, m, e, reverse, workspace);
-}
+ATTNKIT_KERNEL_ENTRY(causal_product, causal_product_impl,
+                     (const float* Q, const float* K, const float* V, float* Y, int64_t n,
+                      int64_t m, int64_t e, bool reverse, float* workspace),
+                     (Q, K, V, Y, n, m, e, reverse, workspace))
+ATTNKIT_KERNEL_ENTRY(causal_product, causal_product_impl,
+                     (const double* Q, const double* K, const double* V, double* Y, int64_t n,
+                      int64_t m, int64_t e, bool reverse, double* workspace),
+                     (Q, K, V, Y, n, m, e, reverse, workspace))
 
 // ---- fused causal feature attention -------------------------------------------------------------
 
@@ -81,7 +79,8 @@ size_t feature_attention_workspace(const FeatureProblem& p) {
   return static_cast<size_t>(3 * C * m + C * C + C * p.e + C + m * p.e + m);
 }
 
-// Everything below runs inside the target_clones entry points, so it is ATTNKIT_INLINE.
+// Everything below runs inside the ISA copies of the entry points (kernel_isa.h), so it is
+// ATTNKIT_INLINE.
 
 namespace {
 
@@ -383,57 +382,27 @@ size_t non_causal_workspace(const FeatureProblem& p) {
   return static_cast<size_t>(2 * C * m + C * p.e + C + 2 * (m * p.e + m));
 }
 
-#define ATTNKIT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define ATTNKIT_FEATURE_ENTRIES(T)                                                                \
+  ATTNKIT_KERNEL_ENTRY(feature_attention_forward, non_causal_forward_impl,                        \
+                       (const FeatureProblem& p, int64_t S, const T* q, const T* k, const T* v,   \
+                        const bool* keep, T* y, T* den, T* workspace),                            \
+                       (p, S, q, k, v, keep, y, den, workspace))                                  \
+  ATTNKIT_KERNEL_ENTRY(feature_attention_backward, non_causal_backward_impl,                      \
+                       (const FeatureProblem& p, int64_t S, const T* q, const T* k, const T* v,   \
+                        const bool* keep, const T* y, const T* den, const T* g, T* dq, T* dk,     \
+                        T* dv, T* workspace),                                                     \
+                       (p, S, q, k, v, keep, y, den, g, dq, dk, dv, workspace))                   \
+  ATTNKIT_KERNEL_ENTRY(causal_feature_attention_forward, feature_forward_impl,                    \
+                       (const FeatureProblem& p, const T* q, const T* k, const T* v, T* y, T* den, \
+                        T* workspace),                                                            \
+                       (p, q, k, v, y, den, workspace))                                           \
+  ATTNKIT_KERNEL_ENTRY(causal_feature_attention_backward, feature_backward_impl,                  \
+                       (const FeatureProblem& p, const T* q, const T* k, const T* v, const T* y,  \
+                        const T* den, const T* g, T* dq, T* dk, T* dv, T* workspace),             \
+                       (p, q, k, v, y, den, g, dq, dk, dv, workspace))
 
-ATTNKIT_CLONES void feature_attention_forward(const FeatureProblem& p, int64_t S, const float* q,
-                                              const float* k, const float* v, const bool* keep,
-                                              float* y, float* den, float* workspace) {
-  non_causal_forward_impl(p, S, q, k, v, keep, y, den, workspace);
-}
-ATTNKIT_CLONES void feature_attention_forward(const FeatureProblem& p, int64_t S, const double* q,
-                                              const double* k, const double* v, const bool* keep,
-                                              double* y, double* den, double* workspace) {
-  non_causal_forward_impl(p, S, q, k, v, keep, y, den, workspace);
-}
-ATTNKIT_CLONES void feature_attention_backward(const FeatureProblem& p, int64_t S, const float* q,
-                                               const float* k, const float* v, const bool* keep,
-                                               const float* y, const float* den, const float* g,
-                                               float* dq, float* dk, float* dv, float* workspace) {
-  non_causal_backward_impl(p, S, q, k, v, keep, y, den, g, dq, dk, dv, workspace);
-}
-ATTNKIT_CLONES void feature_attention_backward(const FeatureProblem& p, int64_t S,
-                                               const double* q, const double* k, const double* v,
-                                               const bool* keep, const double* y,
-                                               const double* den, const double* g, double* dq,
-                                               double* dk, double* dv, double* workspace) {
-  non_causal_backward_impl(p, S, q, k, v, keep, y, den, g, dq, dk, dv, workspace);
-}
-
-ATTNKIT_CLONES void causal_feature_attention_forward(const FeatureProblem& p, const float* q,
-                                                     const float* k, const float* v, float* y,
-                                                     float* den, float* workspace) {
-  feature_forward_impl(p, q, k, v, y, den, workspace);
-}
-ATTNKIT_CLONES void causal_feature_attention_forward(const FeatureProblem& p, const double* q,
-                                                     const double* k, const double* v, double* y,
-                                                     double* den, double* workspace) {
-  feature_forward_impl(p, q, k, v, y, den, workspace);
-}
-ATTNKIT_CLONES void causal_feature_attention_backward(const FeatureProblem& p, const float* q,
-                                                      const float* k, const float* v,
-                                                      const float* y, const float* den,
-                                                      const float* g, float* dq, float* dk,
-                                                      float* dv, float* workspace) {
-  feature_backward_impl(p, q, k, v, y, den, g, dq, dk, dv, workspace);
-}
-ATTNKIT_CLONES void causal_feature_attention_backward(const FeatureProblem& p, const double* q,
-                                                      const double* k, const double* v,
-                                                      const double* y, const double* den,
-                                                      const double* g, double* dq, double* dk,
-                                                      double* dv, double* workspace) {
-  feature_backward_impl(p, q, k, v, y, den, g, dq, dk, dv, workspace);
-}
-
-#undef ATTNKIT_CLONES
+ATTNKIT_FEATURE_ENTRIES(float)
+ATTNKIT_FEATURE_ENTRIES(double)
+#undef ATTNKIT_FEATURE_ENTRIES
 
 }  // namespace attnkit::ops::cpu

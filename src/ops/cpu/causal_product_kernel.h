@@ -5,7 +5,7 @@
 // for one sequence, Q and K [n, m], V and Y [n, e], row-major and contiguous. Computed in chunks
 // of kCausalChunk rows: a small masked product inside the chunk and a running [m, e] state across
 // chunks, so memory is O(m·e + chunk²) whatever n is. No LibTorch here: plain pointers, compiled
-// with runtime dispatch to AVX-512 / AVX2 / baseline (GCC target_clones).
+// with runtime dispatch to AVX-512 / AVX2 / baseline copies (kernel_isa.h).
 #include <cstddef>
 #include <cstdint>
 

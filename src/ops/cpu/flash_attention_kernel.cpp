@@ -1,6 +1,7 @@
 #include "flash_attention_kernel.h"
 
 #include "blas.h"
+#include "kernel_isa.h"
 #include "vector_math.h"
 
 #include <algorithm>
@@ -50,24 +51,20 @@ ATTNKIT_INLINE void softmax_grad_row_impl(T* __restrict dp, const T* __restrict 
   for (int64_t c = 0; c < n; ++c) dp[c] = p[c] * (dp[c] - D);
 }
 
-#define ATTNKIT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
-ATTNKIT_CLONES void online_softmax_row(float* s, int64_t n, float& m, float& l, float* o, int64_t dv) {
-  online_softmax_row_impl(s, n, m, l, o, dv);
-}
-ATTNKIT_CLONES void online_softmax_row(double* s, int64_t n, double& m, double& l, double* o, int64_t dv) {
-  online_softmax_row_impl(s, n, m, l, o, dv);
-}
-ATTNKIT_CLONES void probabilities_row(float* s, int64_t n, float lse) { probabilities_row_impl(s, n, lse); }
-ATTNKIT_CLONES void probabilities_row(double* s, int64_t n, double lse) { probabilities_row_impl(s, n, lse); }
-ATTNKIT_CLONES void softmax_grad_row(float* dp, const float* p, int64_t n, float D) {
-  softmax_grad_row_impl(dp, p, n, D);
-}
-ATTNKIT_CLONES void softmax_grad_row(double* dp, const double* p, int64_t n, double D) {
-  softmax_grad_row_impl(dp, p, n, D);
-}
-
-#undef ATTNKIT_CLONES
+ATTNKIT_KERNEL_ENTRY(online_softmax_row, online_softmax_row_impl,
+                     (float* s, int64_t n, float& m, float& l, float* o, int64_t dv),
+                     (s, n, m, l, o, dv))
+ATTNKIT_KERNEL_ENTRY(online_softmax_row, online_softmax_row_impl,
+                     (double* s, int64_t n, double& m, double& l, double* o, int64_t dv),
+                     (s, n, m, l, o, dv))
+ATTNKIT_KERNEL_ENTRY(probabilities_row, probabilities_row_impl, (float* s, int64_t n, float lse),
+                     (s, n, lse))
+ATTNKIT_KERNEL_ENTRY(probabilities_row, probabilities_row_impl, (double* s, int64_t n, double lse),
+                     (s, n, lse))
+ATTNKIT_KERNEL_ENTRY(softmax_grad_row, softmax_grad_row_impl,
+                     (float* dp, const float* p, int64_t n, float D), (dp, p, n, D))
+ATTNKIT_KERNEL_ENTRY(softmax_grad_row, softmax_grad_row_impl,
+                     (double* dp, const double* p, int64_t n, double D), (dp, p, n, D))
 
 // Multiplies tile t [br × bc] (rows q0.., keys j0..) by the dropout keep mask / (1 − rate).
 template <typename T>

@@ -1,8 +1,8 @@
 #pragma once
 // Small row-major matrix products for the fused kernels (blocks of at most a few hundred rows),
 // written so that GCC vectorises the innermost loop for whichever ISA the calling function was
-// cloned for. Header-only and inline on purpose: each kernel's target_clones copy inlines its own
-// vector width. No LibTorch.
+// compiled for. Header-only and inline on purpose: each instruction-set copy of a kernel entry
+// point (kernel_isa.h) inlines its own vector width. No LibTorch.
 #include <cstdint>
 #include <cstring>
 

@@ -1,6 +1,7 @@
 #pragma once
 // Elementwise math the fused kernels use inside loops GCC should vectorise (no libm calls in the
-// loop body). Header-only: each target_clones copy inlines its own vector width. No LibTorch.
+// loop body). Header-only: each instruction-set copy of a kernel entry point (kernel_isa.h)
+// inlines its own vector width. No LibTorch.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,7 +9,7 @@
 
 namespace attnkit::ops::cpu {
 
-// For helpers called from target_clones entry points: forced inline, so each clone compiles them
+// For helpers called from kernel entry points: forced inline, so each ISA copy compiles them
 // with its own vector width (an out-of-line helper is compiled for the baseline ISA only).
 #define ATTNKIT_INLINE __attribute__((always_inline)) inline
 
