@@ -1,6 +1,7 @@
 #include "attnkit/io/huggingface.h"
 
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/io/safetensors.h"
 
@@ -9,10 +10,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 
 namespace attnkit::io {
 namespace {
@@ -442,10 +441,9 @@ std::string canonical_name(std::string name) {
 }
 
 json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot open", path));
+  const std::string text = read_file(path);
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     throw Error(fmt::format("{}: not valid JSON ({})", path, e.what()));
   }

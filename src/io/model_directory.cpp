@@ -1,6 +1,7 @@
 #include "attnkit/io/model_directory.h"
 
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/io/safetensors.h"
 
@@ -8,7 +9,6 @@
 #include <torch/torch.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 namespace attnkit::io {
@@ -45,12 +45,6 @@ json parse_json_text(const std::string& text, const std::string& where) {
   } catch (const json::parse_error& e) {
     throw Error(fmt::format("{}: not valid JSON ({})", where, e.what()));
   }
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open", path));
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // Loads every parameter (and any buffer present) of `model` from `file` by attnkit name; lists
@@ -133,7 +127,7 @@ LoadedModel load_model(const std::string& path) {
     if (fs::exists(weights_path)) return load_attnkit(weights_path, nullptr, "");
     throw Error(fmt::format("{}: no config.json (expected a Hugging Face or attnkit model directory)", path));
   }
-  const json config = parse_json_text(read_text(config_path), config_path);
+  const json config = parse_json_text(read_file(config_path), config_path);
   if (config.is_object() && config.contains("attnkit_format")) {
     if (!fs::exists(weights_path)) throw Error(fmt::format("{}: no model.safetensors", path));
     return load_attnkit(weights_path, &config, config_path);
@@ -183,7 +177,7 @@ void convert_model(const std::string& from, const std::string& to, const std::st
                            "vocab.txt", "vocab.json", "merges.txt"}) {
     const auto source = fs::path(from) / name;
     if (fs::exists(source))
-      write_file_atomically((fs::path(to) / name).string(), read_text(source.string()));
+      write_file_atomically((fs::path(to) / name).string(), read_file(source.string()));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "attnkit/report/plot.h"
 
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
 
 #include <fmt/format.h>
@@ -66,11 +67,10 @@ std::string first_line(const std::string& text) {
   return "(no message)";
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+// What gnuplot left in `path`: "" when it wrote nothing there, so the caller can say so.
+std::string read_output(const fs::path& path) {
+  std::error_code ec;
+  return fs::exists(path, ec) ? read_file(path) : std::string();
 }
 
 }  // namespace
@@ -170,10 +170,10 @@ std::string render_svg(const LinePlot& plot) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw Error(fmt::format("plot '{}': gnuplot failed: {}", plot.title, first_line(read_text(err_path))));
-  std::string svg = read_text(svg_path);
+    throw Error(fmt::format("plot '{}': gnuplot failed: {}", plot.title, first_line(read_output(err_path))));
+  std::string svg = read_output(svg_path);
   if (svg.find("<svg") == std::string::npos)
-    throw Error(fmt::format("plot '{}': gnuplot wrote no SVG ({})", plot.title, first_line(read_text(err_path))));
+    throw Error(fmt::format("plot '{}': gnuplot wrote no SVG ({})", plot.title, first_line(read_output(err_path))));
   return svg;
 }
 

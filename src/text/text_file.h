@@ -1,14 +1,12 @@
 #pragma once
-// Reading text files for the tokenizers: one attnkit::Error naming the file (and line) for a
-// missing file or invalid UTF-8. Internal to src/text.
+// Text files for the tokenizers: one attnkit::Error naming the file (and line) for a missing file
+// or invalid UTF-8 (whole files: attnkit/file.h). Internal to src/text.
 #include <functional>
 #include <string>
 #include <string_view>
 
 namespace attnkit::text::detail {
 
-// The whole file; throws attnkit::Error when it cannot be read.
-std::string read_file(const std::string& path);
 // Calls visit(line, line_number) for each line (without "\n" or "\r\n"; numbers start at 1).
 // Throws attnkit::Error "PATH:LINE: invalid UTF-8 ..." when a line is not valid UTF-8.
 void for_each_line(const std::string& path, const std::function<void(std::string_view, size_t)>& visit);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 #include "attnkit/text/byte_level_bpe.h"
 #include "attnkit/text/wordpiece.h"
 #include "text_file.h"
@@ -426,7 +427,7 @@ std::string tokenizer_to_json_string(const Tokenizer& tokenizer, bool pretty) {
   return root.dump(pretty ? 2 : -1, ' ', false, json::error_handler_t::strict) + "\n";
 }
 
-Tokenizer read_tokenizer_json(const std::string& path) { return tokenizer_from_json_string(detail::read_file(path), path); }
+Tokenizer read_tokenizer_json(const std::string& path) { return tokenizer_from_json_string(read_file(path), path); }
 
 void write_tokenizer_json(const Tokenizer& tokenizer, const std::string& path, bool pretty) {
   detail::write_file(path, tokenizer_to_json_string(tokenizer, pretty));

@@ -9,11 +9,11 @@
 #include <unordered_map>
 
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 #include "attnkit/text/byte_level.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/unicode.h"
 #include "pair_merger.h"
-#include "text_file.h"
 
 namespace attnkit::text {
 namespace {
@@ -37,7 +37,7 @@ WordCounts count_words(const std::vector<std::string>& files, const WordSplitter
   if (files.empty()) throw Error("training needs at least one text file");
   std::vector<std::string> contents;
   contents.reserve(files.size());
-  for (const auto& file : files) contents.push_back(detail::read_file(file));
+  for (const auto& file : files) contents.push_back(read_file(file));
   std::vector<std::string_view> lines;
   for (const auto& content : contents) {
     std::string_view rest = content;

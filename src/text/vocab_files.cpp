@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 #include "attnkit/text/unicode.h"
 #include "text_file.h"
 #include "vocabulary_json.h"
@@ -49,7 +50,7 @@ void write_vocab_txt(const Vocabulary& vocabulary, const std::string& path) {
 }
 
 Vocabulary read_vocab_json(const std::string& path) {
-  const std::string content = detail::read_file(path);
+  const std::string content = read_file(path);
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(content);

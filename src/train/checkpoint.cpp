@@ -1,6 +1,8 @@
 #include "attnkit/train/checkpoint.h"
 
 #include "attnkit/error.h"
+#include "attnkit/file.h"
+#include "attnkit/parse.h"
 #include "attnkit/io/atomic_file.h"
 
 #include <torch/torch.h>
@@ -15,8 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <limits>
 
 namespace fs = std::filesystem;
 
@@ -59,20 +60,9 @@ void install_directory(const fs::path& from, const fs::path& to) {
 
 std::optional<int64_t> step_of(const std::string& name) {
   if (name.rfind(kStepPrefix, 0) != 0) return std::nullopt;
-  const std::string digits = name.substr(std::strlen(kStepPrefix));
-  if (digits.empty() || digits.size() > 18 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  return std::stoll(digits);
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
+  const auto step = try_parse_unsigned(std::string_view(name).substr(std::strlen(kStepPrefix)));
+  if (!step || *step > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+  return static_cast<int64_t>(*step);
 }
 
 std::string metadata_value(const io::SafetensorsFile& file, const std::string& key) {
@@ -84,14 +74,7 @@ std::string metadata_value(const io::SafetensorsFile& file, const std::string& k
 }
 
 int64_t metadata_integer(const io::SafetensorsFile& file, const std::string& key) {
-  const std::string value = metadata_value(file, key);
-  try {
-    size_t used = 0;
-    int64_t result = std::stoll(value, &used);
-    if (used == value.size()) return result;
-  } catch (const std::exception&) {
-  }
-  throw Error(fmt::format("{}: metadata '{}' is not an integer: '{}'", file.path(), key, value));
+  return parse_int(metadata_value(file, key), fmt::format("{}: metadata '{}'", file.path(), key));
 }
 
 io::NamedTensors all_tensors(const io::SafetensorsFile& file) {

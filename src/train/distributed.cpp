@@ -3,6 +3,7 @@
 #include "attnkit/train/distributed.h"
 
 #include "attnkit/error.h"
+#include "attnkit/parse.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -44,12 +45,8 @@ std::optional<std::string> env_value(const char* name) {
 int environment_integer(const char* name, int low, int high) {
   auto value = env_value(name);
   if (!value) throw Error(fmt::format("distributed: environment variable {} is not set", name));
-  try {
-    size_t used = 0;
-    long long number = std::stoll(*value, &used);
-    if (used == value->size() && number >= low && number <= high) return static_cast<int>(number);
-  } catch (const std::exception&) {
-  }
+  const auto number = try_parse_int(*value);
+  if (number && *number >= low && *number <= high) return static_cast<int>(*number);
   throw Error(fmt::format("distributed: {}='{}' is not an integer in {}..{}", name, *value, low, high));
 }
 

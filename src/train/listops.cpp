@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 
 namespace attnkit::train {
 namespace {
@@ -356,27 +357,23 @@ void write_listops_tsv(const std::vector<ListOpsExample>& examples, const std::s
 }
 
 std::vector<ListOpsExample> read_listops_tsv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+  const std::string content = read_file(path);
+  if (content.empty()) throw Error(fmt::format("{}: empty file, expected the header 'Source<TAB>Target'", path));
   std::vector<ListOpsExample> examples;
-  std::string line;
-  size_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  for_each_line(content, [&](std::string_view line, size_t number) {
     if (number == 1) {
       if (line != kHeader) {
         throw Error(fmt::format("{}:1: expected the header 'Source<TAB>Target', got '{}'", path, line.substr(0, 60)));
       }
-      continue;
+      return;
     }
     const size_t columns = static_cast<size_t>(std::count(line.begin(), line.end(), '\t')) + 1;
     if (columns != 2) {
       throw Error(fmt::format("{}:{}: expected 2 tab-separated columns, got {}", path, number, columns));
     }
     const size_t tab = line.find('\t');
-    const std::string_view source = std::string_view(line).substr(0, tab);
-    const std::string_view target = std::string_view(line).substr(tab + 1);
+    const std::string_view source = line.substr(0, tab);
+    const std::string_view target = line.substr(tab + 1);
     if (target.size() != 1 || target[0] < '0' || target[0] > '9') {
       throw Error(fmt::format("{}:{}: target '{}' is not a class in 0..9", path, number, target));
     }
@@ -384,9 +381,7 @@ std::vector<ListOpsExample> read_listops_tsv(const std::string& path) {
     encode_or_error(source, error);
     if (!error.empty()) throw Error(fmt::format("{}:{}: {}", path, number, error));
     examples.push_back(ListOpsExample{std::string(source), target[0] - '0'});
-  }
-  if (in.bad()) throw Error(fmt::format("{}: read failed", path));
-  if (number == 0) throw Error(fmt::format("{}: empty file, expected the header 'Source<TAB>Target'", path));
+  });
   return examples;
 }
 

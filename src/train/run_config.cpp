@@ -1,6 +1,7 @@
 #include "attnkit/train/run_config.h"
 
 #include "attnkit/error.h"
+#include "attnkit/parse.h"
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -32,32 +33,6 @@ std::string quote(const std::string& s) {
   return out + "\"";
 }
 
-int64_t parse_int(const std::string& name, const std::string& text) {
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty())
-    throw Error(fmt::format("{}: '{}' is not an integer", name, text));
-  return v;
-}
-
-double parse_double(const std::string& name, const std::string& text) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty())
-    throw Error(fmt::format("{}: '{}' is not a number", name, text));
-  return v;
-}
-
 bool parse_bool(const std::string& name, const std::string& text) {
   if (text == "true" || text == "1") return true;
   if (text == "false" || text == "0") return false;
@@ -77,8 +52,8 @@ Setting typed(std::string section, std::string key, std::string help, Access acc
   const std::string name = section + "." + key;
   s.set = [access, name](RunConfig& c, const std::string& text) {
     T& field = access(c);
-    if constexpr (std::is_same_v<T, int64_t>) field = parse_int(name, text);
-    else if constexpr (std::is_same_v<T, double>) field = parse_double(name, text);
+    if constexpr (std::is_same_v<T, int64_t>) field = parse_int(text, name);
+    else if constexpr (std::is_same_v<T, double>) field = parse_double(text, name);
     else if constexpr (std::is_same_v<T, bool>) field = parse_bool(name, text);
     else field = text;
   };

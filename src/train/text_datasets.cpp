@@ -3,26 +3,21 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "attnkit/error.h"
+#include "attnkit/file.h"
+#include "attnkit/parse.h"
 #include "attnkit/text/unicode.h"
-#include "../text/text_file.h"
 
 namespace attnkit::train {
 namespace {
 
 using nlohmann::json;
 constexpr size_t kKeptMessages = 10;
-
-// The whole file, with the tokenizers' error messages for unreadable files.
-std::string read_whole_file(const std::string& path) { return text::detail::read_file(path); }
 
 bool is_blank(std::string_view line) {
   return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; });
@@ -46,29 +41,22 @@ struct BadLines {
 // Handles the header, blank lines, invalid UTF-8, the line counts and bad lines.
 template <typename Parse>
 void for_each_data_line(const std::string& path, const DataReadOptions& options, DataReadStats& stats, Parse parse) {
-  const std::string content = read_whole_file(path);
+  const std::string content = read_file(path);
   BadLines bad{path, options.skip_bad_lines, stats};
-  std::string_view rest = content;
-  size_t number = 0;
-  while (!rest.empty()) {
-    const size_t newline = rest.find('\n');
-    std::string_view line = rest.substr(0, newline);
-    rest = newline == std::string_view::npos ? std::string_view() : rest.substr(newline + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    ++number;
+  for_each_line(content, [&](std::string_view line, size_t number) {
     ++stats.lines;
-    if (number == 1 && options.header) continue;
+    if (number == 1 && options.header) return;
     if (const size_t at = text::unicode::find_invalid_utf8(line); at != std::string_view::npos) {
       bad.line(number, fmt::format("invalid UTF-8 at byte {} of the line", at + 1));
-      continue;
+      return;
     }
     if (is_blank(line)) {
       ++stats.blank_lines;
-      continue;
+      return;
     }
     const std::string problem = parse(line, number);
     if (!problem.empty()) bad.line(number, problem);
-  }
+  });
 }
 
 std::vector<std::string_view> split_tabs(std::string_view line) {
@@ -99,14 +87,6 @@ std::vector<std::string> split_spaces(std::string_view text) {
   return words;
 }
 
-bool is_integer(const std::string& s) {
-  size_t i = s.size() > 1 && s[0] == '-' ? 1 : 0;
-  if (i == s.size()) return false;
-  for (; i < s.size(); ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-  }
-  return s.size() <= 18;
-}
 
 std::string quote_snippet(std::string_view text, size_t max_bytes = 40) {
   std::string out = "\"";
@@ -164,10 +144,14 @@ class LabelTable {
   void finish() {
     if (given_) return;
     names_.assign(seen_.begin(), seen_.end());
-    const bool numeric = std::all_of(names_.begin(), names_.end(), is_integer);
+    const bool numeric =
+        std::all_of(names_.begin(), names_.end(), [](const std::string& name) { return try_parse_int(name).has_value(); });
     if (numeric) {
-      std::sort(names_.begin(), names_.end(),
-                [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
+      // By value; "1" and "01" are different labels of one value, ordered by their text.
+      std::sort(names_.begin(), names_.end(), [](const std::string& a, const std::string& b) {
+        const int64_t x = *try_parse_int(a), y = *try_parse_int(b);
+        return x != y ? x < y : a < b;
+      });
     }
     if (tags_) {
       auto o = std::find(names_.begin(), names_.end(), "O");
@@ -486,7 +470,7 @@ Seq2SeqData read_seq2seq_tsv(const std::string& path, const DataReadOptions& opt
 
 // ---------------------------------------------------------------------------------------------
 SquadData read_squad_json(const std::string& path, const DataReadOptions& options) {
-  const std::string content = read_whole_file(path);
+  const std::string content = read_file(path);
   json root;
   try {
     root = json::parse(content);
@@ -583,7 +567,7 @@ LanguageModelData read_language_model_data(const std::vector<std::string>& paths
     chunk.clear();
   };
   for (const std::string& path : paths) {
-    const std::string content = read_whole_file(path);
+    const std::string content = read_file(path);
     BadLines bad{path, options.skip_bad_lines, data.stats};
     size_t start = 0;
     size_t number = 0;

@@ -4,6 +4,7 @@
 #include "attnkit/analysis/path_counts.h"
 #include "attnkit/analysis/rank_collapse.h"
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/io/safetensors.h"
@@ -117,14 +118,15 @@ TransformerConfig random_config(const CollapseCommand& c) {
     config = TransformerConfig::gpt2(vocab, hidden, layers, heads);
     config.intermediate = intermediate;
   } else {
-    std::ifstream in(c.random);
-    if (!in)
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(c.random, ec))
       throw Error(fmt::format("--random {}: neither a preset (bert, albert, gpt2) nor a readable "
                               "config JSON file",
                               c.random));
+    const std::string text = read_file(c.random, "--random");
     nlohmann::json j;
     try {
-      in >> j;
+      j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("--random {}: not valid JSON ({})", c.random, e.what()));
     }

@@ -4,6 +4,8 @@
 // the global options (threads, seed) have been applied.
 #include <CLI/CLI.hpp>
 
+#include "attnkit/parse.h"
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -23,10 +25,7 @@ struct GlobalOptions {
 inline CLI::Validator at_least(long long lower) {
   return CLI::Validator(
       [lower](std::string& value) -> std::string {
-        try {
-          if (std::stoll(value) >= lower) return {};
-        } catch (const std::exception&) {
-        }
+        if (const auto number = try_parse_int(value); number && *number >= lower) return {};
         return "must be an integer >= " + std::to_string(lower) + " (got " + value + ")";
       },
       ">=" + std::to_string(lower));

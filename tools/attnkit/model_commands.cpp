@@ -3,6 +3,7 @@
 #include "attnkit/error.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/io/safetensors.h"
+#include "attnkit/parse.h"
 #include "command.h"
 
 #include <fmt/format.h>
@@ -29,16 +30,9 @@ at::Tensor parse_row(const std::string& text, const char* option) {
   while (in >> token) {
     if (!token.empty() && token.back() == ',') token.pop_back();
     if (token.empty()) continue;
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(token, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != token.size())
-      throw Error(fmt::format("{}: '{}' is not an integer (give ids separated by spaces)", option, token));
-    values.push_back(v);
+    const auto v = try_parse_int(token);
+    if (!v) throw Error(fmt::format("{}: '{}' is not an integer (give ids separated by spaces)", option, token));
+    values.push_back(*v);
   }
   if (values.empty()) throw Error(fmt::format("{}: no ids given", option));
   return torch::tensor(values, torch::kLong).unsqueeze(0);

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "attnkit/error.h"
+#include "attnkit/parse.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/tokenizer_json.h"
 #include "attnkit/text/trainer.h"
@@ -77,16 +79,18 @@ EncodeInput parse_input(std::string line, size_t number, bool pair) {
 
 std::vector<uint32_t> parse_ids(const std::string& line, size_t number) {
   std::vector<uint32_t> ids;
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
   size_t pos = 0;
   while (pos < line.size()) {
-    while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t' || line[pos] == '\r')) ++pos;
+    while (pos < line.size() && is_space(line[pos])) ++pos;
     if (pos >= line.size()) break;
     size_t end = pos;
-    while (end < line.size() && line[end] >= '0' && line[end] <= '9') ++end;
-    if (end == pos || (end < line.size() && line[end] != ' ' && line[end] != '\t' && line[end] != '\r') || end - pos > 9) {
+    while (end < line.size() && !is_space(line[end])) ++end;
+    const auto id = try_parse_unsigned(std::string_view(line).substr(pos, end - pos));
+    if (!id || *id > std::numeric_limits<uint32_t>::max()) {
       throw Error(fmt::format("stdin line {}: '{}' is not a list of token ids separated by spaces", number, line));
     }
-    ids.push_back(static_cast<uint32_t>(std::stoul(line.substr(pos, end - pos))));
+    ids.push_back(static_cast<uint32_t>(*id));
     pos = end;
   }
   return ids;
