@@ -149,6 +149,8 @@ TEST(Embeddings, BadIdsAndLengthsAreOneLineErrors) {
                "embeddings: sequence of 7 tokens (from position 0) exceeds max_positions 6");
   expect_error([&] { emb->forward(ids({1, 2, 3}, 1), c10::nullopt, 4); },
                "embeddings: sequence of 3 tokens (from position 4) exceeds max_positions 6");
+  expect_error([&] { emb->forward(ids({1, 2, 3}, 1), c10::nullopt, -1); },
+               "embeddings: position_offset must be >= 0, got -1");
   expect_error([&] { emb->forward(ids({1, 2, 3}, 1), ids({0, 2, 1}, 1)); },
                "embeddings: token type ids must lie in [0, 2)");
   expect_error([&] { emb->forward(ids({1, 2, 3}, 1), ids({0, 1}, 1)); },
