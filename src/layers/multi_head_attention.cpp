@@ -49,12 +49,15 @@ at::Tensor split_heads(const at::Tensor& x, int64_t heads) {
   return x.view({x.size(0), x.size(1), heads, -1}).transpose(1, 2);
 }
 
-// Keys valid under the optional padding, as a [B, 1, 1, S] mask combined with `mask`.
+// Keys valid under the optional padding, as a [B, 1, 1, S] mask combined with `mask`. An
+// additive mask gets −inf on padded keys (combine_masks takes bool masks only).
 c10::optional<at::Tensor> merged_mask(const c10::optional<at::Tensor>& mask,
                                       const c10::optional<at::Tensor>& key_padding) {
   if (!key_padding) return mask;
   at::Tensor padding = ops::padding_mask(*key_padding);
   if (!mask) return padding;
+  if (at::isFloatingType(mask->scalar_type()))
+    return at::where(padding, *mask, -std::numeric_limits<double>::infinity());
   return ops::combine_masks(*mask, padding);
 }
 

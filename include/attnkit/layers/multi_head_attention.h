@@ -27,8 +27,9 @@ struct MultiHeadAttentionOptions {
 };
 
 struct AttentionInputs {
-  // bool, true = may attend, broadcastable to [batch, heads, L, S]. Only kinds with explicit
-  // logits (softmax, synthesizers, mixtures) accept it; linear/cosFormer take causal + padding.
+  // bool (true = may attend) or additive (floating, same dtype as x, added to the logits),
+  // broadcastable to [batch, heads, L, S]. Only kinds with explicit logits (softmax,
+  // synthesizers, mixtures) accept it; linear/cosFormer take causal + padding.
   c10::optional<at::Tensor> mask;
   // bool [batch, S], true = real key.
   c10::optional<at::Tensor> key_padding;
