@@ -33,3 +33,4 @@ at::Tensor factorized_dense_synthesizer_logits(const at::Tensor& x, const at::Te
 at::Tensor mix_logits(const std::vector<at::Tensor>& logits, const at::Tensor& mixing);
 
 }  // namespace attnkit::ops
+// Kernel: src/ops/synthesizer.cpp (ATen ops, no fused kernel). Tests: tests/ops/variant_oracle_test.cpp (VariantOracle.*, VariantProperty.*), tests/ops/attention_ops_test.cpp (Errors.*).
