@@ -26,6 +26,7 @@ TransformerConfig with_kind(TransformerConfig config, const std::string& kind) {
   config.attention.kind = spec.kind;
   config.attention.feature_map = spec.feature_map;
   config.attention.mixture = spec.mixture;
+  config.attention.talking_heads = spec.talking_heads;
   config.validate();
   return config;
 }

@@ -65,6 +65,12 @@ c10::optional<at::Tensor> merged_mask(const c10::optional<at::Tensor>& mask,
 
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options)
     : options_(options) {
+  if (options_.spec().kind == AttentionKind::TalkingHeads) {  // as AttentionSpec::parse writes it
+    AttentionSpec normal = options_.spec();
+    normal.kind = AttentionKind::Softmax;
+    normal.talking_heads = true;
+    options_.spec(normal);
+  }
   const auto& spec = options_.spec();
   const int64_t hidden = options_.hidden(), heads = options_.heads();
   if (hidden <= 0 || heads <= 0)
@@ -93,7 +99,7 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
                                torch::nn::LinearOptions(heads * value_size_, hidden).bias(bias)));
 
   if (spec.kind == AttentionKind::Linear)
-    feature_map_ = std::make_shared<ops::FeatureMap>(ops::FeatureMap::parse(spec.feature_map, key_size_));
+    feature_map_ = std::make_shared<ops::FeatureMap>(ops::FeatureMap::from_spec(spec.feature_map, key_size_));
   if (spec.talking_heads) {
     pre_mix_ = register_parameter("pre_mix", torch::eye(heads));
     post_mix_ = register_parameter("post_mix", torch::eye(heads));
@@ -102,6 +108,7 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   if (uses_kind(spec, AttentionKind::SynthesizerDense) ||
       uses_kind(spec, AttentionKind::SynthesizerFactorizedDense) ||
       uses_kind(spec, AttentionKind::SynthesizerRandom) ||
+      uses_kind(spec, AttentionKind::SynthesizerRandomFixed) ||
       uses_kind(spec, AttentionKind::SynthesizerFactorizedRandom)) {
     if (n <= 0) throw Error(fmt::format("attention: max_length must be positive (got {})", n));
   }
@@ -117,6 +124,12 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   }
   if (uses_kind(spec, AttentionKind::SynthesizerRandom))
     random_logits_ = register_parameter("random_logits", torch::randn({heads, n, n}) * init_std);
+  // Fixed random alignment (Tay et al.'s fixed Random Synthesizer): a buffer, so no optimiser
+  // moves it, drawn from the default generator (seeded like every other initial value) and saved
+  // with the model. Unit-variance logits: at the trained kind's 0.02 the alignment would stay
+  // uniform forever.
+  if (uses_kind(spec, AttentionKind::SynthesizerRandomFixed))
+    fixed_random_logits_ = register_buffer("fixed_random_logits", torch::randn({heads, n, n}));
   if (uses_kind(spec, AttentionKind::SynthesizerFactorizedDense)) {
     const auto a = static_cast<int64_t>(std::ceil(std::sqrt(double(n))));
     const int64_t b = (n + a - 1) / a;
@@ -157,6 +170,8 @@ at::Tensor MultiHeadAttentionImpl::logits(const at::Tensor& qh, const at::Tensor
       return ops::dense_synthesizer_logits(qh, dense_w1_, dense_b1_, dense_w2_, dense_b2_, S);
     case AttentionKind::SynthesizerRandom:
       return ops::random_synthesizer_logits(random_logits_, L, S);
+    case AttentionKind::SynthesizerRandomFixed:
+      return ops::random_synthesizer_logits(fixed_random_logits_, L, S);
     case AttentionKind::SynthesizerFactorizedDense:
       return ops::factorized_dense_synthesizer_logits(qh, factor_a_, factor_b_, S);
     case AttentionKind::SynthesizerFactorizedRandom:

@@ -205,10 +205,13 @@ void from_json(const nlohmann::json& j, AttentionSpec& spec) {
   spec.kind = parsed.kind;
   spec.feature_map = parsed.feature_map;
   spec.mixture = parsed.mixture;
+  spec.talking_heads = parsed.talking_heads;
   r.read("causal", spec.causal);
   r.read("key_size", spec.key_size);
   r.read("value_size", spec.value_size);
   r.read("talking_heads", spec.talking_heads);
+  if (parsed.talking_heads && !spec.talking_heads)
+    throw Error("config: attention: kind 'talking-heads' contradicts talking_heads = false");
   r.read("max_length", spec.max_length);
   r.read("synthesizer_hidden", spec.synthesizer_hidden);
   r.read("factor_rank", spec.factor_rank);

@@ -187,7 +187,11 @@ void register_analyze_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--vocab", c->vocab, "vocabulary size of the random stack (default 1000)")->check(at_least(2));
   cmd->add_option("--kind", c->kinds,
                   "attention kind(s) of the random stack, comma-separated, or 'all' (softmax, "
-                  "linear:elu, linear:relu, linear:favor, cosformer, synthesizer-*); default softmax");
+                  "linear:elu, linear:relu, linear:favor, cosformer, synthesizer-dense, "
+                  "synthesizer-random, synthesizer-factorized-dense, "
+                  "synthesizer-factorized-random); any kind of the attention-kind grammar "
+                  "(e.g. talking-heads, linear:favor:M:SEED, synthesizer-random-fixed, "
+                  "mixture:A+B); default softmax");
   cmd->add_option("--seeds", c->seeds, "random models per kind (seeds --seed, --seed+1, ...)")
       ->capture_default_str()->check(at_least(1));
   cmd->add_option("--init-std", c->init_std, "std of the random dense/embedding weights")->capture_default_str();

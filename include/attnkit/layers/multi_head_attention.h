@@ -82,6 +82,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // Synthesizer parameters (registered only for the kinds that use them).
   at::Tensor dense_w1_, dense_b1_, dense_w2_, dense_b2_;
   at::Tensor random_logits_;
+  at::Tensor fixed_random_logits_;        // a buffer: never trained
   at::Tensor factor_a_, factor_b_;        // factorized dense projections
   at::Tensor random_r1_, random_r2_;      // factorized random factors
   at::Tensor mixing_;                     // mixture weights (softmax-normalised)
