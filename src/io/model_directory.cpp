@@ -149,6 +149,8 @@ void save_attnkit_model(models::TaskModel& model, const std::string& directory) 
   if (ec) throw Error(fmt::format("{}: cannot create directory ({})", directory, ec.message()));
   NamedTensors tensors;
   for (auto& item : model->named_parameters(true)) tensors.emplace_back(item.key(), item.value().detach());
+  // Buffers too: some are not recomputed from the config (synthesizer-random-fixed's alignment).
+  for (auto& item : model->named_buffers(true)) tensors.emplace_back(item.key(), item.value());
   save_safetensors((fs::path(directory) / "model.safetensors").string(), tensors,
                    attnkit_metadata(model));
   write_file_atomically((fs::path(directory) / "config.json").string(),

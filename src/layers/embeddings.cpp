@@ -69,6 +69,8 @@ at::Tensor EmbeddingsImpl::forward(const at::Tensor& input_ids,
       throw Error(fmt::format("embeddings: token id {} is outside the vocabulary [0, {})",
                               lo < 0 ? lo : hi, options_.vocab_size()));
   }
+  if (position_offset < 0)
+    throw Error(fmt::format("embeddings: position_offset must be >= 0, got {}", position_offset));
   if (options_.positions() != PositionEncoding::None && position_offset + n > options_.max_positions())
     throw Error(fmt::format("embeddings: sequence of {} tokens (from position {}) exceeds "
                             "max_positions {}",

@@ -49,12 +49,15 @@ at::Tensor split_heads(const at::Tensor& x, int64_t heads) {
   return x.view({x.size(0), x.size(1), heads, -1}).transpose(1, 2);
 }
 
-// Keys valid under the optional padding, as a [B, 1, 1, S] mask combined with `mask`.
+// Keys valid under the optional padding, as a [B, 1, 1, S] mask combined with `mask`. An
+// additive mask gets −inf on padded keys (combine_masks takes bool masks only).
 c10::optional<at::Tensor> merged_mask(const c10::optional<at::Tensor>& mask,
                                       const c10::optional<at::Tensor>& key_padding) {
   if (!key_padding) return mask;
   at::Tensor padding = ops::padding_mask(*key_padding);
   if (!mask) return padding;
+  if (at::isFloatingType(mask->scalar_type()))
+    return at::where(padding, *mask, -std::numeric_limits<double>::infinity());
   return ops::combine_masks(*mask, padding);
 }
 
@@ -62,6 +65,12 @@ c10::optional<at::Tensor> merged_mask(const c10::optional<at::Tensor>& mask,
 
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options)
     : options_(options) {
+  if (options_.spec().kind == AttentionKind::TalkingHeads) {  // as AttentionSpec::parse writes it
+    AttentionSpec normal = options_.spec();
+    normal.kind = AttentionKind::Softmax;
+    normal.talking_heads = true;
+    options_.spec(normal);
+  }
   const auto& spec = options_.spec();
   const int64_t hidden = options_.hidden(), heads = options_.heads();
   if (hidden <= 0 || heads <= 0)
@@ -90,7 +99,7 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
                                torch::nn::LinearOptions(heads * value_size_, hidden).bias(bias)));
 
   if (spec.kind == AttentionKind::Linear)
-    feature_map_ = std::make_shared<ops::FeatureMap>(ops::FeatureMap::parse(spec.feature_map, key_size_));
+    feature_map_ = std::make_shared<ops::FeatureMap>(ops::FeatureMap::from_spec(spec.feature_map, key_size_));
   if (spec.talking_heads) {
     pre_mix_ = register_parameter("pre_mix", torch::eye(heads));
     post_mix_ = register_parameter("post_mix", torch::eye(heads));
@@ -99,6 +108,7 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   if (uses_kind(spec, AttentionKind::SynthesizerDense) ||
       uses_kind(spec, AttentionKind::SynthesizerFactorizedDense) ||
       uses_kind(spec, AttentionKind::SynthesizerRandom) ||
+      uses_kind(spec, AttentionKind::SynthesizerRandomFixed) ||
       uses_kind(spec, AttentionKind::SynthesizerFactorizedRandom)) {
     if (n <= 0) throw Error(fmt::format("attention: max_length must be positive (got {})", n));
   }
@@ -114,6 +124,12 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   }
   if (uses_kind(spec, AttentionKind::SynthesizerRandom))
     random_logits_ = register_parameter("random_logits", torch::randn({heads, n, n}) * init_std);
+  // Fixed random alignment (Tay et al.'s fixed Random Synthesizer): a buffer, so no optimiser
+  // moves it, drawn from the default generator (seeded like every other initial value) and saved
+  // with the model. Unit-variance logits: at the trained kind's 0.02 the alignment would stay
+  // uniform forever.
+  if (uses_kind(spec, AttentionKind::SynthesizerRandomFixed))
+    fixed_random_logits_ = register_buffer("fixed_random_logits", torch::randn({heads, n, n}));
   if (uses_kind(spec, AttentionKind::SynthesizerFactorizedDense)) {
     const auto a = static_cast<int64_t>(std::ceil(std::sqrt(double(n))));
     const int64_t b = (n + a - 1) / a;
@@ -154,6 +170,8 @@ at::Tensor MultiHeadAttentionImpl::logits(const at::Tensor& qh, const at::Tensor
       return ops::dense_synthesizer_logits(qh, dense_w1_, dense_b1_, dense_w2_, dense_b2_, S);
     case AttentionKind::SynthesizerRandom:
       return ops::random_synthesizer_logits(random_logits_, L, S);
+    case AttentionKind::SynthesizerRandomFixed:
+      return ops::random_synthesizer_logits(fixed_random_logits_, L, S);
     case AttentionKind::SynthesizerFactorizedDense:
       return ops::factorized_dense_synthesizer_logits(qh, factor_a_, factor_b_, S);
     case AttentionKind::SynthesizerFactorizedRandom:

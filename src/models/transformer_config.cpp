@@ -6,7 +6,10 @@
 #include "strict_json.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 
 namespace attnkit::models {
 namespace {
@@ -152,6 +155,35 @@ TransformerConfig TransformerConfig::gpt2(int64_t vocab_size, int64_t hidden, in
   return c;
 }
 
+const std::vector<std::string>& preset_names() {
+  static const std::vector<std::string> names = {"bert", "albert", "gpt2"};
+  return names;
+}
+
+bool is_preset(std::string_view name) {
+  const auto& names = preset_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+TransformerConfig preset(std::string_view name, const PresetSizes& s) {
+  const int64_t intermediate = s.intermediate > 0 ? s.intermediate : 4 * s.hidden;
+  TransformerConfig c;
+  if (name == "bert") {
+    c = TransformerConfig::bert(s.vocab_size, s.hidden, s.layers, s.heads, intermediate);
+  } else if (name == "albert") {
+    c = TransformerConfig::albert(s.vocab_size, s.embedding_size > 0 ? s.embedding_size : s.hidden,
+                                  s.hidden, s.layers, s.heads, intermediate);
+  } else if (name == "gpt2") {
+    c = TransformerConfig::gpt2(s.vocab_size, s.hidden, s.layers, s.heads);
+    c.intermediate = intermediate;
+  } else {
+    throw Error(fmt::format("unknown model preset '{}' (presets: {})", name,
+                            fmt::join(preset_names(), ", ")));
+  }
+  if (s.embedding_size > 0) c.embedding_size = s.embedding_size;
+  return c;
+}
+
 }  // namespace attnkit::models
 
 namespace attnkit::layers {
@@ -173,10 +205,13 @@ void from_json(const nlohmann::json& j, AttentionSpec& spec) {
   spec.kind = parsed.kind;
   spec.feature_map = parsed.feature_map;
   spec.mixture = parsed.mixture;
+  spec.talking_heads = parsed.talking_heads;
   r.read("causal", spec.causal);
   r.read("key_size", spec.key_size);
   r.read("value_size", spec.value_size);
   r.read("talking_heads", spec.talking_heads);
+  if (parsed.talking_heads && !spec.talking_heads)
+    throw Error("config: attention: kind 'talking-heads' contradicts talking_heads = false");
   r.read("max_length", spec.max_length);
   r.read("synthesizer_hidden", spec.synthesizer_hidden);
   r.read("factor_rank", spec.factor_rank);

@@ -106,8 +106,11 @@ void TransformerModelImpl::unshare() {
     TransformerBlock copy(block_options());
     copy->set_paths(block(layer)->paths());
     const auto source = block(layer)->named_parameters();
+    const auto source_buffers = block(layer)->named_buffers();
     torch::NoGradGuard no_grad;
     for (auto& item : copy->named_parameters()) item.value().copy_(source[item.key()]);
+    // Buffers that were drawn at random (a fixed Synthesizer alignment) are shared state too.
+    for (auto& item : copy->named_buffers()) item.value().copy_(source_buffers[item.key()]);
     fresh->push_back(copy);
   }
   blocks = replace_module("blocks", fresh);

@@ -1,8 +1,8 @@
 #include "attnkit/ops/cosformer_attention.h"
 
-#include "causal_product.h"
 #include "checks.h"
 #include "feature_attention.h"
+#include "fused_feature_attention.h"
 
 #include <ATen/ATen.h>
 
@@ -27,9 +27,8 @@ at::Tensor cosformer_attention(const at::Tensor& q, const at::Tensor& k, const a
   detail::check_feature_attention_inputs("cosformer_attention", q, k, v, causal, key_padding_mask);
   const int64_t L = q.size(2), S = k.size(2);
   const int64_t M = std::max<int64_t>({L, S, 1});
-  if (detail::fused_feature_applies(q, k, causal, key_padding_mask))
-    return detail::fused_feature_attention(q, k, v, key_padding_mask,
-                                           detail::CausalFeature::CosRelu,
+  if (detail::fused_feature_applies(q, k, causal, key_padding_mask, FeatureMapKind::CosRelu))
+    return detail::fused_feature_attention(q, k, v, key_padding_mask, FeatureMapKind::CosRelu,
                                            M_PI / 2.0 / static_cast<double>(M),
                                            /*clamp=*/true, causal);
   const auto dtype = q.scalar_type();

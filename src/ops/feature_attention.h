@@ -1,7 +1,12 @@
 #pragma once
-// The shared core of linear attention and cosFormer: attention through feature maps.
+// Feature-map attention on explicit features, the unfused core of linear attention and cosFormer:
 //   out_i = φq_i · Σ_j φk_j v_jᵀ / den(φq_i · Σ_j φk_j)
-// with the sum over all keys (non-causal) or over j <= i + S − L (causal). Private to src/.
+// with the sum over all keys (non-causal) or over j <= i + S − L (causal), from φ(q) and φ(k)
+// given as tensors and ATen ops (the causal sums through a chunked causal-product kernel,
+// ops/cpu/causal_product_kernel.h). Differentiable to any order. It serves what the fused op
+// (fused_feature_attention.h, features computed inside the kernels) does not: FAVOR, dtypes other
+// than float32/float64, causal with L < S or key padding, and create_graph backwards.
+// Private to src/.
 #include <ATen/core/Tensor.h>
 
 namespace attnkit::ops::detail {

@@ -1,8 +1,9 @@
 #include "attnkit/ops/linear_attention.h"
 
-#include "causal_product.h"
+#include "attnkit/error.h"
 #include "checks.h"
 #include "feature_attention.h"
+#include "fused_feature_attention.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -17,19 +18,6 @@ namespace {
 int64_t default_favor_features(int64_t dim) {
   const auto log_d = static_cast<int64_t>(std::ceil(std::log(static_cast<double>(dim))));
   return dim * std::max<int64_t>(1, log_d);
-}
-
-int64_t parse_int(const std::string& text, const std::string& spec) {
-  try {
-    size_t used = 0;
-    const long long value = std::stoll(text, &used);
-    if (used == text.size() && value >= 0) return static_cast<int64_t>(value);
-  } catch (const std::exception&) {
-  }
-  detail::fail("FeatureMap::parse",
-               fmt::format("'{}' is not a valid feature map; expected elu, relu, favor, favor:M "
-                           "or favor:M:SEED with non-negative integers",
-                           spec));
 }
 
 }  // namespace
@@ -63,37 +51,36 @@ FeatureMap FeatureMap::favor(int64_t dim, int64_t num_features, uint64_t seed) {
   return FeatureMap(FeatureMapKind::Favor, favor_projection(dim, m, seed), seed);
 }
 
-FeatureMap FeatureMap::parse(const std::string& spec, int64_t dim) {
-  if (spec == "elu") return elu();
-  if (spec == "relu") return relu();
-  if (spec.rfind("favor", 0) == 0) {
-    const std::string rest = spec.substr(5);
-    if (rest.empty()) return favor(dim);
-    if (rest[0] == ':') {
-      const auto colon = rest.find(':', 1);
-      const int64_t m = parse_int(rest.substr(1, colon == std::string::npos ? std::string::npos
-                                                                             : colon - 1),
-                                  spec);
-      const uint64_t seed =
-          colon == std::string::npos ? 0 : static_cast<uint64_t>(parse_int(rest.substr(colon + 1), spec));
-      return favor(dim, m, seed);
-    }
+FeatureMap FeatureMap::from_spec(const FeatureMapSpec& spec, int64_t dim) {
+  switch (spec.kind) {
+    case FeatureMapKind::Elu: return elu();
+    case FeatureMapKind::Relu: return relu();
+    case FeatureMapKind::Favor: return favor(dim, spec.num_features, spec.seed);
+    case FeatureMapKind::CosRelu: break;
   }
-  detail::fail("FeatureMap::parse",
-               fmt::format("unknown feature map '{}'; expected elu, relu, favor, favor:M or "
-                           "favor:M:SEED",
-                           spec));
+  detail::fail("FeatureMap::from_spec",
+               "cos-relu features depend on token positions; use cosformer_attention");
 }
 
-std::string FeatureMap::name() const {
-  switch (kind_) {
-    case FeatureMapKind::Elu: return "elu";
-    case FeatureMapKind::Relu: return "relu";
-    case FeatureMapKind::Favor:
-      return fmt::format("favor:{}:{}", projection_.size(0), seed_);
+FeatureMap FeatureMap::parse(const std::string& spec, int64_t dim) {
+  try {
+    return from_spec(parse_feature_map(spec), dim);
+  } catch (const Error& e) {
+    detail::fail("FeatureMap::parse", e.what());
   }
-  return "?";
 }
+
+FeatureMapSpec FeatureMap::spec() const {
+  FeatureMapSpec out;
+  out.kind = kind_;
+  if (kind_ == FeatureMapKind::Favor) {
+    out.num_features = projection_.size(0);
+    out.seed = seed_;
+  }
+  return out;
+}
+
+std::string FeatureMap::name() const { return to_string(spec()); }
 
 int64_t FeatureMap::output_dim(int64_t input_dim) const {
   return kind_ == FeatureMapKind::Favor ? projection_.size(0) : input_dim;
@@ -109,6 +96,7 @@ at::Tensor FeatureMap::apply(const at::Tensor& x) const {
   switch (kind_) {
     case FeatureMapKind::Elu: return at::elu(x) + 1;
     case FeatureMapKind::Relu: return at::relu(x);
+    case FeatureMapKind::CosRelu: break;  // from_spec refuses it
     case FeatureMapKind::Favor: {
       const int64_t d = projection_.size(1);
       if (x.size(-1) != d)
@@ -130,13 +118,9 @@ at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::
                             const FeatureMap& feature_map, bool causal,
                             const c10::optional<at::Tensor>& key_padding_mask) {
   detail::check_feature_attention_inputs("linear_attention", q, k, v, causal, key_padding_mask);
-  if (detail::fused_feature_applies(q, k, causal, key_padding_mask) &&
-      feature_map.kind() != FeatureMapKind::Favor)
-    return detail::fused_feature_attention(
-        q, k, v, key_padding_mask,
-        feature_map.kind() == FeatureMapKind::Elu ? detail::CausalFeature::Elu
-                                                  : detail::CausalFeature::Relu,
-        0.0, /*clamp=*/false, causal);
+  if (detail::fused_feature_applies(q, k, causal, key_padding_mask, feature_map.kind()))
+    return detail::fused_feature_attention(q, k, v, key_padding_mask, feature_map.kind(), 0.0,
+                                           /*clamp=*/false, causal);
   auto phi_q = feature_map.apply(q);
   auto phi_k = detail::zero_padded_keys(feature_map.apply(k), key_padding_mask);
   return detail::feature_attention(phi_q, phi_k, v, causal, detail::Denominator::AddEpsilon);

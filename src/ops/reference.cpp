@@ -83,9 +83,10 @@ at::Tensor attention_from_logits(const at::Tensor& logits, const at::Tensor& v,
 at::Tensor feature_map(const ops::FeatureMap& fm, const at::Tensor& x_in) {
   auto x = f64(x_in);
   switch (fm.kind()) {
-    case ops::FeatureMapKind::Elu: return at::where(x.gt(0), x + 1.0, x.exp());
-    case ops::FeatureMapKind::Relu: return at::where(x.gt(0), x, at::zeros_like(x));
-    case ops::FeatureMapKind::Favor: {
+    case FeatureMapKind::Elu: return at::where(x.gt(0), x + 1.0, x.exp());
+    case FeatureMapKind::Relu: return at::where(x.gt(0), x, at::zeros_like(x));
+    case FeatureMapKind::CosRelu: break;  // not a FeatureMap (cosformer_attention)
+    case FeatureMapKind::Favor: {
       const auto& w = fm.projection();  // [m, d] float64
       const double d = static_cast<double>(w.size(1)), m = static_cast<double>(w.size(0));
       auto xs = x / std::pow(d, 0.25);

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -332,7 +333,10 @@ void launch_local_workers(const LaunchOptions& options) {
       forwarded_signal = 0;
       kill_all(received);
     }
-    bool reaped = false;
+    // Every worker that has ended is reaped in one pass. A worker killed by a signal is the cause
+    // and the others' error exits ("peer closed the connection") its effect, so it is named
+    // first, whatever the order the pids come in.
+    std::vector<std::pair<bool, std::string>> ended;  // (killed by a signal, description)
     for (auto it = running.begin(); it != running.end();) {
       int status = 0;
       const pid_t pid = ::waitpid(it->first, &status, WNOHANG);
@@ -340,16 +344,16 @@ void launch_local_workers(const LaunchOptions& options) {
         ++it;
         continue;
       }
-      reaped = true;
       const int rank = it->second;
       it = running.erase(it);
-      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        failure = fmt::format("worker rank {} (pid {}) {}", rank, pid, describe_status(status));
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 127) failure += fmt::format(" (could not run {}?)", options.argv[0]);
-        break;
-      }
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+      std::string text = fmt::format("worker rank {} (pid {}) {}", rank, pid, describe_status(status));
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 127) text += fmt::format(" (could not run {}?)", options.argv[0]);
+      ended.emplace_back(WIFSIGNALED(status), std::move(text));
     }
-    if (!reaped && failure.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::stable_sort(ended.begin(), ended.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (const auto& [signalled, text] : ended) failure += (failure.empty() ? "" : "; then ") + text;
+    if (ended.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (!failure.empty()) stop_all();
   restore_handlers();

@@ -846,19 +846,11 @@ models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, i
                                        bool causal) {
   const auto& m = config.model;
   const std::string family = m.family.empty() ? (causal ? "gpt2" : "bert") : m.family;
-  const int64_t intermediate = m.intermediate > 0 ? m.intermediate : 4 * m.hidden;
-  models::TransformerConfig c;
-  if (family == "bert") c = models::TransformerConfig::bert(vocab, m.hidden, m.layers, m.heads, intermediate);
-  else if (family == "albert")
-    c = models::TransformerConfig::albert(vocab, m.embedding_size > 0 ? m.embedding_size : m.hidden,
-                                          m.hidden, m.layers, m.heads, intermediate);
-  else if (family == "gpt2") {
-    c = models::TransformerConfig::gpt2(vocab, m.hidden, m.layers, m.heads);
-    c.intermediate = intermediate;
-  } else {
-    throw Error(fmt::format("model.family: '{}' is not bert, albert or gpt2", family));
-  }
-  if (family != "albert" && m.embedding_size > 0) c.embedding_size = m.embedding_size;
+  if (!models::is_preset(family))
+    throw Error(fmt::format("model.family: '{}' is not one of {}", family,
+                            fmt::join(models::preset_names(), ", ")));
+  models::TransformerConfig c =
+      models::preset(family, {vocab, m.hidden, m.layers, m.heads, m.intermediate, m.embedding_size});
   c.type_vocab_size = 0;
   c.pooler = config.model.pooling == "pooler" && !causal;
   c.attention = layers::AttentionSpec::parse(m.attention);

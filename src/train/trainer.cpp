@@ -352,7 +352,8 @@ TrainResult Trainer::train() {
                                                s.resumed ? std::optional<int64_t>(s.step) : std::nullopt);
   }
   ProgressOptions progress_options;
-  progress_options.total_steps = o.steps;
+  progress_options.total = o.steps;
+  progress_options.unit = "steps";
   progress_options.log_every = o.log_every;
   progress_options.quiet = o.quiet || !writer;
   progress_options.terminal = o.terminal;
@@ -379,14 +380,14 @@ TrainResult Trainer::train() {
 
     const int64_t step = record.step;
     const bool last = step == o.steps;
-    progress.step({step, record.loss, record.learning_rate, record.grad_norm, record.tokens});
+    report_step(progress, {step, record.loss, record.learning_rate, record.grad_norm, record.tokens});
     if (metrics_log && (last || (o.log_every > 0 && step % o.log_every == 0))) {
       metrics_log->append(nlohmann::json{{"step", step},
                                          {"loss", record.loss},
                                          {"lr", record.learning_rate},
                                          {"grad_norm", record.grad_norm},
                                          {"tokens", record.tokens},
-                                         {"tokens_per_second", progress.tokens_per_second()}}
+                                         {"tokens_per_second", progress.rate()}}
                               .dump());
     }
     bool improved = false;

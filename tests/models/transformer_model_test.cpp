@@ -2,7 +2,9 @@
 // outputs, Conditional LayerNorm equals LayerNorm at init, and every attention kind trains a step.
 #include "attnkit/error.h"
 #include "attnkit/layers/conditional_layer_norm.h"
+#include "attnkit/layers/multi_head_attention.h"
 #include "attnkit/models/transformer_model.h"
+#include "attnkit/ops/variants.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -80,9 +82,10 @@ TEST(TransformerModel, Gpt2IsCausal) {
 
 TEST(TransformerModel, EveryAttentionKindTrainsOneStep) {
   for (const std::string kind :
-       {"softmax", "linear:elu", "linear:relu", "linear:favor:16:3", "cosformer",
-        "synthesizer-dense", "synthesizer-random", "synthesizer-factorized-dense",
-        "synthesizer-factorized-random", "mixture:synthesizer-random+softmax"}) {
+       {"softmax", "talking-heads", "linear:elu", "linear:relu", "linear:favor:16:3", "cosformer",
+        "synthesizer-dense", "synthesizer-random", "synthesizer-random-fixed",
+        "synthesizer-factorized-dense", "synthesizer-factorized-random",
+        "mixture:synthesizer-random+softmax", "mixture:synthesizer-random-fixed+softmax"}) {
     for (bool causal : {false, true}) {
       SCOPED_TRACE(kind + (causal ? " causal" : ""));
       torch::manual_seed(4);
@@ -117,6 +120,93 @@ TEST(TransformerModel, EveryAttentionKindTrainsOneStep) {
       EXPECT_TRUE(torch::allclose(x[1].slice(0, 0, 8), y[1].slice(0, 0, 8), 1e-5, 1e-5));
     }
   }
+}
+
+// The ops catalogue's traits hold for the layer too: every catalogue kind builds through the
+// grammar, has q/k projections exactly when it reads q/k, and takes a general mask exactly when
+// the catalogue says so.
+TEST(MultiHeadAttention, CatalogueKindsAndTraitsMatchTheLayer) {
+  using attnkit::layers::AttentionInputs;
+  using attnkit::layers::MultiHeadAttention;
+  using attnkit::layers::MultiHeadAttentionOptions;
+  ASSERT_GE(attnkit::ops::attention_variants().size(), 12u);
+  for (const auto& info : attnkit::ops::attention_variants()) {
+    SCOPED_TRACE(info.kind);
+    torch::manual_seed(3);
+    auto spec = AttentionSpec::parse(info.kind);
+    EXPECT_EQ(spec.to_string(), info.kind);
+    spec.max_length = 8;
+    MultiHeadAttention mha(MultiHeadAttentionOptions(16, 2).spec(spec));
+    EXPECT_EQ(static_cast<bool>(mha->q), info.reads_queries);
+    EXPECT_EQ(static_cast<bool>(mha->k), info.reads_keys);
+    auto x = torch::randn({2, 6, 16});
+    AttentionInputs in;
+    in.mask = torch::rand({2, 1, 6, 6}).gt(0.3);
+    if (info.general_mask) {
+      AttentionInputs none;
+      auto masked = mha->forward(x, in).output, unmasked = mha->forward(x, none).output;
+      EXPECT_TRUE(masked.isfinite().all().item<bool>());
+      EXPECT_FALSE(torch::allclose(masked, unmasked));
+    } else {
+      EXPECT_THROW(mha->forward(x, in), attnkit::Error);
+    }
+  }
+}
+
+// Tay et al.'s fixed Random Synthesizer: the alignment is a seeded buffer that no optimiser
+// step moves, shared by ALBERT's layers until unshare(), and it is what the layer attends with.
+TEST(MultiHeadAttention, FixedRandomSynthesizerAlignmentIsNeverTrained) {
+  torch::manual_seed(7);
+  auto config = TransformerConfig::bert(30, 16, 2, 2, 32);
+  config.attention = AttentionSpec::parse("synthesizer-random-fixed");
+  config.attention.max_length = 12;
+  config.dropout = 0.0;
+  TransformerModel model(config);
+  const std::string name = "blocks.0.attention.fixed_random_logits";
+  auto buffers = model->named_buffers();
+  ASSERT_TRUE(buffers.contains(name));
+  EXPECT_FALSE(model->named_parameters().contains(name));
+  EXPECT_FALSE(model->named_parameters().contains("blocks.0.attention.random_logits"));
+  const at::Tensor alignment = buffers[name].clone();
+  EXPECT_EQ(alignment.sizes(), (at::IntArrayRef{2, 12, 12}));
+  EXPECT_GT(alignment.std().item<double>(), 0.5);  // far from uniform attention
+  // Seeded like every initial value: the same seed draws the same alignment, another seed not.
+  torch::manual_seed(7);
+  TransformerModel same(config);
+  EXPECT_TRUE(torch::equal(same->named_buffers()[name], alignment));
+  torch::manual_seed(8);
+  TransformerModel other(config);
+  EXPECT_FALSE(torch::equal(other->named_buffers()[name], alignment));
+
+  torch::optim::Adam adam(model->parameters(), 0.01);
+  ModelInputs in;
+  in.input_ids = random_ids(2, 10, 30);
+  const at::Tensor v_before = model->named_parameters()["blocks.0.attention.v.weight"].clone();
+  for (int step = 0; step < 3; ++step) {
+    adam.zero_grad();
+    model->forward(in).last_hidden_state.pow(2).mean().backward();
+    adam.step();
+  }
+  EXPECT_TRUE(torch::equal(model->named_buffers()[name], alignment));
+  EXPECT_FALSE(torch::equal(model->named_parameters()["blocks.0.attention.v.weight"], v_before));
+  // The layer attends with it: another alignment, another output.
+  model->eval();
+  auto out = model->forward(in).last_hidden_state;
+  {
+    torch::NoGradGuard no_grad;
+    model->named_buffers()[name].normal_();
+  }
+  EXPECT_FALSE(torch::allclose(model->forward(in).last_hidden_state, out, 1e-5, 1e-5));
+
+  // ALBERT: unshare() copies the shared alignment into every layer.
+  auto albert = TransformerConfig::albert(30, 8, 16, 3, 2, 24);
+  albert.attention = config.attention;
+  albert.dropout = 0.0;
+  TransformerModel shared(albert);
+  shared->eval();
+  auto before = shared->forward(in).last_hidden_state;
+  shared->unshare();
+  EXPECT_TRUE(torch::equal(shared->forward(in).last_hidden_state, before));
 }
 
 TEST(TransformerModel, PathsSwitchOffSkipMlpAndNorm) {
@@ -193,7 +283,23 @@ TEST(TransformerConfig, JsonRoundTripIsStrict) {
   EXPECT_EQ(back.attention.key_size, 6);
   EXPECT_TRUE(back.attention.causal);
   j["attention"]["kind"] = "linear:relu";
-  EXPECT_EQ(j.get<TransformerConfig>().attention.feature_map, "relu");
+  EXPECT_EQ(j.get<TransformerConfig>().attention.feature_map.kind, attnkit::FeatureMapKind::Relu);
+  j["attention"]["kind"] = "linear:favor:32:9";
+  EXPECT_EQ(j.get<TransformerConfig>().attention.to_string(), "linear:favor:32:9");
+  // talking-heads is softmax with the talking_heads switch, written back as its kind.
+  j["attention"]["kind"] = "talking-heads";
+  j["attention"]["talking_heads"] = true;
+  const auto talking = j.get<TransformerConfig>();
+  EXPECT_EQ(talking.attention.kind, attnkit::AttentionKind::Softmax);
+  EXPECT_TRUE(talking.attention.talking_heads);
+  EXPECT_EQ(nlohmann::json(talking)["attention"]["kind"], "talking-heads");
+  j["attention"]["talking_heads"] = false;
+  EXPECT_THROW(j.get<TransformerConfig>(), attnkit::Error);
+  j["attention"]["talking_heads"] = true;
+  j["attention"]["kind"] = "linear";  // the old catalogue name is an alias
+  EXPECT_EQ(j.get<TransformerConfig>().attention.to_string(), "linear:elu");
+  j["attention"]["kind"] = "linear:softplus";
+  EXPECT_THROW(j.get<TransformerConfig>(), attnkit::Error);
   j["attention"]["heads"] = 3;
   EXPECT_THROW(j.get<TransformerConfig>(), attnkit::Error);
   j = config;

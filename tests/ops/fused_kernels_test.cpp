@@ -1,4 +1,4 @@
-// The fused kernels (flash softmax, chunked causal product) at sizes that straddle their tile and
+// The fused kernels (flash softmax, fused feature-map attention) at sizes that straddle their tile and
 // chunk boundaries, gradients against autograd through the float64 oracle, and long sequences.
 #include "attnkit/ops/cosformer_attention.h"
 #include "attnkit/error.h"
@@ -6,6 +6,7 @@
 #include "attnkit/ops/masks.h"
 #include "attnkit/ops/reference.h"
 #include "attnkit/ops/softmax_attention.h"
+#include "attnkit/ops/variants.h"
 #include "attnkit/runtime.h"
 
 #include <gtest/gtest.h>
@@ -23,19 +24,41 @@ using AttentionFn = std::function<at::Tensor(const at::Tensor&, const at::Tensor
                                              const at::Tensor&, bool)>;
 
 struct Kind {
-  const char* name;
+  std::string name;
   AttentionFn op, oracle;
 };
 
-std::vector<Kind> kinds() {
-  return {
-      {"softmax", [](auto& q, auto& k, auto& v, bool c) { return ops::softmax_attention(q, k, v, c10::nullopt, c); },
-       [](auto& q, auto& k, auto& v, bool c) { return reference::softmax_attention(q, k, v, c10::nullopt, c); }},
-      {"linear", [](auto& q, auto& k, auto& v, bool c) { return ops::linear_attention(q, k, v, ops::FeatureMap::elu(), c); },
-       [](auto& q, auto& k, auto& v, bool c) { return reference::linear_attention(q, k, v, ops::FeatureMap::elu(), c); }},
-      {"cosformer", [](auto& q, auto& k, auto& v, bool c) { return ops::cosformer_attention(q, k, v, c); },
-       [](auto& q, auto& k, auto& v, bool c) { return reference::cosformer_attention(q, k, v, c); }},
+// A catalogue variant (ops/variants.h) as a function of q, k, v and causality: its case's
+// parameters (if any) with the given q, k, v.
+AttentionFn variant_fn(const std::string& kind, bool oracle,
+                       const c10::optional<at::Tensor>& key_padding = c10::nullopt) {
+  return [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
+    const ops::VariantShape shape{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
+    auto c = ops::make_variant_case(kind, shape, causal, 0, q.scalar_type(), key_padding);
+    auto inputs = c.inputs;
+    inputs[0] = q;
+    inputs[1] = k;
+    inputs[2] = v;
+    return oracle ? c.reference(inputs) : c.op(inputs);
   };
+}
+
+// The catalogue's variants that run through a fused kernel; `fused` picks one kernel.
+std::vector<Kind> fused_kinds(const std::string& fused = "",
+                              const c10::optional<at::Tensor>& key_padding = c10::nullopt) {
+  std::vector<Kind> kinds;
+  for (const auto& info : ops::attention_variants())
+    if (info.has_fused_kernel() && (fused.empty() || info.fused_kernel == fused))
+      kinds.push_back({info.kind, variant_fn(info.kind, false, key_padding),
+                       variant_fn(info.kind, true, key_padding)});
+  return kinds;
+}
+
+std::vector<Kind> kinds() { return fused_kinds(); }
+
+TEST(FusedKernels, CatalogueHasBothFusedKernels) {
+  EXPECT_GE(fused_kinds("FlashAttention").size(), 1u);
+  EXPECT_GE(fused_kinds("FusedFeatureAttention").size(), 3u);  // elu, relu, cosFormer
 }
 
 TEST(FusedKernels, TileAndChunkBoundaries) {
@@ -181,16 +204,7 @@ TEST(FusedKernels, AttentionDropoutRateAndSeeds) {
 // autograd through the float64 oracle, across chunk boundaries; rows whose cosFormer denominator
 // is clamped; strided (view) inputs; float32; and a create_graph backward (taken through the
 // composition) that still differentiates.
-std::vector<Kind> causal_feature_kinds() {
-  return {
-      {"linear-elu", [](auto& q, auto& k, auto& v, bool c) { return ops::linear_attention(q, k, v, ops::FeatureMap::elu(), c); },
-       [](auto& q, auto& k, auto& v, bool c) { return reference::linear_attention(q, k, v, ops::FeatureMap::elu(), c); }},
-      {"linear-relu", [](auto& q, auto& k, auto& v, bool c) { return ops::linear_attention(q, k, v, ops::FeatureMap::relu(), c); },
-       [](auto& q, auto& k, auto& v, bool c) { return reference::linear_attention(q, k, v, ops::FeatureMap::relu(), c); }},
-      {"cosformer", [](auto& q, auto& k, auto& v, bool c) { return ops::cosformer_attention(q, k, v, c); },
-       [](auto& q, auto& k, auto& v, bool c) { return reference::cosformer_attention(q, k, v, c); }},
-  };
-}
+std::vector<Kind> causal_feature_kinds() { return fused_kinds("FusedFeatureAttention"); }
 
 std::vector<at::Tensor> output_and_grads(const AttentionFn& f, const at::Tensor& q, const at::Tensor& k,
                                          const at::Tensor& v, const at::Tensor& g, bool causal = true) {
@@ -268,17 +282,15 @@ TEST(FusedKernels, NonCausalFeatureAttentionCrossLengthsAndKeyPadding) {
     auto keep = torch::rand({2, S}).gt(0.3);
     keep.index_put_({1, torch::indexing::Slice()}, false);  // a sequence with no real key at all
     keep.index_put_({1, 0}, true);
-    const std::vector<std::pair<std::string, std::function<at::Tensor(const at::Tensor&, const at::Tensor&,
-                                                                      const at::Tensor&, bool)>>>
-        ops_and_oracles{
-            {"linear", [&](auto& a, auto& b, auto& c, bool fused) {
-               return fused ? ops::linear_attention(a, b, c, ops::FeatureMap::elu(), false, keep)
-                            : reference::linear_attention(a, b, c, ops::FeatureMap::elu(), false, keep);
-             }},
-            {"cosformer", [&](auto& a, auto& b, auto& c, bool fused) {
-               return fused ? ops::cosformer_attention(a, b, c, false, keep)
-                            : reference::cosformer_attention(a, b, c, false, keep);
-             }}};
+    // Every fused feature-map variant with the padding, fused vs oracle.
+    std::vector<std::pair<std::string, std::function<at::Tensor(const at::Tensor&, const at::Tensor&,
+                                                                const at::Tensor&, bool)>>>
+        ops_and_oracles;
+    for (const auto& kind : fused_kinds("FusedFeatureAttention", keep))
+      ops_and_oracles.emplace_back(kind.name, [kind](auto& a, auto& b, auto& c, bool fused) {
+        return fused ? kind.op(a, b, c, false) : kind.oracle(a, b, c, false);
+      });
+    ASSERT_GE(ops_and_oracles.size(), 3u);
     for (const auto& [name, f] : ops_and_oracles) {
       auto run = [&](bool fused) {
         auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(), vv = v.clone().requires_grad_();

@@ -270,7 +270,7 @@ TEST(Tasks, Seq2seqTaskLearnsToTranslateWordByWord) {
   EXPECT_GT(run.after.at("token_accuracy"), 0.95);
   EXPECT_GT(run.after.at("bleu"), 0.9);
   // Linear attention cannot take the UniLM mask: said at once, naming the setting.
-  config.model.attention = "linear";
+  config.model.attention = "linear:elu";
   EXPECT_NE(error_of([&] { make_task(config); }).find("model.attention"), std::string::npos);
 }
 

@@ -289,11 +289,11 @@ std::string progress_output(bool terminal, int64_t total_steps, int64_t log_ever
   std::FILE* out = std::fopen(path.c_str(), "w");
   {
     ProgressOptions o;
-    o.total_steps = total_steps;
+    o.total = total_steps;
     o.log_every = log_every;
     o.terminal = terminal;
     ProgressReporter progress(o, out);
-    for (int64_t step = 1; step <= total_steps; ++step) progress.step({step, 1.5, 1e-3, 0.25, 100});
+    for (int64_t step = 1; step <= total_steps; ++step) report_step(progress, {step, 1.5, 1e-3, 0.25, 100});
     if (!note.empty()) progress.note(note);
   }
   std::fclose(out);

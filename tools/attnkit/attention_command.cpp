@@ -22,7 +22,11 @@ void register_attention_command(CLI::App& app, GlobalOptions& global) {
   std::string kinds;
   for (const auto& v : ops::attention_variants()) kinds += (kinds.empty() ? "" : ", ") + v.kind;
   auto* cmd = app.add_subcommand("attention", "run one attention variant on random input");
-  cmd->add_option("--kind", opts->kind, "variant: " + kinds)->capture_default_str();
+  cmd->add_option("--kind", opts->kind,
+                  "variant: " + kinds +
+                      " (linear:favor:M:SEED sets favor's features and seed; the old names linear, "
+                      "linear-relu, favor and synthesizer-mixture are accepted as aliases)")
+      ->capture_default_str();
   cmd->add_flag("--causal", opts->causal, "causal (autoregressive) attention");
   cmd->add_option("--n", opts->shape.queries, "sequence length")->capture_default_str()
       ->check(at_least(1));

@@ -27,8 +27,9 @@ struct MultiHeadAttentionOptions {
 };
 
 struct AttentionInputs {
-  // bool, true = may attend, broadcastable to [batch, heads, L, S]. Only kinds with explicit
-  // logits (softmax, synthesizers, mixtures) accept it; linear/cosFormer take causal + padding.
+  // bool (true = may attend) or additive (floating, same dtype as x, added to the logits),
+  // broadcastable to [batch, heads, L, S]. Only kinds with explicit logits (softmax,
+  // synthesizers, mixtures) accept it; linear/cosFormer take causal + padding.
   c10::optional<at::Tensor> mask;
   // bool [batch, S], true = real key.
   c10::optional<at::Tensor> key_padding;
@@ -81,6 +82,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // Synthesizer parameters (registered only for the kinds that use them).
   at::Tensor dense_w1_, dense_b1_, dense_w2_, dense_b2_;
   at::Tensor random_logits_;
+  at::Tensor fixed_random_logits_;        // a buffer: never trained
   at::Tensor factor_a_, factor_b_;        // factorized dense projections
   at::Tensor random_r1_, random_r2_;      // factorized random factors
   at::Tensor mixing_;                     // mixture weights (softmax-normalised)

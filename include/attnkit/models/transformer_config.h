@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace attnkit::models {
 
@@ -52,6 +54,21 @@ struct TransformerConfig {
                                   int64_t layers, int64_t heads, int64_t intermediate);
   static TransformerConfig gpt2(int64_t vocab_size, int64_t hidden, int64_t layers, int64_t heads);
 };
+
+// Named presets, the families' conventions at given sizes: what `attnkit analyze collapse
+// --random NAME` and `attnkit train --model.family NAME` build.
+struct PresetSizes {
+  int64_t vocab_size = 1000;
+  int64_t hidden = 64;
+  int64_t layers = 12;
+  int64_t heads = 4;
+  int64_t intermediate = 0;    // 0 = 4 x hidden
+  int64_t embedding_size = 0;  // > 0: factorised embeddings of this size; 0 = hidden
+};
+const std::vector<std::string>& preset_names();  // bert, albert, gpt2
+bool is_preset(std::string_view name);
+// Throws attnkit::Error "unknown model preset 'NAME' (presets: bert, albert, gpt2)".
+TransformerConfig preset(std::string_view name, const PresetSizes& sizes = {});
 
 void to_json(nlohmann::json& j, const TransformerConfig& config);
 // Strict: unknown keys and wrong types are errors naming the key.

@@ -24,3 +24,4 @@ at::Tensor cosformer_angles(int64_t count, int64_t first_offset, int64_t M, at::
 at::Tensor cosformer_features(const at::Tensor& x, const at::Tensor& angles);
 
 }  // namespace attnkit::ops
+// Kernel: src/ops/cpu/fused_feature_attention_kernel.cpp (through src/ops/fused_feature_attention.cpp; src/ops/feature_attention.cpp where the fused op does not apply). Tests: tests/ops/fused_kernels_test.cpp (FusedKernels.*), tests/ops/attention_ops_test.cpp (Cosformer.*), tests/ops/variant_oracle_test.cpp (VariantOracle.*).

@@ -9,3 +9,4 @@ namespace attnkit::ops {
 at::Tensor apply_head_gates(const at::Tensor& context, const at::Tensor& gates);
 
 }  // namespace attnkit::ops
+// Kernel: src/ops/head_gates.cpp (ATen ops, no fused kernel). Tests: tests/ops/attention_ops_test.cpp (HeadGates.*).

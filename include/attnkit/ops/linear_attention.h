@@ -4,6 +4,8 @@
 // causal: prefix sums over keys (the RNN form); query i sees keys j <= i + (S - L), so L <= S.
 // key_padding_mask [batch, S] bool (true = real key): padded keys contribute nothing.
 // Other masks cannot be expressed in the linear form; the layers reject them with an error.
+#include "attnkit/attention_kind.h"
+
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
 
@@ -11,8 +13,6 @@
 #include <string>
 
 namespace attnkit::ops {
-
-enum class FeatureMapKind { Elu, Relu, Favor };
 
 // φ: [..., d] -> [..., m]. elu: elu(x)+1 (m = d); relu: max(x, 0) (m = d);
 // favor: Performer's positive orthogonal random features,
@@ -24,11 +24,16 @@ class FeatureMap {
   static FeatureMap relu();
   // num_features = 0 picks m = d·ceil(ln d) (at least d), the Θ(d log d) of the Performer paper.
   static FeatureMap favor(int64_t dim, int64_t num_features = 0, uint64_t seed = 0);
-  // "elu", "relu", "favor", "favor:M" or "favor:M:SEED"; dim is the input size d (for favor).
+  // The map a FeatureMapSpec (attention_kind.h) names; dim is the input size d (for favor).
+  // CosRelu is refused: cosFormer's features depend on positions (cosformer_attention.h).
+  static FeatureMap from_spec(const FeatureMapSpec& spec, int64_t dim);
+  // "elu", "relu", "favor", "favor:M" or "favor:M:SEED" (parse_feature_map, attention_kind.h).
   static FeatureMap parse(const std::string& spec, int64_t dim);
 
   FeatureMapKind kind() const { return kind_; }
-  std::string name() const;
+  // The spec with favor's M resolved: from_spec(spec(), d) draws the same map.
+  FeatureMapSpec spec() const;
+  std::string name() const;  // to_string(spec()), e.g. "elu", "favor:24:0"
   int64_t output_dim(int64_t input_dim) const;
   // The favor projection W [m, d] (float64); undefined for elu/relu.
   const at::Tensor& projection() const { return projection_; }
@@ -59,3 +64,4 @@ at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::
                             const c10::optional<at::Tensor>& key_padding_mask = c10::nullopt);
 
 }  // namespace attnkit::ops
+// Kernel: src/ops/cpu/fused_feature_attention_kernel.cpp for elu/relu (through src/ops/fused_feature_attention.cpp); favor: src/ops/feature_attention.cpp with src/ops/cpu/causal_product_kernel.cpp. Tests: tests/ops/fused_kernels_test.cpp (FusedKernels.*), tests/ops/attention_ops_test.cpp (FeatureMaps.*), tests/ops/variant_oracle_test.cpp (VariantOracle.*).

@@ -42,3 +42,4 @@ XLNetMasks xlnet_masks(const at::Tensor& permutation);
 at::Tensor combine_masks(const at::Tensor& a, const at::Tensor& b);
 
 }  // namespace attnkit::ops
+// Kernel: src/ops/masks.cpp (ATen ops). Tests: tests/ops/masks_test.cpp (Masks.*).

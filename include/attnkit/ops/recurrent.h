@@ -27,3 +27,4 @@ at::Tensor cosformer_attention_step(RecurrentState& state, const at::Tensor& q, 
                                     const at::Tensor& v, int64_t horizon);
 
 }  // namespace attnkit::ops
+// Kernel: src/ops/recurrent.cpp (ATen ops, one token per call). Tests: tests/ops/recurrent_test.cpp (Recurrent.*), tests/ops/variant_oracle_test.cpp (VariantTraits.*).

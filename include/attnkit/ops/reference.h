@@ -59,3 +59,4 @@ at::Tensor talking_heads_attention(const at::Tensor& q, const at::Tensor& k, con
                                    c10::optional<double> scale = c10::nullopt);
 
 }  // namespace attnkit::reference
+// Kernel: src/ops/reference.cpp (naive float64 ATen ops, slow on purpose). Tests: tests/ops/variant_oracle_test.cpp (VariantOracle.*, every op against these oracles), tests/ops/fused_kernels_test.cpp (FusedKernels.*).

@@ -53,3 +53,4 @@ at::Tensor attention_from_logits(const at::Tensor& logits, const at::Tensor& v,
                                  bool causal = false, const AttentionDropout& dropout = {});
 
 }  // namespace attnkit::ops
+// Kernel: src/ops/cpu/flash_attention_kernel.cpp (through src/ops/flash_attention.cpp). Tests: tests/ops/attention_ops_test.cpp (SoftmaxAttention.*), tests/ops/fused_kernels_test.cpp (FusedKernels.*).

@@ -15,7 +15,9 @@ namespace attnkit::ops {
 at::Tensor dense_synthesizer_logits(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1,
                                     const at::Tensor& w2, const at::Tensor& b2, int64_t S);
 
-// Random: learned (or fixed, if it does not require grad) r [H, L_max, S_max] -> [1, H, L, S].
+// Random: r [H, L_max, S_max] -> [1, H, L, S], the same op for both of Tay et al.'s random
+// Synthesizers: trained (`synthesizer-random`, r a parameter) and fixed (`synthesizer-random-fixed`,
+// r a seeded buffer of MultiHeadAttention that no optimiser step moves).
 at::Tensor random_synthesizer_logits(const at::Tensor& r, int64_t L, int64_t S);
 
 // Factorized random: r1 [H, L_max, k], r2 [H, S_max, k] -> r1[:, :L] r2[:, :S]ᵀ as [1, H, L, S].
@@ -33,3 +35,4 @@ at::Tensor factorized_dense_synthesizer_logits(const at::Tensor& x, const at::Te
 at::Tensor mix_logits(const std::vector<at::Tensor>& logits, const at::Tensor& mixing);
 
 }  // namespace attnkit::ops
+// Kernel: src/ops/synthesizer.cpp (ATen ops, no fused kernel). Tests: tests/ops/variant_oracle_test.cpp (VariantOracle.*, VariantProperty.*), tests/ops/attention_ops_test.cpp (Errors.*).

@@ -21,3 +21,4 @@ at::Tensor talking_heads_attention(const at::Tensor& q, const at::Tensor& k, con
 at::Tensor mix_heads(const at::Tensor& x, const at::Tensor& mix);
 
 }  // namespace attnkit::ops
+// Kernel: src/ops/talking_heads.cpp (ATen ops, no fused kernel). Tests: tests/ops/attention_ops_test.cpp (TalkingHeads.*), tests/ops/variant_oracle_test.cpp (VariantOracle.*).

@@ -3,6 +3,7 @@
 // written so that GCC vectorises the innermost loop for whichever ISA the calling function was
 // compiled for. Header-only and inline on purpose: each instruction-set copy of a kernel entry
 // point (kernel_isa.h) inlines its own vector width. No LibTorch.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -54,6 +55,19 @@ template <typename T>
 inline void transpose(int64_t r, int64_t c, const T* __restrict src, int64_t lds, T* __restrict dst) {
   for (int64_t i = 0; i < r; ++i)
     for (int64_t j = 0; j < c; ++j) dst[j * r + i] = src[i * lds + j];
+}
+
+// Keeps the lower (s <= t, upper = false) or upper (s >= t, upper = true) triangle of a c × c
+// block, diagonal included; zeroes the rest. Always inlined: it runs inside the ISA copies.
+template <typename T>
+__attribute__((always_inline)) inline void keep_triangle(T* block, int64_t c, bool upper) {
+  for (int64_t i = 0; i < c; ++i) {
+    T* row = block + i * c;
+    if (upper)
+      std::fill(row, row + i, T(0));
+    else
+      std::fill(row + i + 1, row + c, T(0));
+  }
 }
 
 }  // namespace attnkit::ops::cpu

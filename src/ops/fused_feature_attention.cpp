@@ -1,8 +1,8 @@
-#include "causal_product.h"
+#include "fused_feature_attention.h"
 
 #include "attnkit/ops/cosformer_attention.h"
 #include "cpu/blas.h"
-#include "cpu/causal_product_kernel.h"
+#include "cpu/fused_feature_attention_kernel.h"
 #include "feature_attention.h"
 
 #include <ATen/Parallel.h>
@@ -14,72 +14,13 @@ namespace attnkit::ops::detail {
 
 namespace {
 
-// The kernel on contiguous [B, H, n, ·] tensors, parallel over batch·heads.
-at::Tensor causal_product_forward(const at::Tensor& q_in, const at::Tensor& k_in,
-                                  const at::Tensor& v_in, bool reverse) {
-  auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
-  const int64_t B = q.size(0), H = q.size(1), n = q.size(2), m = q.size(3), e = v.size(3);
-  auto y = at::empty({B, H, n, e}, v.options());
-  if (y.numel() == 0) return y.zero_();
-  const int64_t bh = B * H;
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "causal_product", [&] {
-    const scalar_t* qp = q.data_ptr<scalar_t>();
-    const scalar_t* kp = k.data_ptr<scalar_t>();
-    const scalar_t* vp = v.data_ptr<scalar_t>();
-    scalar_t* yp = y.data_ptr<scalar_t>();
-    at::parallel_for(0, bh, 1, [&](int64_t begin, int64_t end) {
-      std::vector<scalar_t> workspace(cpu::causal_product_workspace(m, e));
-      for (int64_t i = begin; i < end; ++i)
-        cpu::causal_product(qp + i * n * m, kp + i * n * m, vp + i * n * e, yp + i * n * e, n, m,
-                            e, reverse, workspace.data());
-    });
-  });
-  return y;
-}
-
-class CausalProduct : public torch::autograd::Function<CausalProduct> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
-                            const at::Tensor& k, const at::Tensor& v, bool reverse) {
-    ctx->save_for_backward({q, k, v});
-    ctx->saved_data["reverse"] = reverse;
-    return causal_product_forward(q, k, v, reverse);
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2];
-    const bool reverse = ctx->saved_data["reverse"].toBool();
-    const auto& g = grads[0];
-    // With Y_t = Σ_{s ≼ t} (q_t·k_s) v_s:
-    //   dq_t = Σ_{s ≼ t} (g_t·v_s) k_s   (same direction)
-    //   dk_s = Σ_{t ≽ s} (v_s·g_t) q_t   (opposite direction)
-    //   dv_s = Σ_{t ≽ s} (k_s·q_t) g_t   (opposite direction)
-    at::Tensor dq, dk, dv;
-    if (ctx->needs_input_grad(0)) dq = causal_product(g, v, k, reverse);
-    if (ctx->needs_input_grad(1)) dk = causal_product(v, g, q, !reverse);
-    if (ctx->needs_input_grad(2)) dv = causal_product(k, q, g, !reverse);
-    return {dq, dk, dv, at::Tensor()};
-  }
-};
-
-cpu::FeatureKind kernel_feature(CausalFeature feature) {
-  switch (feature) {
-    case CausalFeature::Elu: return cpu::FeatureKind::Elu;
-    case CausalFeature::Relu: return cpu::FeatureKind::Relu;
-    case CausalFeature::CosRelu: return cpu::FeatureKind::CosRelu;
-  }
-  return cpu::FeatureKind::Elu;
-}
-
-cpu::FeatureProblem feature_problem(const at::Tensor& q, const at::Tensor& v, CausalFeature feature,
+cpu::FeatureProblem feature_problem(const at::Tensor& q, const at::Tensor& v, FeatureMapKind feature,
                                     double angle_step, bool clamp) {
   cpu::FeatureProblem p;
   p.n = q.size(2);
   p.d = q.size(3);
   p.e = v.size(3);
-  p.feature = kernel_feature(feature);
+  p.feature = feature;
   p.angle_step = angle_step;
   p.clamp = clamp;
   p.eps = kFeatureAttentionEpsilon;
@@ -88,13 +29,14 @@ cpu::FeatureProblem feature_problem(const at::Tensor& q, const at::Tensor& v, Ca
 
 // The same attention from ATen ops (differentiable to any order): the path for create_graph.
 at::Tensor unfused_feature_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                     const at::Tensor& keep, CausalFeature feature,
+                                     const at::Tensor& keep, FeatureMapKind feature,
                                      double angle_step, bool clamp, bool causal) {
   auto phi = [&](const at::Tensor& x) {
     switch (feature) {
-      case CausalFeature::Elu: return at::elu(x) + 1;
-      case CausalFeature::Relu: return at::relu(x);
-      case CausalFeature::CosRelu: break;
+      case FeatureMapKind::Elu: return at::elu(x) + 1;
+      case FeatureMapKind::Relu: return at::relu(x);
+      case FeatureMapKind::Favor:  // never fused (fused_feature_applies)
+      case FeatureMapKind::CosRelu: break;
     }
     auto angles = at::arange(1, x.size(2) + 1, x.options().dtype(at::kDouble)) * angle_step;
     return cosformer_features(x, angles.to(x.scalar_type()));
@@ -111,13 +53,13 @@ size_t workspace_size(const cpu::FeatureProblem& p, bool causal) {
 }
 
 struct FusedSettings {
-  CausalFeature feature;
+  FeatureMapKind feature;
   double angle_step;
   bool clamp, causal;
 };
 
 FusedSettings settings_of(torch::autograd::AutogradContext* ctx) {
-  return {static_cast<CausalFeature>(ctx->saved_data["feature"].toInt()),
+  return {static_cast<FeatureMapKind>(ctx->saved_data["feature"].toInt()),
           ctx->saved_data["angle_step"].toDouble(), ctx->saved_data["clamp"].toBool(),
           ctx->saved_data["causal"].toBool()};
 }
@@ -133,7 +75,7 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
     auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
     at::Tensor keep;
     if (keep_in.has_value() && keep_in->defined()) keep = keep_in->contiguous();
-    const auto p = feature_problem(q, v, static_cast<CausalFeature>(feature), angle_step, clamp);
+    const auto p = feature_problem(q, v, static_cast<FeatureMapKind>(feature), angle_step, clamp);
     const int64_t B = q.size(0), H = q.size(1), S = k.size(2);
     auto y = at::empty({B, H, p.n, p.e}, v.options());
     auto den = at::empty({B, H, p.n}, v.options());
@@ -232,13 +174,10 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
 
 }  // namespace
 
-at::Tensor causal_product(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                          bool reverse) {
-  return CausalProduct::apply(q, k, v, reverse);
-}
-
 bool fused_feature_applies(const at::Tensor& q, const at::Tensor& k, bool causal,
-                           const c10::optional<at::Tensor>& key_padding_mask) {
+                           const c10::optional<at::Tensor>& key_padding_mask,
+                           FeatureMapKind feature) {
+  if (feature == FeatureMapKind::Favor) return false;  // its features need a projection
   const auto dtype = q.scalar_type();
   const bool masked = key_padding_mask.has_value() && key_padding_mask->defined();
   if (!(dtype == at::kFloat || dtype == at::kDouble) || !q.device().is_cpu()) return false;
@@ -247,7 +186,7 @@ bool fused_feature_applies(const at::Tensor& q, const at::Tensor& k, bool causal
 
 at::Tensor fused_feature_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const c10::optional<at::Tensor>& key_padding_mask,
-                                   CausalFeature feature, double angle_step, bool clamp,
+                                   FeatureMapKind feature, double angle_step, bool clamp,
                                    bool causal) {
   return FusedFeatureAttention::apply(q, k, v, key_padding_mask, static_cast<int64_t>(feature),
                                       angle_step, clamp, causal);

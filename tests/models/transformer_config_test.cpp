@@ -1,0 +1,69 @@
+// Named TransformerConfig presets (models::preset), shared by `analyze collapse --random` and
+// `train --model.family`.
+#include "attnkit/models/transformer_config.h"
+#include "attnkit/models/transformer_model.h"
+#include "support/test_files.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace {
+
+using namespace attnkit::models;
+using attnkit::testing::error_of;
+
+TEST(Presets, NamesAndDefaults) {
+  EXPECT_EQ(preset_names(), (std::vector<std::string>{"bert", "albert", "gpt2"}));
+  EXPECT_TRUE(is_preset("gpt2"));
+  EXPECT_FALSE(is_preset("GPT2"));
+  const TransformerConfig c = preset("bert");
+  EXPECT_EQ(c.family, "bert");
+  EXPECT_EQ(c.vocab_size, 1000);
+  EXPECT_EQ(c.hidden, 64);
+  EXPECT_EQ(c.layers, 12);
+  EXPECT_EQ(c.heads, 4);
+  EXPECT_EQ(c.intermediate, 256);  // 4 x hidden
+  EXPECT_EQ(c.embedding_size, 0);
+  EXPECT_FALSE(c.norm_first);
+  EXPECT_FALSE(c.attention.causal);
+}
+
+TEST(Presets, FamiliesKeepTheirConventionsAtTheGivenSizes) {
+  const PresetSizes sizes{50, 16, 3, 2, 40, 0};
+  const TransformerConfig gpt2 = preset("gpt2", sizes);
+  EXPECT_EQ(gpt2.family, "gpt2");
+  EXPECT_EQ(gpt2.intermediate, 40);
+  EXPECT_TRUE(gpt2.norm_first);
+  EXPECT_TRUE(gpt2.final_layer_norm);
+  EXPECT_TRUE(gpt2.attention.causal);
+  EXPECT_EQ(gpt2.type_vocab_size, 0);
+  const TransformerConfig albert = preset("albert", sizes);
+  EXPECT_TRUE(albert.share_layers);
+  EXPECT_EQ(albert.embedding_size, 16);  // E = H unless given
+  EXPECT_EQ(albert.activation, "gelu_new");
+  const TransformerConfig factorised = preset("albert", {50, 16, 3, 2, 0, 8});
+  EXPECT_EQ(factorised.embedding_size, 8);
+  EXPECT_EQ(factorised.intermediate, 64);
+  EXPECT_EQ(preset("bert", {50, 16, 3, 2, 0, 8}).embedding_size, 8);  // any family may factorise
+  for (const auto& name : preset_names()) {
+    const TransformerConfig c = preset(name, sizes);
+    EXPECT_NO_THROW(c.validate()) << name;
+    EXPECT_EQ(c.layers, 3) << name;
+    EXPECT_EQ(c.heads, 2) << name;
+    EXPECT_EQ(c.vocab_size, 50) << name;
+  }
+}
+
+TEST(Presets, BuildModelsOfTheirSize) {
+  torch::manual_seed(0);
+  TransformerModel model(preset("gpt2", {30, 8, 2, 2, 0, 0}));
+  ModelInputs inputs;
+  inputs.input_ids = torch::randint(30, {1, 5}, torch::kLong);
+  EXPECT_EQ(model->forward(inputs).last_hidden_state.sizes(), (std::vector<int64_t>{1, 5, 8}));
+}
+
+TEST(Presets, UnknownNameListsThePresets) {
+  EXPECT_EQ(error_of([] { preset("bart"); }), "unknown model preset 'bart' (presets: bert, albert, gpt2)");
+}
+
+}  // namespace
