@@ -1,6 +1,7 @@
 #include "attnkit/text/decoder.h"
 
 #include "attnkit/text/byte_level.h"
+#include "attnkit/text/unicode.h"
 
 namespace attnkit::text {
 namespace {
@@ -53,8 +54,28 @@ std::string decode_byte_level(const std::vector<std::string>& tokens) {
 
 }  // namespace
 
+std::string decode_metaspace(const MetaspaceDecoder& decoder, const std::vector<std::string>& tokens) {
+  std::string replacement;
+  unicode::append_utf8(replacement, decoder.replacement);
+  std::string out;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& token = tokens[i];
+    const bool drop = i == 0 && decoder.add_prefix_space && decoder.prepend_scheme != "never";
+    for (size_t pos = 0; pos < token.size();) {
+      if (token.compare(pos, replacement.size(), replacement) == 0) {
+        if (!drop) out += ' ';
+        pos += replacement.size();
+      } else {
+        out += token[pos++];
+      }
+    }
+  }
+  return out;
+}
+
 std::string decode_tokens(const Decoder& decoder, const std::vector<std::string>& tokens) {
   if (const auto* wordpiece = std::get_if<WordPieceDecoder>(&decoder)) return decode_wordpiece(*wordpiece, tokens);
+  if (const auto* metaspace = std::get_if<MetaspaceDecoder>(&decoder)) return decode_metaspace(*metaspace, tokens);
   return decode_byte_level(tokens);
 }
 

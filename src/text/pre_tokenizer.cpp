@@ -92,8 +92,29 @@ std::vector<std::pair<size_t, size_t>> split_gpt2(std::u32string_view chars) {
   return pieces;
 }
 
-std::vector<Word> pre_tokenize(const PreTokenizer& pre_tokenizer, const AlignedText& text) {
+std::vector<Word> split_metaspace(const MetaspacePreTokenizer& metaspace, const AlignedText& text, bool first) {
+  std::vector<Word> words;
+  if (text.empty()) return words;
+  AlignedText replaced;
+  replaced.chars.reserve(text.size() + 1);
+  replaced.origin.reserve(text.size() + 1);
+  const bool prepend = metaspace.add_prefix_space && text.chars[0] != U' ' && text.chars[0] != metaspace.replacement &&
+                       (metaspace.prepend_scheme == "always" || (metaspace.prepend_scheme == "first" && first));
+  if (prepend) replaced.push_back(metaspace.replacement, text.origin[0]);
+  for (size_t i = 0; i < text.size(); ++i) replaced.push_back(text.chars[i] == U' ' ? metaspace.replacement : text.chars[i], text.origin[i]);
+  size_t begin = 0;
+  for (size_t i = 1; i <= replaced.size(); ++i) {
+    if (i == replaced.size() || replaced.chars[i] == metaspace.replacement) {
+      words.push_back(Word::from(replaced, begin, i));
+      begin = i;
+    }
+  }
+  return words;
+}
+
+std::vector<Word> pre_tokenize(const PreTokenizer& pre_tokenizer, const AlignedText& text, bool first) {
   if (std::holds_alternative<BertPreTokenizer>(pre_tokenizer)) return split_bert(text);
+  if (const auto* metaspace = std::get_if<MetaspacePreTokenizer>(&pre_tokenizer)) return split_metaspace(*metaspace, text, first);
   const auto& byte_level = std::get<ByteLevelPreTokenizer>(pre_tokenizer);
   const AlignedText* source = &text;
   AlignedText prefixed;

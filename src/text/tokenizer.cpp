@@ -58,6 +58,7 @@ Encoding Tokenizer::encode_text(std::string_view text, int32_t sequence_id) cons
   auto add_added_token = [&](const AddedToken& token, uint32_t begin, uint32_t end) {
     push_token(encoding, token.id, token.content, begin, end, sequence_id);
   };
+  bool first_part = true;  // for Metaspace's "first" prepend scheme
   for (const TextSegment& raw : parts_.added_tokens.split(original, /*normalized=*/false)) {
     if (raw.token != nullptr) {
       add_added_token(*raw.token, static_cast<uint32_t>(raw.begin), static_cast<uint32_t>(raw.end));
@@ -71,7 +72,10 @@ Encoding Tokenizer::encode_text(std::string_view text, int32_t sequence_id) cons
         continue;
       }
       const AlignedText part = segment.begin == 0 && segment.end == piece.size() ? piece : piece.slice(segment.begin, segment.end);
-      for (const Word& word : text::pre_tokenize(parts_.pre_tokenizer, part)) {
+      if (part.empty()) continue;
+      const bool first = first_part;
+      first_part = false;
+      for (const Word& word : text::pre_tokenize(parts_.pre_tokenizer, part, first)) {
         model_tokens.clear();
         parts_.model->tokenize(word.bytes, model_tokens);
         for (const ModelToken& token : model_tokens) {

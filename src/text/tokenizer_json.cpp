@@ -4,9 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
+
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/text/byte_level_bpe.h"
+#include "attnkit/text/unigram.h"
+#include "attnkit/text/unicode.h"
 #include "attnkit/text/wordpiece.h"
 #include "text_file.h"
 #include "vocabulary_json.h"
@@ -32,6 +36,70 @@ T value_or(const json& node, const char* key, T fallback) {
   auto it = node.find(key);
   if (it == node.end() || it->is_null()) return fallback;
   return it->get<T>();
+}
+
+// ---- base64 (Precompiled charsmaps) ----------------------------------------------------------
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string base64_decode(const std::string& text, const char* part) {
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  uint32_t buffer = 0;
+  int bits = 0;
+  size_t padding = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '=') {
+      ++padding;
+      continue;
+    }
+    const char* found = c == '\0' ? nullptr : std::strchr(kBase64, c);
+    if (found == nullptr || padding > 0) fail(fmt::format("{} is not base64 (character {} of {})", part, i, text.size()));
+    buffer = (buffer << 6) | static_cast<uint32_t>(found - kBase64);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
+    }
+  }
+  if ((text.size() % 4) != 0 || padding > 2) fail(fmt::format("{} is not base64 (length {} is not a multiple of 4)", part, text.size()));
+  return out;
+}
+
+std::string base64_encode(const std::string& bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t group = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) group |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) group |= static_cast<unsigned char>(bytes[i + 2]);
+    out.push_back(kBase64[(group >> 18) & 63]);
+    out.push_back(kBase64[(group >> 12) & 63]);
+    out.push_back(i + 1 < bytes.size() ? kBase64[(group >> 6) & 63] : '=');
+    out.push_back(i + 2 < bytes.size() ? kBase64[group & 63] : '=');
+  }
+  return out;
+}
+
+char32_t read_replacement_char(const json& node, const char* part) {
+  const std::string text = value_or<std::string>(node, "replacement", "\u2581");
+  const std::u32string chars = unicode::decode_utf8(text, unicode::InvalidUtf8::kReplace);
+  if (chars.size() != 1) fail(fmt::format("{}: replacement '{}' is not one character", part, text));
+  return chars[0];
+}
+
+std::string utf8_of(char32_t c) {
+  std::string out;
+  unicode::append_utf8(out, c);
+  return out;
+}
+
+std::string read_prepend_scheme(const json& node, const char* part) {
+  std::string scheme = value_or<std::string>(node, "prepend_scheme", "always");
+  if (scheme != "always" && scheme != "first" && scheme != "never") {
+    fail(fmt::format("{}: prepend_scheme \"{}\" is not always, first or never", part, scheme));
+  }
+  return scheme;
 }
 
 // ---- model ---------------------------------------------------------------------------------
@@ -88,7 +156,27 @@ std::shared_ptr<const Model> read_model(const json& model) {
     options.ignore_merges = value_or<bool>(model, "ignore_merges", false);
     return std::make_shared<ByteLevelBpe>(std::move(vocabulary), std::move(merges), options);
   }
-  fail(fmt::format("model type \"{}\" is not supported (WordPiece or BPE)", type));
+  if (type == "Unigram") {
+    const json& vocab = model.at("vocab");
+    if (!vocab.is_array()) fail("Unigram model: vocab is not an array of [piece, score]");
+    std::vector<UnigramPiece> pieces;
+    pieces.reserve(vocab.size());
+    for (size_t i = 0; i < vocab.size(); ++i) {
+      const json& item = vocab[i];
+      if (!item.is_array() || item.size() != 2 || !item[0].is_string()) {
+        fail(fmt::format("Unigram model: vocab[{}] is not [piece, score]", i));
+      }
+      if (!item[1].is_number()) fail(fmt::format("Unigram model: vocab[{}] ('{}') has a score that is not a number", i, item[0].get<std::string>()));
+      pieces.push_back({item[0].get<std::string>(), item[1].get<double>()});
+    }
+    std::optional<uint32_t> unk_id;
+    if (model.contains("unk_id") && !model.at("unk_id").is_null()) {
+      if (!model.at("unk_id").is_number_unsigned()) fail("Unigram model: unk_id is not a non-negative integer");
+      unk_id = model.at("unk_id").get<uint32_t>();
+    }
+    return std::make_shared<Unigram>(std::move(pieces), unk_id, value_or<bool>(model, "byte_fallback", false));
+  }
+  fail(fmt::format("model type \"{}\" is not supported (WordPiece, BPE or Unigram)", type));
 }
 
 ordered_json write_model(const Model& model) {
@@ -99,6 +187,15 @@ ordered_json write_model(const Model& model) {
     out["continuing_subword_prefix"] = wordpiece->options().continuing_subword_prefix;
     out["max_input_chars_per_word"] = wordpiece->options().max_input_chars_per_word;
     out["vocab"] = detail::vocabulary_to_json(wordpiece->vocabulary());
+    return out;
+  }
+  if (const auto* unigram = dynamic_cast<const Unigram*>(&model)) {
+    out["type"] = "Unigram";
+    out["unk_id"] = unigram->unk_id() ? ordered_json(*unigram->unk_id()) : ordered_json(nullptr);
+    ordered_json vocab = ordered_json::array();
+    for (const auto& piece : unigram->pieces()) vocab.push_back(ordered_json::array({piece.piece, piece.score}));
+    out["vocab"] = std::move(vocab);
+    out["byte_fallback"] = unigram->byte_fallback();
     return out;
   }
   const auto& bpe = dynamic_cast<const ByteLevelBpe&>(model);
@@ -118,33 +215,102 @@ ordered_json write_model(const Model& model) {
 }
 
 // ---- normalizer, pre-tokenizer -------------------------------------------------------------
-std::optional<BertNormalizer> read_normalizer(const json& node) {
-  if (node.is_null()) return std::nullopt;
+void read_normalizer_steps(const json& node, std::vector<NormalizerStep>& steps, bool& sequence) {
   std::string type = type_of(node, "normalizer");
-  if (type != "BertNormalizer") fail(fmt::format("normalizer type \"{}\" is not supported (BertNormalizer or null)", type));
-  BertNormalizer normalizer;
-  normalizer.clean_text = value_or<bool>(node, "clean_text", true);
-  normalizer.handle_chinese_chars = value_or<bool>(node, "handle_chinese_chars", true);
-  normalizer.lowercase = value_or<bool>(node, "lowercase", true);
-  if (node.contains("strip_accents") && !node.at("strip_accents").is_null()) {
-    normalizer.strip_accents = node.at("strip_accents").get<bool>();
+  if (type == "Sequence") {
+    sequence = true;
+    const json& list = node.at("normalizers");
+    if (!list.is_array()) fail("normalizer Sequence: \"normalizers\" is not an array");
+    for (const json& item : list) read_normalizer_steps(item, steps, sequence);
+    return;
   }
+  if (type == "BertNormalizer") {
+    BertNormalizer normalizer;
+    normalizer.clean_text = value_or<bool>(node, "clean_text", true);
+    normalizer.handle_chinese_chars = value_or<bool>(node, "handle_chinese_chars", true);
+    normalizer.lowercase = value_or<bool>(node, "lowercase", true);
+    if (node.contains("strip_accents") && !node.at("strip_accents").is_null()) {
+      normalizer.strip_accents = node.at("strip_accents").get<bool>();
+    }
+    steps.emplace_back(normalizer);
+  } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    using Form = UnicodeNormalizer::Form;
+    steps.emplace_back(UnicodeNormalizer{type == "NFC" ? Form::kNfc : type == "NFD" ? Form::kNfd : type == "NFKC" ? Form::kNfkc : Form::kNfkd});
+  } else if (type == "Lowercase") {
+    steps.emplace_back(LowercaseNormalizer{});
+  } else if (type == "StripAccents") {
+    steps.emplace_back(StripAccentsNormalizer{});
+  } else if (type == "Strip") {
+    steps.emplace_back(StripNormalizer{value_or<bool>(node, "strip_left", true), value_or<bool>(node, "strip_right", true)});
+  } else if (type == "Nmt") {
+    steps.emplace_back(NmtNormalizer{});
+  } else if (type == "Replace") {
+    const json& pattern = node.at("pattern");
+    const bool regex = pattern.is_object() && pattern.contains("Regex");
+    if (!pattern.is_object() || !(regex || pattern.contains("String"))) fail("Replace normalizer: pattern is neither {\"String\": s} nor {\"Regex\": r}");
+    steps.emplace_back(make_replace(pattern.at(regex ? "Regex" : "String").get<std::string>(), regex, node.at("content").get<std::string>()));
+  } else if (type == "Precompiled") {
+    const json& charsmap = node.at("precompiled_charsmap");
+    if (!charsmap.is_string()) fail("Precompiled normalizer: precompiled_charsmap is not a base64 string");
+    steps.emplace_back(PrecompiledNormalizer{std::make_shared<PrecompiledCharsmap>(base64_decode(charsmap.get<std::string>(), "precompiled_charsmap"))});
+  } else {
+    fail(fmt::format("normalizer type \"{}\" is not supported (BertNormalizer, Sequence, NFC, NFD, NFKC, NFKD, Lowercase, "
+                     "StripAccents, Strip, Nmt, Replace, Precompiled or null)", type));
+  }
+}
+
+std::optional<Normalizer> read_normalizer(const json& node) {
+  if (node.is_null()) return std::nullopt;
+  Normalizer normalizer;
+  read_normalizer_steps(node, normalizer.steps, normalizer.sequence);
   return normalizer;
 }
 
-ordered_json write_normalizer(const std::optional<BertNormalizer>& normalizer) {
-  if (!normalizer) return nullptr;
+ordered_json write_normalizer_step(const NormalizerStep& step) {
   ordered_json out;
-  out["type"] = "BertNormalizer";
-  out["clean_text"] = normalizer->clean_text;
-  out["handle_chinese_chars"] = normalizer->handle_chinese_chars;
-  out["strip_accents"] = normalizer->strip_accents ? ordered_json(*normalizer->strip_accents) : ordered_json(nullptr);
-  out["lowercase"] = normalizer->lowercase;
+  if (const auto* bert = std::get_if<BertNormalizer>(&step)) {
+    out["type"] = "BertNormalizer";
+    out["clean_text"] = bert->clean_text;
+    out["handle_chinese_chars"] = bert->handle_chinese_chars;
+    out["strip_accents"] = bert->strip_accents ? ordered_json(*bert->strip_accents) : ordered_json(nullptr);
+    out["lowercase"] = bert->lowercase;
+  } else if (const auto* form = std::get_if<UnicodeNormalizer>(&step)) {
+    static const char* kNames[] = {"NFC", "NFD", "NFKC", "NFKD"};
+    out["type"] = kNames[static_cast<int>(form->form)];
+  } else if (std::holds_alternative<LowercaseNormalizer>(step)) {
+    out["type"] = "Lowercase";
+  } else if (std::holds_alternative<StripAccentsNormalizer>(step)) {
+    out["type"] = "StripAccents";
+  } else if (const auto* strip = std::get_if<StripNormalizer>(&step)) {
+    out["type"] = "Strip";
+    out["strip_left"] = strip->left;
+    out["strip_right"] = strip->right;
+  } else if (std::holds_alternative<NmtNormalizer>(step)) {
+    out["type"] = "Nmt";
+  } else if (const auto* replace = std::get_if<ReplaceNormalizer>(&step)) {
+    out["type"] = "Replace";
+    out["pattern"] = {{replace->regex ? "Regex" : "String", replace->pattern}};
+    out["content"] = replace->content;
+  } else {
+    out["type"] = "Precompiled";
+    out["precompiled_charsmap"] = base64_encode(std::get<PrecompiledNormalizer>(step).charsmap->blob());
+  }
+  return out;
+}
+
+ordered_json write_normalizer(const std::optional<Normalizer>& normalizer) {
+  if (!normalizer) return nullptr;
+  if (!normalizer->sequence && normalizer->steps.size() == 1) return write_normalizer_step(normalizer->steps[0]);
+  ordered_json out;
+  out["type"] = "Sequence";
+  ordered_json list = ordered_json::array();
+  for (const auto& step : normalizer->steps) list.push_back(write_normalizer_step(step));
+  out["normalizers"] = std::move(list);
   return out;
 }
 
 PreTokenizer read_pre_tokenizer(const json& node) {
-  if (node.is_null()) fail("pre_tokenizer is null; BertPreTokenizer or ByteLevel is needed");
+  if (node.is_null()) fail("pre_tokenizer is null; BertPreTokenizer, ByteLevel or Metaspace is needed");
   std::string type = type_of(node, "pre_tokenizer");
   if (type == "BertPreTokenizer") return BertPreTokenizer{};
   if (type == "ByteLevel") {
@@ -154,13 +320,27 @@ PreTokenizer read_pre_tokenizer(const json& node) {
     pre_tokenizer.use_regex = value_or<bool>(node, "use_regex", true);
     return pre_tokenizer;
   }
-  fail(fmt::format("pre_tokenizer type \"{}\" is not supported (BertPreTokenizer or ByteLevel)", type));
+  if (type == "Metaspace") {
+    MetaspacePreTokenizer metaspace;
+    metaspace.replacement = read_replacement_char(node, "Metaspace pre_tokenizer");
+    metaspace.add_prefix_space = value_or<bool>(node, "add_prefix_space", true);
+    metaspace.prepend_scheme = read_prepend_scheme(node, "Metaspace pre_tokenizer");
+    return metaspace;
+  }
+  fail(fmt::format("pre_tokenizer type \"{}\" is not supported (BertPreTokenizer, ByteLevel or Metaspace)", type));
 }
 
 ordered_json write_pre_tokenizer(const PreTokenizer& pre_tokenizer) {
   ordered_json out;
   if (std::holds_alternative<BertPreTokenizer>(pre_tokenizer)) {
     out["type"] = "BertPreTokenizer";
+    return out;
+  }
+  if (const auto* metaspace = std::get_if<MetaspacePreTokenizer>(&pre_tokenizer)) {
+    out["type"] = "Metaspace";
+    out["replacement"] = utf8_of(metaspace->replacement);
+    out["add_prefix_space"] = metaspace->add_prefix_space;
+    out["prepend_scheme"] = metaspace->prepend_scheme;
     return out;
   }
   const auto& byte_level = std::get<ByteLevelPreTokenizer>(pre_tokenizer);
@@ -273,12 +453,17 @@ ordered_json write_post_processor(const PostProcessor& processor) {
 Decoder read_decoder(const json& node, const Model& model) {
   if (node.is_null()) {
     if (dynamic_cast<const WordPiece*>(&model)) return WordPieceDecoder{};
+    if (dynamic_cast<const Unigram*>(&model)) return MetaspaceDecoder{};
     return ByteLevelDecoder{};
   }
   std::string type = type_of(node, "decoder");
   if (type == "WordPiece") return WordPieceDecoder{value_or<std::string>(node, "prefix", "##"), value_or<bool>(node, "cleanup", true)};
   if (type == "ByteLevel") return ByteLevelDecoder{};
-  fail(fmt::format("decoder type \"{}\" is not supported (WordPiece or ByteLevel)", type));
+  if (type == "Metaspace") {
+    return MetaspaceDecoder{read_replacement_char(node, "Metaspace decoder"), value_or<bool>(node, "add_prefix_space", true),
+                            read_prepend_scheme(node, "Metaspace decoder")};
+  }
+  fail(fmt::format("decoder type \"{}\" is not supported (WordPiece, ByteLevel or Metaspace)", type));
 }
 
 ordered_json write_decoder(const Decoder& decoder) {
@@ -287,6 +472,11 @@ ordered_json write_decoder(const Decoder& decoder) {
     out["type"] = "WordPiece";
     out["prefix"] = wordpiece->prefix;
     out["cleanup"] = wordpiece->cleanup;
+  } else if (const auto* metaspace = std::get_if<MetaspaceDecoder>(&decoder)) {
+    out["type"] = "Metaspace";
+    out["replacement"] = utf8_of(metaspace->replacement);
+    out["add_prefix_space"] = metaspace->add_prefix_space;
+    out["prepend_scheme"] = metaspace->prepend_scheme;
   } else {
     out["type"] = "ByteLevel";
     out["add_prefix_space"] = true;

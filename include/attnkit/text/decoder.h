@@ -4,6 +4,8 @@
 //                     remove the spaces BERT's tokenization put before punctuation and contractions.
 //   ByteLevelDecoder: concatenate and map the byte-level characters back to the original bytes,
 //                     so decode(encode(x)) == x for any byte string.
+//   MetaspaceDecoder: concatenate, the replacement character back to ' ' (dropped in the first
+//                     token when a prefix space was added).
 #include <string>
 #include <variant>
 #include <vector>
@@ -17,7 +19,13 @@ struct WordPieceDecoder {
 
 struct ByteLevelDecoder {};
 
-using Decoder = std::variant<WordPieceDecoder, ByteLevelDecoder>;
+struct MetaspaceDecoder {
+  char32_t replacement = U'\u2581';
+  bool add_prefix_space = true;
+  std::string prepend_scheme = "always";
+};
+
+using Decoder = std::variant<WordPieceDecoder, ByteLevelDecoder, MetaspaceDecoder>;
 
 std::string decode_tokens(const Decoder& decoder, const std::vector<std::string>& tokens);
 

@@ -21,8 +21,8 @@
 namespace attnkit::text {
 
 struct TokenizerParts {
-  std::shared_ptr<const Model> model;  // WordPiece or ByteLevelBpe
-  std::optional<BertNormalizer> normalizer;
+  std::shared_ptr<const Model> model;  // WordPiece, ByteLevelBpe or Unigram
+  std::optional<Normalizer> normalizer;
   PreTokenizer pre_tokenizer;
   PostProcessor post_processor;
   Decoder decoder;

@@ -1,8 +1,9 @@
 #pragma once
 // Hugging Face tokenizer.json: read and write.
-// Supported: models WordPiece and BPE (byte-level); normalizer BertNormalizer or none;
-// pre_tokenizer BertPreTokenizer or ByteLevel; post_processor BertProcessing, TemplateProcessing,
-// ByteLevel or none; decoder WordPiece or ByteLevel; added_tokens; truncation; padding.
+// Supported: models WordPiece, BPE (byte-level) and Unigram; normalizers BertNormalizer, NFC/NFD/
+// NFKC/NFKD, Lowercase, StripAccents, Strip, Nmt, Replace, Precompiled, a Sequence of them, or none;
+// pre_tokenizer BertPreTokenizer, ByteLevel or Metaspace; post_processor BertProcessing, TemplateProcessing,
+// ByteLevel or none; decoder WordPiece, ByteLevel or Metaspace; added_tokens; truncation; padding.
 // Anything else is rejected with an attnkit::Error that names the file and the unsupported part.
 #include <string>
 

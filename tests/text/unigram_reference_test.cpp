@@ -1,0 +1,185 @@
+// Unigram tokenizers against Hugging Face tokenizers (the official Python binding, in the test venv
+// scripts/setup.sh makes): a tokenizer HF trained on the varied corpus, and variants with the
+// SentencePiece-era normalisers (Nmt, NFKC, Replace, Strip, Lowercase, an ALBERT-like Sequence
+// with a Precompiled charsmap) and byte fallback must give identical ids, offsets, decodes and
+// normalised text; load -> save -> load must keep the file and the ids.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "attnkit/error.h"
+#include "attnkit/text/tokenizer_json.h"
+#include "attnkit/text/unicode.h"
+#include "attnkit/text/unigram.h"
+#include "reference_support.h"
+
+namespace attnkit::text {
+namespace {
+
+using testing::fs::path;
+
+// The venv python (scripts/peer_python.sh), or empty when setup.sh has not made it.
+std::string peer_python() {
+  const std::string command = (testing::source_dir() / "scripts" / "peer_python.sh").string() + " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {};
+  char buffer[4096];
+  std::string out;
+  while (fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
+  if (pclose(pipe) != 0) return {};
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+// Runs hf_unigram_reference.py once per test binary and caches its JSON.
+const nlohmann::json* reference() {
+  static nlohmann::json cached;
+  static bool done = false;
+  if (done) return cached.is_null() ? nullptr : &cached;
+  done = true;
+  const std::string python = peer_python();
+  if (python.empty()) return nullptr;
+  const path dir = path(ATTNKIT_BINARY_DIR) / "text_test_scratch" / "unigram_reference";
+  testing::fs::remove_all(dir);
+  testing::fs::create_directories(dir);
+  const path out = dir / "reference.json";
+  const path errors = dir / "errors.txt";
+  const std::string command = "'" + python + "' '" + (testing::source_dir() / "tests" / "text" / "hf_unigram_reference.py").string() +
+                              "' '" + (testing::source_dir() / "tests" / "text" / "fixtures" / "varied_texts.json").string() + "' '" +
+                              dir.string() + "' > '" + out.string() + "' 2> '" + errors.string() + "'";
+  if (std::system(command.c_str()) != 0) {
+    ADD_FAILURE() << "hf_unigram_reference.py failed: " << testing::read_all(errors);
+    return nullptr;
+  }
+  cached = nlohmann::json::parse(testing::read_all(out));
+  return &cached;
+}
+
+#define REQUIRE_PEER()                                                                           \
+  const nlohmann::json* ref = reference();                                                       \
+  if (ref == nullptr) GTEST_SKIP() << "the Python peer venv is missing (run scripts/setup.sh)"
+
+std::vector<std::pair<uint32_t, uint32_t>> offsets_of(const nlohmann::json& list) {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  for (const auto& pair : list) out.emplace_back(pair.at(0).get<uint32_t>(), pair.at(1).get<uint32_t>());
+  return out;
+}
+
+void expect_matches(const Tokenizer& tokenizer, const nlohmann::json& config) {
+  const std::string name = config.at("name").get<std::string>();
+  for (const auto& item : config.at("cases")) {
+    const std::string text = item.at("text").get<std::string>();
+    const std::string what = name + ": '" + text + "'";
+    const Encoding encoding = tokenizer.encode(text);
+    EXPECT_EQ(encoding.ids, item.at("ids").get<std::vector<uint32_t>>()) << what;
+    EXPECT_EQ(encoding.offsets, offsets_of(item.at("offsets"))) << what;
+    EXPECT_EQ(tokenizer.decode(encoding.ids), item.at("decoded").get<std::string>()) << what;
+    if (tokenizer.parts().normalizer) {
+      const AlignedText original = AlignedText::identity(unicode::decode_utf8(text, unicode::InvalidUtf8::kReplace));
+      const AlignedText normalized = normalize(*tokenizer.parts().normalizer, original);
+      EXPECT_EQ(unicode::encode_utf8(normalized.chars), item.at("normalized").get<std::string>()) << what;
+    }
+  }
+}
+
+TEST(UnigramReference, EveryConfigMatchesHuggingFace) {
+  REQUIRE_PEER();
+  ASSERT_GE(ref->at("configs").size(), 5u);
+  for (const auto& config : ref->at("configs")) {
+    const path file = path(config.at("dir").get<std::string>()) / "tokenizer.json";
+    SCOPED_TRACE(file.string());
+    const Tokenizer tokenizer = read_tokenizer_json(file.string());
+    ASSERT_NE(dynamic_cast<const Unigram*>(tokenizer.parts().model.get()), nullptr);
+    expect_matches(tokenizer, config);
+  }
+}
+
+TEST(UnigramReference, BatchEncodingMatchesOneByOne) {
+  REQUIRE_PEER();
+  const auto& config = ref->at("configs").at(2);  // albert
+  const Tokenizer tokenizer = read_tokenizer_json((path(config.at("dir").get<std::string>()) / "tokenizer.json").string());
+  std::vector<EncodeInput> inputs;
+  for (const auto& item : config.at("cases")) inputs.push_back({item.at("text").get<std::string>(), std::nullopt});
+  const auto batch = tokenizer.encode_batch(inputs, 2);
+  for (size_t i = 0; i < inputs.size(); ++i) EXPECT_EQ(batch[i].ids, config.at("cases").at(i).at("ids").get<std::vector<uint32_t>>());
+}
+
+TEST(UnigramReference, SaveLoadKeepsFileAndIds) {
+  REQUIRE_PEER();
+  for (const auto& config : ref->at("configs")) {
+    const path file = path(config.at("dir").get<std::string>()) / "tokenizer.json";
+    SCOPED_TRACE(file.string());
+    const Tokenizer first = read_tokenizer_json(file.string());
+    const std::string saved = tokenizer_to_json_string(first);
+    const Tokenizer second = tokenizer_from_json_string(saved);
+    EXPECT_EQ(tokenizer_to_json_string(second), saved);
+    expect_matches(second, config);
+    // The model, normaliser and pre-tokenizer parts are written as HF writes them.
+    const auto hf = nlohmann::json::parse(testing::read_all(file));
+    const auto ours = nlohmann::json::parse(saved);
+    EXPECT_EQ(ours.at("model"), hf.at("model"));
+    EXPECT_EQ(ours.at("normalizer"), hf.at("normalizer"));
+    EXPECT_EQ(ours.at("pre_tokenizer"), hf.at("pre_tokenizer"));
+    EXPECT_EQ(ours.at("decoder"), hf.at("decoder"));
+  }
+}
+
+// ---- bad files: one line naming the file and the problem ---------------------------------------
+std::string load_error(const std::string& json) {
+  try {
+    tokenizer_from_json_string(json, "bad/tokenizer.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string unigram_json(const std::string& vocab, const std::string& normalizer = "null") {
+  return R"({"normalizer": )" + normalizer + R"(, "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
+    "add_prefix_space": true, "prepend_scheme": "always"}, "model": {"type": "Unigram", "unk_id": 0, "vocab": )" + vocab + "}}";
+}
+
+void expect_one_line(const std::string& message, const std::string& needle) {
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_EQ(message.rfind("bad/tokenizer.json: ", 0), 0u) << message;
+  EXPECT_NE(message.find(needle), std::string::npos) << message;
+}
+
+TEST(UnigramFiles, BadFilesGiveOneLineErrors) {
+  const std::string vocab = R"([["<unk>", 0.0], ["a", -1.0]])";
+  // "AAAA" is 3 zero bytes: no room for the trie size; "/////w==" claims a trie larger than the blob.
+  expect_one_line(load_error(unigram_json(vocab, R"({"type": "Precompiled", "precompiled_charsmap": "AAAA"})")), "truncated");
+  expect_one_line(load_error(unigram_json(vocab, R"({"type": "Precompiled", "precompiled_charsmap": "EAAAAAAA"})")), "truncated");
+  expect_one_line(load_error(unigram_json(vocab, R"({"type": "Precompiled", "precompiled_charsmap": "not base64!"})")), "base64");
+  expect_one_line(load_error(unigram_json(vocab, R"({"type": "Sequence", "normalizers": [{"type": "Frobnicate"}]})")),
+                  "normalizer type \"Frobnicate\"");
+  expect_one_line(load_error(unigram_json(R"([["<unk>", 0.0], ["a", "high"]])")), "score that is not a number");
+  expect_one_line(load_error(unigram_json(R"([["<unk>", 0.0], ["a"]])")), "vocab[1] is not [piece, score]");
+  expect_one_line(load_error(unigram_json(R"([["<unk>", 0.0], ["a", -1.0], ["a", -2.0]])")), "a");
+  expect_one_line(load_error(R"({"pre_tokenizer": {"type": "Metaspace"}, "model": {"type": "Unigram", "unk_id": 7, "vocab": [["<unk>", 0.0]]}})"),
+                  "unk_id 7");
+  expect_one_line(load_error(R"({"pre_tokenizer": {"type": "Metaspace"}, "model": {"type": "Unigram2", "vocab": []}})"),
+                  "model type \"Unigram2\"");
+  expect_one_line(load_error(unigram_json(vocab, R"({"type": "Replace", "pattern": {"Regex": "(unclosed"}, "content": ""})")), "regex");
+}
+
+TEST(UnigramModel, ViterbiPicksTheBestSegmentation) {
+  // "ab" as one piece (-3) loses to "a" + "b" (-1 + -1); "abc" (-1.5) beats everything.
+  Unigram model({{"<unk>", 0.0}, {"a", -1.0}, {"b", -1.0}, {"ab", -3.0}, {"abc", -1.5}, {"c", -1.0}}, 0u, false);
+  std::vector<ModelToken> out;
+  model.tokenize("ab", out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].id, 1u);
+  EXPECT_EQ(out[1].id, 2u);
+  out.clear();
+  model.tokenize("abcxyc", out);  // "abc", then "xy" fused into one unknown, then "c"
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].id, 4u);
+  EXPECT_EQ(out[1].id, 0u);
+  EXPECT_EQ(out[1].begin, 3u);
+  EXPECT_EQ(out[1].end, 5u);
+  EXPECT_EQ(out[2].id, 5u);
+}
+
+}  // namespace
+}  // namespace attnkit::text
