@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <mutex>
+#include <atomic>
+#include <memory>
 #include <queue>
 
 #include "attnkit/error.h"
@@ -10,6 +11,35 @@
 
 namespace attnkit::text {
 namespace {
+
+// Each thread keeps the word caches of the last few models it used, keyed by a per-process model
+// number (never an address, which a later model could reuse).
+struct WordCache {
+  uint64_t model = 0;
+  std::string key;  // lookup buffer, reused
+  std::unordered_map<std::string, std::vector<ModelToken>> words;
+};
+
+WordCache& thread_cache(uint64_t model) {
+  constexpr size_t kModelsPerThread = 4;
+  thread_local std::vector<std::unique_ptr<WordCache>> caches;
+  for (size_t i = 0; i < caches.size(); ++i) {
+    if (caches[i]->model == model) {
+      if (i != 0) std::swap(caches[i], caches[0]);  // most recent first
+      return *caches[0];
+    }
+  }
+  if (caches.size() < kModelsPerThread) {
+    caches.push_back(std::make_unique<WordCache>());
+  } else {
+    caches.back()->words.clear();
+  }
+  std::swap(caches.back(), caches.front());
+  caches.front()->model = model;
+  return *caches.front();
+}
+
+std::atomic<uint64_t> next_cache_key{1};
 
 uint64_t pair_key(uint32_t left, uint32_t right) { return (static_cast<uint64_t>(left) << 32) | right; }
 
@@ -44,7 +74,7 @@ std::optional<std::string> invalid_merge_reason(const Vocabulary& vocabulary, co
 }
 
 ByteLevelBpe::ByteLevelBpe(Vocabulary vocabulary, std::vector<Merge> merges, ByteLevelBpeOptions options)
-    : vocabulary_(std::move(vocabulary)), merges_(std::move(merges)), options_(options) {
+    : vocabulary_(std::move(vocabulary)), merges_(std::move(merges)), options_(options), cache_key_(next_cache_key++) {
   for (int byte = 0; byte < 256; ++byte) {
     std::string token = byte_level::bytes_to_token(std::string(1, static_cast<char>(byte)));
     auto id = vocabulary_.find(token);
@@ -82,19 +112,17 @@ void ByteLevelBpe::tokenize(std::string_view word, std::vector<ModelToken>& out)
     merge_word(word, out);
     return;
   }
-  {
-    std::shared_lock lock(cache_mutex_);
-    auto it = cache_.find(std::string(word));
-    if (it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
+  WordCache& cache = thread_cache(cache_key_);
+  cache.key.assign(word.data(), word.size());
+  auto it = cache.words.find(cache.key);
+  if (it != cache.words.end()) {
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return;
   }
   const size_t first = out.size();
   merge_word(word, out);
-  std::unique_lock lock(cache_mutex_);
-  if (cache_.size() < options_.cache_capacity) {
-    cache_.emplace(std::string(word), std::vector<ModelToken>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
+  if (cache.words.size() < options_.cache_capacity) {
+    cache.words.emplace(cache.key, std::vector<ModelToken>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
   }
 }
 

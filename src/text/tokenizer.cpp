@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -25,6 +27,73 @@ void push_token(Encoding& encoding, uint32_t id, const std::string& token, uint3
   encoding.attention_mask.push_back(1);
   encoding.sequence_ids.push_back(sequence_id);
 }
+
+// Batch encoding runs on long-lived workers, so the per-thread caches of the models (byte-level
+// BPE's word cache) stay warm from one batch to the next. The caller is worker 0. One batch at a
+// time uses the pool; a batch that finds it busy (another thread's, or a nested one) runs on
+// threads of its own.
+class WorkerPool {
+ public:
+  static WorkerPool& instance() {
+    static WorkerPool* pool = new WorkerPool;  // never destroyed: workers may outlive static destructors
+    return *pool;
+  }
+
+  // Runs task(0) ... task(count - 1) on `count` threads (task(0) on the caller) and waits.
+  void run(size_t count, const std::function<void(size_t)>& task) {
+    std::unique_lock busy(run_mutex_, std::try_to_lock);
+    if (!busy.owns_lock()) {
+      std::vector<std::thread> own;
+      for (size_t w = 1; w < count; ++w) own.emplace_back(task, w);
+      task(0);
+      for (auto& thread : own) thread.join();
+      return;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      while (threads_.size() + 1 < count) {
+        const size_t index = threads_.size() + 1;
+        threads_.emplace_back([this, index, seen = generation_] { work(index, seen); });
+        threads_.back().detach();
+      }
+      task_ = &task;
+      wanted_ = count;
+      remaining_ = count - 1;
+      ++generation_;
+    }
+    wake_.notify_all();
+    task(0);
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return remaining_ == 0; });
+    task_ = nullptr;
+  }
+
+ private:
+  // `seen`: the last generation before this worker was made (it waits for the next one).
+  void work(size_t index, uint64_t seen) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      if (index >= wanted_) continue;
+      const auto* task = task_;
+      lock.unlock();
+      (*task)(index);
+      lock.lock();
+      if (--remaining_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex run_mutex_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  std::vector<std::thread> threads_;
+  const std::function<void(size_t)>* task_ = nullptr;
+  uint64_t generation_ = 0;
+  size_t wanted_ = 0;
+  size_t remaining_ = 0;
+};
 
 size_t resolve_threads(int threads, size_t work) {
   size_t count = threads > 0 ? static_cast<size_t>(threads) : std::max(1u, std::thread::hardware_concurrency());
@@ -128,21 +197,17 @@ std::vector<Encoding> Tokenizer::encode_batch(const std::vector<EncodeInput>& in
     std::atomic<size_t> next{0};
     std::exception_ptr failure;
     std::mutex failure_mutex;
-    std::vector<std::thread> pool;
-    for (size_t w = 0; w < workers; ++w) {
-      pool.emplace_back([&] {
-        try {
-          for (size_t begin = next.fetch_add(kChunk); begin < inputs.size(); begin = next.fetch_add(kChunk)) {
-            for (size_t i = begin; i < std::min(begin + kChunk, inputs.size()); ++i) encode_one(i);
-          }
-        } catch (...) {
-          std::lock_guard lock(failure_mutex);
-          if (!failure) failure = std::current_exception();
-          next = inputs.size();
+    WorkerPool::instance().run(workers, [&](size_t) {
+      try {
+        for (size_t begin = next.fetch_add(kChunk); begin < inputs.size(); begin = next.fetch_add(kChunk)) {
+          for (size_t i = begin; i < std::min(begin + kChunk, inputs.size()); ++i) encode_one(i);
         }
-      });
-    }
-    for (auto& thread : pool) thread.join();
+      } catch (...) {
+        std::lock_guard lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next = inputs.size();
+      }
+    });
     if (failure) std::rethrow_exception(failure);
   }
   if (parts_.padding && !parts_.padding->length) {

@@ -1,12 +1,12 @@
 #pragma once
 // Byte-level BPE (GPT-2): a word's bytes start as one symbol each (the byte_level character's
 // token), then adjacent symbols are merged, lowest merge rank first (leftmost on ties), until no
-// ranked pair is left. Results are cached per word. Every byte string is encodable because the
+// ranked pair is left. Results are cached per word, in a cache of each thread's own (no lock or
+// shared cache line on the hot path, so batch encoding scales with threads). Every byte string is encodable because the
 // vocabulary must hold all 256 byte tokens.
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -24,7 +24,7 @@ struct Merge {
 struct ByteLevelBpeOptions {
   // When the whole word is a vocabulary token, emit it without merging (HF "ignore_merges").
   bool ignore_merges = false;
-  size_t cache_capacity = 10000;  // words; 0 disables the cache
+  size_t cache_capacity = 10000;  // words per thread; 0 disables the cache
 };
 
 // Why `merge` cannot be used with `vocabulary` (unknown part or unknown result), or nullopt.
@@ -56,8 +56,7 @@ class ByteLevelBpe final : public Model {
   uint32_t byte_ids_[256];
   std::unordered_map<uint64_t, MergeResult> merge_table_;  // (left id << 32 | right id) -> result
 
-  mutable std::shared_mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<ModelToken>> cache_;
+  uint64_t cache_key_;  // this model's key into each thread's caches (unique per process)
 };
 
 }  // namespace attnkit::text
