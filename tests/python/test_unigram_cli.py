@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""attnkit tokenize on SentencePiece Unigram directories against Hugging Face tokenizers (the
+official Python binding, run in the test venv): tests/text/hf_unigram_reference.py trains a Unigram
+tokenizer on the varied corpus and writes variants (ALBERT-like: Replace, NFKD, StripAccents,
+Lowercase, Precompiled charsmap, Metaspace, [CLS] $A [SEP]; Nmt/NFKC/Strip; byte fallback) with
+HF's ids and offsets; `echo TEXT | attnkit tokenize --tokenizer DIR --offsets` must print the same."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runner  # noqa: E402
+
+BUILD_DIR = "build"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def peer_python():
+    p = subprocess.run([os.path.join(ROOT, "scripts", "peer_python.sh")], capture_output=True, text=True)
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+class UnigramCli(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        python = peer_python()
+        if python is None:
+            raise unittest.SkipTest("the Python peer venv is missing (run scripts/setup.sh)")
+        p = subprocess.run([python, os.path.join(ROOT, "tests", "text", "hf_unigram_reference.py"),
+                            os.path.join(ROOT, "tests", "text", "fixtures", "varied_texts.json"), cls.tmp.name],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError("hf_unigram_reference.py failed: " + p.stderr)
+        cls.reference = {c["name"]: c for c in json.loads(p.stdout)["configs"]}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def tokenize(self, directory, text, *extra):
+        p = subprocess.run([os.path.join(BUILD_DIR, "attnkit"), "tokenize", "--tokenizer", directory, *extra],
+                           input=text, capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout
+
+    def test_hello_world_albert_style(self):
+        config = self.reference["albert"]
+        case = next(c for c in config["cases"] if c["text"] == "Hello world")
+        out = self.tokenize(config["dir"], "Hello world\n")
+        self.assertEqual(out.split(), [str(i) for i in case["ids"]])
+
+    def test_every_line_every_config(self):
+        for name, config in self.reference.items():
+            cases = [c for c in config["cases"] if c["text"] and not any(ch in c["text"] for ch in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")]
+            stdin = "".join(c["text"] + "\n" for c in cases)
+            lines = self.tokenize(config["dir"], stdin, "--offsets").split("\n")
+            for case, line in zip(cases, lines):
+                ids, offsets = line.split("\t")
+                self.assertEqual(ids.split(), [str(i) for i in case["ids"]], f"{name}: {case['text']!r}")
+                self.assertEqual(offsets.split(), [f"{a}:{b}" for a, b in case["offsets"]], f"{name}: {case['text']!r}")
+
+    def test_bad_file_one_line(self):
+        d = os.path.join(self.tmp.name, "bad")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "tokenizer.json"), "w") as f:
+            json.dump({"normalizer": {"type": "Precompiled", "precompiled_charsmap": "AAAA"},
+                       "pre_tokenizer": {"type": "Metaspace"}, "model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0]]}}, f)
+        p = subprocess.run([os.path.join(BUILD_DIR, "attnkit"), "tokenize", "--tokenizer", d], input="x\n",
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+        self.assertIn("truncated", p.stderr)
+
+
+if __name__ == "__main__":
+    BUILD_DIR = runner.build_dir()
+    runner.run()
