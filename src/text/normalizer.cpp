@@ -55,9 +55,10 @@ AlignedText normalize(const BertNormalizer& normalizer, const AlignedText& text)
 
 // ---- SentencePiece-era normalisers ---------------------------------------------------------------
 
+// ECMAScript syntax; multiline, so ^ and $ also match at line breaks as in Oniguruma (HF's engine).
 class CompiledPattern {
  public:
-  explicit CompiledPattern(const std::wstring& pattern) : regex(pattern, std::regex_constants::ECMAScript) {}
+  explicit CompiledPattern(const std::wstring& pattern) : regex(pattern, std::regex_constants::ECMAScript | std::regex_constants::multiline) {}
   std::wregex regex;
 };
 

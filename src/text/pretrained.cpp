@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "attnkit/error.h"
+#include "attnkit/text/sentencepiece_model.h"
 #include "attnkit/text/tokenizer_json.h"
 #include "attnkit/text/vocab_files.h"
 #include "attnkit/text/wordpiece.h"
@@ -81,7 +82,10 @@ Tokenizer load_tokenizer(const std::string& path_text, const LoadOptions& option
     if (fs::exists(path / "vocab.json")) return load_bpe(path / "vocab.json", path / "merges.txt");
     if (fs::exists(path / "encoder.json")) return load_bpe(path / "encoder.json", path / "vocab.bpe");
     if (fs::exists(path / "vocab.txt")) return load_vocab_txt(path / "vocab.txt", options);
-    throw Error(fmt::format("{}: no tokenizer.json, vocab.json + merges.txt, encoder.json + vocab.bpe or vocab.txt in this directory",
+    for (const char* name : {"spiece.model", "sentencepiece.bpe.model", "tokenizer.model"}) {
+      if (fs::exists(path / name)) return read_sentencepiece_model((path / name).string());
+    }
+    throw Error(fmt::format("{}: no tokenizer.json, vocab.json + merges.txt, encoder.json + vocab.bpe, vocab.txt or spiece.model in this directory",
                             path_text));
   }
   if (!fs::exists(path, error)) throw Error(fmt::format("{}: no such file or directory", path_text));
@@ -91,7 +95,9 @@ Tokenizer load_tokenizer(const std::string& path_text, const LoadOptions& option
   if (name == "vocab.json") return load_bpe(path, path.parent_path() / "merges.txt");
   if (extension == ".json") return read_tokenizer_json(path.string());
   if (extension == ".txt") return load_vocab_txt(path, options);
-  throw Error(fmt::format("{}: unknown tokenizer file; expected tokenizer.json, vocab.txt, vocab.json or encoder.json", path_text));
+  if (extension == ".model") return read_sentencepiece_model(path.string());
+  throw Error(fmt::format("{}: unknown tokenizer file; expected tokenizer.json, vocab.txt, vocab.json, encoder.json or a SentencePiece .model",
+                          path_text));
 }
 
 void save_tokenizer(const Tokenizer& tokenizer, const std::string& directory) {

@@ -59,6 +59,37 @@ CHARSMAP = {
 }
 
 
+def varint(n):
+    out = b""
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([byte | 0x80])
+        else:
+            return out + bytes([byte])
+
+
+def field(number, wire, payload):
+    key = varint((number << 3) | wire)
+    if wire == 2:
+        return key + varint(len(payload)) + payload
+    return key + payload
+
+
+def sentencepiece_model(pieces, charsmap, unk_id):
+    """A SentencePiece ModelProto: pieces (piece, score, type), trainer_spec (model_type UNIGRAM,
+    unk_id), normalizer_spec (name, precompiled_charsmap, add_dummy_prefix, remove_extra_whitespaces,
+    escape_whitespaces), written with the protobuf wire format by hand."""
+    out = b""
+    for piece, score, kind in pieces:
+        out += field(1, 2, field(1, 2, piece.encode()) + field(2, 5, struct.pack("<f", score)) + field(3, 0, varint(kind)))
+    out += field(2, 2, field(3, 0, varint(1)) + field(4, 0, varint(len(pieces))) + field(40, 0, varint(unk_id)))
+    out += field(3, 2, field(1, 2, b"test_charsmap") + field(2, 2, charsmap) + field(3, 0, varint(1)) +
+                 field(4, 0, varint(1)) + field(5, 0, varint(1)))
+    return out
+
+
 def normalize(steps, text):
     # (Sequence.normalize_str in the 0.15 binding returns its input unchanged; chain the steps.)
     for step in steps:
@@ -120,11 +151,30 @@ def main():
     t.post_processor = template(t)
     configs["byte_fallback"] = t
 
+    # A SentencePiece .model with the trained pieces (float32 scores) and the charsmap, and the HF
+    # tokenizer that means the same: what attnkit must build from the .model alone.
+    f32 = [(p, struct.unpack("<f", struct.pack("<f", sc))[0]) for p, sc in model["vocab"]]
+    kinds = [2 if p == "<unk>" else 3 if p in SPECIALS else 1 for p, _ in f32]
+    spm_bytes = sentencepiece_model([(p, sc, k) for (p, sc), k in zip(f32, kinds)], darts_charsmap(CHARSMAP), model["unk_id"])
+    t = Tokenizer(models.Unigram(f32, model["unk_id"], False))
+    steps["spm"] = [normalizers.Precompiled(darts_charsmap(CHARSMAP)), normalizers.Strip(),
+                    normalizers.Replace(Regex(" {2,}"), " ")]
+    t.normalizer = normalizers.Sequence(steps["spm"])
+    t.pre_tokenizer = pre_tokenizers.Metaspace()
+    t.decoder = decoders.Metaspace()
+    t.add_special_tokens([p for p, k in zip(SPECIALS, [0, 1, 1, 1]) if k])
+    t.post_processor = template(t)
+    configs["spm"] = t
+
     out = {"configs": []}
     for name, tok in configs.items():
         d = os.path.join(out_dir, name)
         os.makedirs(d, exist_ok=True)
-        tok.save(os.path.join(d, "tokenizer.json"))
+        if name == "spm":
+            with open(os.path.join(d, "spiece.model"), "wb") as f:
+                f.write(spm_bytes)
+        else:
+            tok.save(os.path.join(d, "tokenizer.json"))
         cases = []
         for text in texts:
             enc = tok.encode(text)

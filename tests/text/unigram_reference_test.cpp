@@ -8,6 +8,8 @@
 #include <cstdio>
 
 #include "attnkit/error.h"
+#include "attnkit/text/pretrained.h"
+#include "attnkit/text/sentencepiece_model.h"
 #include "attnkit/text/tokenizer_json.h"
 #include "attnkit/text/unicode.h"
 #include "attnkit/text/unigram.h"
@@ -84,11 +86,12 @@ void expect_matches(const Tokenizer& tokenizer, const nlohmann::json& config) {
 
 TEST(UnigramReference, EveryConfigMatchesHuggingFace) {
   REQUIRE_PEER();
-  ASSERT_GE(ref->at("configs").size(), 5u);
+  ASSERT_GE(ref->at("configs").size(), 6u);
   for (const auto& config : ref->at("configs")) {
-    const path file = path(config.at("dir").get<std::string>()) / "tokenizer.json";
-    SCOPED_TRACE(file.string());
-    const Tokenizer tokenizer = read_tokenizer_json(file.string());
+    // A directory: tokenizer.json, or (config "spm") a SentencePiece spiece.model.
+    const std::string dir = config.at("dir").get<std::string>();
+    SCOPED_TRACE(dir);
+    const Tokenizer tokenizer = load_tokenizer(dir);
     ASSERT_NE(dynamic_cast<const Unigram*>(tokenizer.parts().model.get()), nullptr);
     expect_matches(tokenizer, config);
   }
@@ -109,11 +112,12 @@ TEST(UnigramReference, SaveLoadKeepsFileAndIds) {
   for (const auto& config : ref->at("configs")) {
     const path file = path(config.at("dir").get<std::string>()) / "tokenizer.json";
     SCOPED_TRACE(file.string());
-    const Tokenizer first = read_tokenizer_json(file.string());
+    const Tokenizer first = load_tokenizer(config.at("dir").get<std::string>());
     const std::string saved = tokenizer_to_json_string(first);
     const Tokenizer second = tokenizer_from_json_string(saved);
     EXPECT_EQ(tokenizer_to_json_string(second), saved);
     expect_matches(second, config);
+    if (!testing::fs::exists(file)) continue;  // spiece.model
     // The model, normaliser and pre-tokenizer parts are written as HF writes them.
     const auto hf = nlohmann::json::parse(testing::read_all(file));
     const auto ours = nlohmann::json::parse(saved);
@@ -161,6 +165,26 @@ TEST(UnigramFiles, BadFilesGiveOneLineErrors) {
   expect_one_line(load_error(R"({"pre_tokenizer": {"type": "Metaspace"}, "model": {"type": "Unigram2", "vocab": []}})"),
                   "model type \"Unigram2\"");
   expect_one_line(load_error(unigram_json(vocab, R"({"type": "Replace", "pattern": {"Regex": "(unclosed"}, "content": ""})")), "regex");
+}
+
+TEST(UnigramFiles, BadSentencePieceModelsGiveOneLineErrors) {
+  auto error_of = [](const std::string& bytes) {
+    try {
+      tokenizer_from_sentencepiece(bytes, "bad/spiece.model");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  // pieces { piece: "a" (length 5 claimed, 1 given) }
+  std::string message = error_of(std::string("\x0a\x05\x0a\x01", 4));
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+  EXPECT_NE(message.find("bad/spiece.model: ModelProto: a field of 5 bytes runs past the end"), std::string::npos) << message;
+  // trainer_spec { model_type: BPE } and one piece
+  message = error_of(std::string("\x0a\x03\x0a\x01\x61\x12\x02\x18\x02", 9));
+  EXPECT_NE(message.find("model type BPE is not supported"), std::string::npos) << message;
+  message = error_of("");
+  EXPECT_NE(message.find("no pieces"), std::string::npos) << message;
 }
 
 TEST(UnigramModel, ViterbiPicksTheBestSegmentation) {
