@@ -7,6 +7,7 @@
 
 #include "attnkit/error.h"
 #include "attnkit/text/sentencepiece_model.h"
+#include "attnkit/text/unigram.h"
 #include "attnkit/text/tokenizer_json.h"
 #include "attnkit/text/vocab_files.h"
 #include "attnkit/text/wordpiece.h"
@@ -110,7 +111,7 @@ void save_tokenizer(const Tokenizer& tokenizer, const std::string& directory) {
   if (const auto* bpe = dynamic_cast<const ByteLevelBpe*>(&model)) {
     write_vocab_json(bpe->vocabulary(), (dir / "vocab.json").string());
     write_merges_txt(bpe->merges(), (dir / "merges.txt").string());
-  } else {
+  } else if (dynamic_cast<const Unigram*>(&model) == nullptr) {  // WordPiece; Unigram has only tokenizer.json
     write_vocab_txt(model.vocabulary(), (dir / "vocab.txt").string());
   }
 }

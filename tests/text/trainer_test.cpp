@@ -2,6 +2,8 @@
 // same there; training is deterministic and honours the requested size.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "attnkit/error.h"
 #include "attnkit/text/byte_level_bpe.h"
 #include "attnkit/text/pretrained.h"
@@ -95,6 +97,36 @@ TEST(TrainerReference, TrainedByteLevelBpeMatchesHuggingFace) {
     ASSERT_FALSE(reference.is_null());
     for (size_t i = 0; i < texts.size(); ++i) testing::expect_same_encoding(tokenizer.encode(texts[i]), reference["encodings"][i], texts[i]);
   }
+}
+
+}  // namespace
+}  // namespace attnkit::text
+
+namespace attnkit::text {
+namespace {
+
+TEST(UnigramTrainer, ReachesTheSizeIsDeterministicAndRoundTrips) {
+  const auto dir = testing::scratch_dir();
+  std::string corpus;
+  for (const auto& line : testing::fortune_lines("computers", 1500)) corpus += line + "\n";
+  testing::write_all(dir / "corpus.txt", corpus);
+  UnigramTrainerOptions options;
+  options.vocab_size = 600;
+  const Tokenizer first = train_unigram({(dir / "corpus.txt").string()}, options);
+  const Tokenizer second = train_unigram({(dir / "corpus.txt").string()}, options);
+  EXPECT_EQ(first.vocab_size(), 600u);
+  EXPECT_EQ(tokenizer_to_json_string(first), tokenizer_to_json_string(second));
+  const Tokenizer loaded = tokenizer_from_json_string(tokenizer_to_json_string(first));
+  for (const auto& line : testing::fortune_lines("computers", 200, 7)) {
+    const Encoding encoding = loaded.encode(line, false);
+    EXPECT_EQ(encoding.ids, first.encode(line, false).ids);
+    // NFKC leaves printable ASCII alone, so the Metaspace decoder gives the line back.
+    const bool ascii = std::all_of(line.begin(), line.end(), [](char c) { return c >= 0x20 && c < 0x7F; });
+    if (ascii && line.find("  ") == std::string::npos && line.front() != ' ' && line.back() != ' ') {
+      EXPECT_EQ(loaded.decode(encoding.ids), line);
+    }
+  }
+  EXPECT_EQ(first.encode("[CLS]").ids.front(), *first.token_to_id("[CLS]"));
 }
 
 }  // namespace

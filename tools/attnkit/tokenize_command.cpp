@@ -147,6 +147,11 @@ int run_train(const TrainOptions& options, int threads, bool quiet) {
     trainer.lowercase = !options.cased;
     trainer.threads = threads;
     tokenizer.emplace(text::train_wordpiece(options.files, trainer));
+  } else if (options.kind == "unigram") {
+    text::UnigramTrainerOptions trainer;
+    trainer.vocab_size = options.vocab_size;
+    trainer.threads = threads;
+    tokenizer.emplace(text::train_unigram(options.files, trainer));
   } else {
     text::BpeTrainerOptions trainer;
     trainer.vocab_size = options.vocab_size;
@@ -158,7 +163,7 @@ int run_train(const TrainOptions& options, int threads, bool quiet) {
   if (!quiet) {
     std::cout << fmt::format("trained a {} vocabulary of {} tokens; wrote {}/tokenizer.json and {}\n", options.kind,
                              tokenizer->vocab_size(), options.out,
-                             options.kind == "wordpiece" ? "vocab.txt" : "vocab.json + merges.txt");
+                             options.kind == "wordpiece" ? "vocab.txt" : options.kind == "unigram" ? "nothing else" : "vocab.json + merges.txt");
   }
   return 0;
 }
@@ -191,9 +196,9 @@ void register_tokenize_commands(CLI::App& app, GlobalOptions& global) {
   auto train_options = std::make_shared<TrainOptions>();
   CLI::App* tokenizer = app.add_subcommand("tokenizer", "Tokenizer vocabularies");
   tokenizer->require_subcommand(1);
-  CLI::App* train = tokenizer->add_subcommand("train", "Train a WordPiece or byte-level BPE vocabulary from text files");
-  train->add_option("--kind", train_options->kind, "wordpiece (BERT) or bpe (GPT-2 byte-level)")
-      ->check(CLI::IsMember({"wordpiece", "bpe"}))
+  CLI::App* train = tokenizer->add_subcommand("train", "Train a WordPiece, byte-level BPE or Unigram vocabulary from text files");
+  train->add_option("--kind", train_options->kind, "wordpiece (BERT), bpe (GPT-2 byte-level) or unigram (SentencePiece: NFKC, Metaspace)")
+      ->check(CLI::IsMember({"wordpiece", "bpe", "unigram"}))
       ->required();
   train->add_option("--vocab-size", train_options->vocab_size, "number of tokens, special tokens and alphabet included")
       ->required()
