@@ -63,6 +63,26 @@ class UnigramCli(unittest.TestCase):
                 self.assertEqual(ids.split(), [str(i) for i in case["ids"]], f"{name}: {case['text']!r}")
                 self.assertEqual(offsets.split(), [f"{a}:{b}" for a, b in case["offsets"]], f"{name}: {case['text']!r}")
 
+    def test_trained_unigram_loads_in_hf(self):
+        """attnkit tokenizer train --kind unigram: HF loads the tokenizer.json and encodes the same."""
+        out = os.path.join(self.tmp.name, "trained_by_attnkit")
+        p = subprocess.run([os.path.join(BUILD_DIR, "attnkit"), "tokenizer", "train", "--kind", "unigram", "--vocab-size", "700",
+                            "--out", out, "/usr/share/games/fortunes/computers"], capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        cases = [c["text"] for c in self.reference["trained"]["cases"] if c["text"] and "\n" not in c["text"] and "\r" not in c["text"]]
+        ours = self.tokenize(out, "".join(t + "\n" for t in cases), "--offsets").split("\n")
+        script = ("import json,sys\nfrom tokenizers import Tokenizer\nt=Tokenizer.from_file(sys.argv[1])\n"
+                  "print(json.dumps([[e.ids,e.offsets] for e in (t.encode(x) for x in json.load(open(sys.argv[2])))]))")
+        texts = os.path.join(self.tmp.name, "texts.json")
+        with open(texts, "w") as f:
+            json.dump(cases, f)
+        p = subprocess.run([peer_python(), "-c", script, os.path.join(out, "tokenizer.json"), texts], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for text, line, (ids, offsets) in zip(cases, ours, json.loads(p.stdout)):
+            got_ids, got_offsets = line.split("\t")
+            self.assertEqual(got_ids.split(), [str(i) for i in ids], repr(text))
+            self.assertEqual(got_offsets.split(), [f"{a}:{b}" for a, b in offsets], repr(text))
+
     def test_bad_file_one_line(self):
         d = os.path.join(self.tmp.name, "bad")
         os.makedirs(d, exist_ok=True)
