@@ -161,9 +161,9 @@ int run_train(const TrainOptions& options, int threads, bool quiet) {
   }
   text::save_tokenizer(*tokenizer, options.out);
   if (!quiet) {
-    std::cout << fmt::format("trained a {} vocabulary of {} tokens; wrote {}/tokenizer.json and {}\n", options.kind,
+    std::cout << fmt::format("trained a {} vocabulary of {} tokens; wrote {}/tokenizer.json{}\n", options.kind,
                              tokenizer->vocab_size(), options.out,
-                             options.kind == "wordpiece" ? "vocab.txt" : options.kind == "unigram" ? "nothing else" : "vocab.json + merges.txt");
+                             options.kind == "wordpiece" ? " and vocab.txt" : options.kind == "unigram" ? "" : " and vocab.json + merges.txt");
   }
   return 0;
 }
