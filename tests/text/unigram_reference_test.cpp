@@ -33,7 +33,7 @@ std::string peer_python() {
   return out;
 }
 
-// Runs hf_unigram_reference.py once per test binary and caches its JSON.
+// Runs hf_unigram_reference.py once per test process and caches its JSON.
 const nlohmann::json* reference() {
   static nlohmann::json cached;
   static bool done = false;
@@ -41,8 +41,8 @@ const nlohmann::json* reference() {
   done = true;
   const std::string python = peer_python();
   if (python.empty()) return nullptr;
-  const path dir = path(ATTNKIT_BINARY_DIR) / "text_test_scratch" / "unigram_reference";
-  testing::fs::remove_all(dir);
+  // The first test to ask runs the script in its own scratch folder (ctest -j runs tests apart).
+  const path dir = testing::scratch_dir() / "reference";
   testing::fs::create_directories(dir);
   const path out = dir / "reference.json";
   const path errors = dir / "errors.txt";
