@@ -92,22 +92,43 @@ std::vector<std::pair<size_t, size_t>> split_gpt2(std::u32string_view chars) {
   return pieces;
 }
 
-std::vector<Word> split_metaspace(const MetaspacePreTokenizer& metaspace, const AlignedText& text, bool first) {
-  std::vector<Word> words;
-  if (text.empty()) return words;
+void split_metaspace_part(const MetaspacePreTokenizer& metaspace, const AlignedText& text, size_t part_begin, size_t part_end,
+                          bool first, std::vector<Word>& words) {
+  if (part_begin == part_end) return;
   AlignedText replaced;
-  replaced.chars.reserve(text.size() + 1);
-  replaced.origin.reserve(text.size() + 1);
-  const bool prepend = metaspace.add_prefix_space && text.chars[0] != U' ' && text.chars[0] != metaspace.replacement &&
+  replaced.chars.reserve(part_end - part_begin + 1);
+  replaced.origin.reserve(part_end - part_begin + 1);
+  const char32_t lead = text.chars[part_begin];
+  const bool prepend = metaspace.add_prefix_space && lead != U' ' && lead != metaspace.replacement &&
                        (metaspace.prepend_scheme == "always" || (metaspace.prepend_scheme == "first" && first));
-  if (prepend) replaced.push_back(metaspace.replacement, text.origin[0]);
-  for (size_t i = 0; i < text.size(); ++i) replaced.push_back(text.chars[i] == U' ' ? metaspace.replacement : text.chars[i], text.origin[i]);
+  if (prepend) replaced.push_back(metaspace.replacement, text.origin[part_begin]);
+  for (size_t i = part_begin; i < part_end; ++i) {
+    replaced.push_back(text.chars[i] == U' ' ? metaspace.replacement : text.chars[i], text.origin[i]);
+  }
   size_t begin = 0;
   for (size_t i = 1; i <= replaced.size(); ++i) {
     if (i == replaced.size() || replaced.chars[i] == metaspace.replacement) {
       words.push_back(Word::from(replaced, begin, i));
       begin = i;
     }
+  }
+}
+
+std::vector<Word> split_metaspace(const MetaspacePreTokenizer& metaspace, const AlignedText& text, bool first) {
+  std::vector<Word> words;
+  if (!metaspace.whitespace_split) {
+    split_metaspace_part(metaspace, text, 0, text.size(), first, words);
+    return words;
+  }
+  for (size_t i = 0; i < text.size();) {
+    if (unicode::is_whitespace(text.chars[i])) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && !unicode::is_whitespace(text.chars[end])) ++end;
+    split_metaspace_part(metaspace, text, i, end, first && words.empty(), words);
+    i = end;
   }
   return words;
 }

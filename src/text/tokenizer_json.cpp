@@ -320,6 +320,16 @@ PreTokenizer read_pre_tokenizer(const json& node) {
     pre_tokenizer.use_regex = value_or<bool>(node, "use_regex", true);
     return pre_tokenizer;
   }
+  if (type == "Sequence") {
+    const json& list = node.at("pretokenizers");
+    if (!list.is_array() || list.size() != 2 || type_of(list[0], "pre_tokenizer") != "WhitespaceSplit" ||
+        type_of(list[1], "pre_tokenizer") != "Metaspace") {
+      fail("pre_tokenizer Sequence: only [WhitespaceSplit, Metaspace] is supported");
+    }
+    PreTokenizer inner = read_pre_tokenizer(list[1]);
+    std::get<MetaspacePreTokenizer>(inner).whitespace_split = true;
+    return inner;
+  }
   if (type == "Metaspace") {
     MetaspacePreTokenizer metaspace;
     metaspace.replacement = read_replacement_char(node, "Metaspace pre_tokenizer");
@@ -327,7 +337,7 @@ PreTokenizer read_pre_tokenizer(const json& node) {
     metaspace.prepend_scheme = read_prepend_scheme(node, "Metaspace pre_tokenizer");
     return metaspace;
   }
-  fail(fmt::format("pre_tokenizer type \"{}\" is not supported (BertPreTokenizer, ByteLevel or Metaspace)", type));
+  fail(fmt::format("pre_tokenizer type \"{}\" is not supported (BertPreTokenizer, ByteLevel, Metaspace or Sequence [WhitespaceSplit, Metaspace])", type));
 }
 
 ordered_json write_pre_tokenizer(const PreTokenizer& pre_tokenizer) {
@@ -341,7 +351,11 @@ ordered_json write_pre_tokenizer(const PreTokenizer& pre_tokenizer) {
     out["replacement"] = utf8_of(metaspace->replacement);
     out["add_prefix_space"] = metaspace->add_prefix_space;
     out["prepend_scheme"] = metaspace->prepend_scheme;
-    return out;
+    if (!metaspace->whitespace_split) return out;
+    ordered_json sequence;
+    sequence["type"] = "Sequence";
+    sequence["pretokenizers"] = ordered_json::array({ordered_json{{"type", "WhitespaceSplit"}}, std::move(out)});
+    return sequence;
   }
   const auto& byte_level = std::get<ByteLevelPreTokenizer>(pre_tokenizer);
   out["type"] = "ByteLevel";

@@ -138,6 +138,11 @@ def main():
     configs["albert"] = t
 
     t = Tokenizer.from_str(base.to_str())
+    t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace()])
+    steps["t5_legacy"] = steps["trained"]
+    configs["t5_legacy"] = t
+
+    t = Tokenizer.from_str(base.to_str())
     steps["precompiled"] = [normalizers.Precompiled(darts_charsmap(CHARSMAP)), normalizers.NFC(), normalizers.NFD()]
     t.normalizer = normalizers.Sequence(steps["precompiled"])
     configs["precompiled"] = t

@@ -29,6 +29,9 @@ struct MetaspacePreTokenizer {
   char32_t replacement = U'\u2581';
   bool add_prefix_space = true;
   std::string prepend_scheme = "always";  // "always", "first" or "never"
+  // Split on whitespace (dropped) first: tokenizer.json's Sequence [WhitespaceSplit, Metaspace],
+  // as older T5 files have it.
+  bool whitespace_split = false;
 };
 
 using PreTokenizer = std::variant<BertPreTokenizer, ByteLevelPreTokenizer, MetaspacePreTokenizer>;
