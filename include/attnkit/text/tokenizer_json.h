@@ -2,7 +2,7 @@
 // Hugging Face tokenizer.json: read and write.
 // Supported: models WordPiece, BPE (byte-level) and Unigram; normalizers BertNormalizer, NFC/NFD/
 // NFKC/NFKD, Lowercase, StripAccents, Strip, Nmt, Replace, Precompiled, a Sequence of them, or none;
-// pre_tokenizer BertPreTokenizer, ByteLevel or Metaspace; post_processor BertProcessing, TemplateProcessing,
+// pre_tokenizer BertPreTokenizer, ByteLevel, Metaspace or Sequence [WhitespaceSplit, Metaspace]; post_processor BertProcessing, TemplateProcessing,
 // ByteLevel or none; decoder WordPiece, ByteLevel or Metaspace; added_tokens; truncation; padding.
 // Anything else is rejected with an attnkit::Error that names the file and the unsupported part.
 #include <string>
