@@ -3,6 +3,7 @@
 #include "attnkit/error.h"
 
 #include <fmt/format.h>
+#include <torch/torch.h>
 
 namespace attnkit::decode {
 namespace {
@@ -58,7 +59,10 @@ at::Tensor UnilmLM::forward(const at::Tensor& ids, const at::Tensor& valid,
                             const at::Tensor& positions) {
   const bool source = !source_done_;
   at::Tensor types = at::full(ids.sizes(), source ? 0 : 1, at::kLong);
-  at::Tensor h = session_->forward(ids, valid, positions, types, /*causal=*/!source);
+  // A row that reached its own length limit may be fed on while its batchmates decode (its
+  // tokens are discarded by unilm_greedy): keep its positions inside the table.
+  at::Tensor clamped = positions.clamp_max(model_->config().max_positions - 1);
+  at::Tensor h = session_->forward(ids, valid, clamped, types, /*causal=*/!source);
   source_done_ = true;
   return model_->masked_lm->forward(last_column(h).unsqueeze(1),
                                     model_->transformer->word_embeddings())
@@ -70,30 +74,47 @@ void UnilmLM::select_rows(const at::Tensor& index) { session_->select_rows(index
 std::vector<std::vector<int64_t>> unilm_greedy(models::TaskModel model,
                                                const std::vector<std::vector<int64_t>>& sources,
                                                int64_t cls_id, int64_t sep_id, int64_t pad_id,
-                                               int64_t max_new_tokens) {
+                                               int64_t max_new_tokens, int64_t max_length) {
+  if (!model->masked_lm) throw Error("unilm_greedy: the model has no masked-LM head");
+  if (max_new_tokens < 0)
+    throw Error(fmt::format("unilm_greedy: max_new_tokens {} < 0", max_new_tokens));
+  std::vector<std::vector<int64_t>> out(sources.size());
+  // Row r may produce `limit[r]` tokens: the prefix's last position stays inside max_length
+  // (the input [CLS] src [SEP] prefix [SEP] of the uncached formulation) and max_positions.
+  std::vector<int64_t> limit;
   std::vector<std::vector<int64_t>> prompts;
+  std::vector<size_t> rows;
   int64_t longest = 0;
-  for (const auto& s : sources) {
+  const int64_t positions = model->config().max_positions;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto src = static_cast<int64_t>(sources[i].size());
+    int64_t n = std::min(max_new_tokens, positions - (src + 2));
+    if (max_length > 0) n = std::min(n, max_length - 2 - src);
+    limit.push_back(n);
+    if (n <= 0) continue;
     std::vector<int64_t> p{cls_id};
-    p.insert(p.end(), s.begin(), s.end());
+    p.insert(p.end(), sources[i].begin(), sources[i].end());
     p.push_back(sep_id);
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
     prompts.push_back(std::move(p));
+    rows.push_back(i);
+    longest = std::max(longest, n);
   }
-  if (sources.empty()) return {};
+  if (prompts.empty()) return out;
   GenerationConfig config;
   config.strategy = Strategy::Greedy;
-  config.max_new_tokens =
-      std::max<int64_t>(0, std::min(max_new_tokens, model->config().max_positions - longest));
+  config.max_new_tokens = longest;
   config.eos_token_ids = {sep_id};
   config.pad_token_id = pad_id;
+  torch::NoGradGuard no_grad;
   UnilmLM lm(model);
   auto results = generate(lm, prompts, config);
-  std::vector<std::vector<int64_t>> out;
-  for (auto& r : results) {
-    auto tokens = r.empty() ? std::vector<int64_t>{} : r[0].tokens;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    auto tokens = results[k][0].tokens;
     if (!tokens.empty() && tokens.back() == sep_id) tokens.pop_back();
-    out.push_back(std::move(tokens));
+    // A row decodes independently of its batchmates, so its first limit tokens are what a
+    // decode stopped at its own limit gives.
+    if (static_cast<int64_t>(tokens.size()) > limit[rows[k]]) tokens.resize(limit[rows[k]]);
+    out[rows[k]] = std::move(tokens);
   }
   return out;
 }

@@ -68,12 +68,14 @@ class Seq2SeqLM : public LanguageModel {
   std::unique_ptr<IncrementalModel> session_;
 };
 
-// UniLM greedy decoding with the cache: the replacement of the uncached loop. Each source is
-// decoded as [CLS] source [SEP] -> new tokens until sep_id (not included) or max_new_tokens or
-// the model's max_positions.
+// Greedy UniLM decoding with the cache (the seq2seq task's BLEU decoder). Each source is decoded
+// as [CLS] source [SEP] -> new tokens until sep_id (not included), max_new_tokens, or the
+// prefix's last position reaching max_length (the input [CLS] src [SEP] prefix [SEP] of the
+// uncached formulation stays <= max_length; 0 = no limit) or the model's max_positions. Rows
+// decode independently of their batchmates. Throws attnkit::Error without a masked-LM head.
 std::vector<std::vector<int64_t>> unilm_greedy(models::TaskModel model,
                                                const std::vector<std::vector<int64_t>>& sources,
                                                int64_t cls_id, int64_t sep_id, int64_t pad_id,
-                                               int64_t max_new_tokens);
+                                               int64_t max_new_tokens, int64_t max_length = 0);
 
 }  // namespace attnkit::decode
