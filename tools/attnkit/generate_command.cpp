@@ -259,10 +259,12 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
     for (const auto& h : results[p]) {
       const std::string body = tokenizer ? tokenizer->decode(to_u32(h.tokens))
                                          : fmt::format("{}", fmt::join(h.tokens, " "));
+      // With a tokenizer: prompt text + new text; without: the new ids.
+      const std::string head = tokenizer ? shown[p] : "";
       if (results[p].size() > 1 || config.strategy == decode::Strategy::Beam)
-        fmt::print("{}{}\t[score {:.4f}]\n", shown[p], body, h.score);
+        fmt::print("{}{}\t[score {:.4f}]\n", head, body, h.score);
       else
-        fmt::print("{}{}\n", tokenizer ? shown[p] : "", body);
+        fmt::print("{}{}\n", head, body);
     }
   return 0;
 }
