@@ -20,3 +20,7 @@ echo
 echo "== training: attnkit vs the same loop in PyTorch eager =="
 cmake --build "$BUILD" --target attnkit_bench_train -j "${JOBS:-2}"
 /usr/bin/python3 bench/train_compare.py --build "$BUILD" "$@"
+echo
+echo "== decoding: KV cache vs RNN state, greedy vs python3-torch eager =="
+cmake --build "$BUILD" --target attnkit_bench_decode -j "${JOBS:-2}"
+/usr/bin/python3 bench/decode_compare.py --build "$BUILD" "$@"

@@ -58,7 +58,8 @@ EmbeddingsImpl::EmbeddingsImpl(const EmbeddingsOptions& options) : options_(opti
 at::Tensor EmbeddingsImpl::forward(const at::Tensor& input_ids,
                                    const c10::optional<at::Tensor>& token_type_ids,
                                    int64_t position_offset,
-                                   const c10::optional<at::Tensor>& condition) {
+                                   const c10::optional<at::Tensor>& condition,
+                                   const c10::optional<at::Tensor>& position_ids) {
   if (input_ids.dim() != 2)
     throw Error(fmt::format("embeddings: input_ids must be [batch, n], got [{}]",
                             fmt::join(input_ids.sizes(), ", ")));
@@ -71,12 +72,27 @@ at::Tensor EmbeddingsImpl::forward(const at::Tensor& input_ids,
   }
   if (position_offset < 0)
     throw Error(fmt::format("embeddings: position_offset must be >= 0, got {}", position_offset));
-  if (options_.positions() != PositionEncoding::None && position_offset + n > options_.max_positions())
+  if (position_ids) {
+    if (position_ids->sizes() != input_ids.sizes())
+      throw Error(fmt::format("embeddings: position_ids must be [{}], got [{}]",
+                              fmt::join(input_ids.sizes(), ", "),
+                              fmt::join(position_ids->sizes(), ", ")));
+    if (n > 0 && options_.positions() != PositionEncoding::None &&
+        (position_ids->min().item<int64_t>() < 0 ||
+         position_ids->max().item<int64_t>() >= options_.max_positions()))
+      throw Error(fmt::format("embeddings: position ids must lie in [0, {}) (max_positions)",
+                              options_.max_positions()));
+  } else if (options_.positions() != PositionEncoding::None &&
+             position_offset + n > options_.max_positions())
     throw Error(fmt::format("embeddings: sequence of {} tokens (from position {}) exceeds "
                             "max_positions {}",
                             n, position_offset, options_.max_positions()));
   at::Tensor x = token->forward(input_ids);
-  if (options_.positions() == PositionEncoding::Learned) {
+  if (position_ids && options_.positions() == PositionEncoding::Learned) {
+    x = x + position->forward(position_ids->to(at::kLong));
+  } else if (position_ids && options_.positions() == PositionEncoding::Sinusoidal) {
+    x = x + sinusoid_.index({position_ids->to(at::kLong)}).to(x.dtype());
+  } else if (options_.positions() == PositionEncoding::Learned) {
     at::Tensor ids = torch::arange(position_offset, position_offset + n, input_ids.options());
     x = x + position->forward(ids).unsqueeze(0);
   } else if (options_.positions() == PositionEncoding::Sinusoidal) {

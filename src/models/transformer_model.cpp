@@ -146,7 +146,7 @@ ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {
   block_inputs.condition = in.condition;
 
   at::Tensor h = embeddings->forward(in.input_ids, in.token_type_ids, in.position_offset,
-                                     in.condition);
+                                     in.condition, in.position_ids);
   if (in.output_hidden_states) out.hidden_states.push_back(h);
   for (int64_t layer = 0; layer < config_.layers; ++layer) {
     layers::BlockOutput b = block(layer)->forward(h, block_inputs);

@@ -1,5 +1,6 @@
 #include "attnkit/train/tasks.h"
 
+#include "attnkit/decode/language_models.h"
 #include "attnkit/error.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/text/pretrained.h"
@@ -653,7 +654,7 @@ class Seq2SeqTask : public ModelTask {
       std::vector<Ids> sources;
       for (const auto* r : rows) sources.push_back(r->source);
       const auto decoded =
-          models::unilm_greedy_decode(*model_, sources, cls_, sep_, pad_, longest_target_, max_length_);
+          decode::unilm_greedy(model_, sources, cls_, sep_, pad_, longest_target_, max_length_);
       for (size_t b = 0; b < rows.size(); ++b) {
         hypotheses.push_back(words(decoded[b]));
         references.push_back({words(rows[b]->target)});

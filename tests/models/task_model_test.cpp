@@ -22,7 +22,6 @@ using attnkit::models::TaskInputs;
 using attnkit::models::TaskModel;
 using attnkit::models::TransformerConfig;
 using attnkit::models::unilm_batch;
-using attnkit::models::unilm_greedy_decode;
 
 constexpr int64_t kVocab = 40;
 
@@ -164,43 +163,6 @@ TEST(TaskModel, UnilmBatchPredictsOnlyTheTarget) {
   auto after = model->forward(in).masked_lm_logits;
   EXPECT_TRUE(torch::allclose(before[0].slice(0, 0, 6), after[0].slice(0, 0, 6), 1e-6, 1e-6));
   EXPECT_FALSE(torch::allclose(before[0][6], after[0][6], 1e-6, 1e-6));
-}
-
-TEST(TaskModel, UnilmGreedyDecodeFollowsTheArgmaxAndIgnoresBatchmates) {
-  torch::manual_seed(8);
-  HeadsConfig heads;
-  heads.masked_lm = true;
-  auto config = TransformerConfig::bert(kVocab, 16, 2, 4, 32);
-  config.type_vocab_size = 2;
-  TaskModel model(config, heads);
-  model->eval();
-  const std::vector<std::vector<int64_t>> sources{{11, 12, 13, 14}, {15}};
-  const int64_t cls = 1, sep = 2, pad = 0;
-  const auto both = unilm_greedy_decode(*model, sources, cls, sep, pad, 5);
-  ASSERT_EQ(both.size(), 2u);
-  for (size_t i = 0; i < sources.size(); ++i) {
-    // Decoding a row alone gives what it got next to a row of another length.
-    EXPECT_EQ(unilm_greedy_decode(*model, {sources[i]}, cls, sep, pad, 5), std::vector<std::vector<int64_t>>{both[i]});
-    // Every token is the argmax at the previous position of [CLS] src [SEP] prefix.
-    std::vector<int64_t> prefix;
-    for (int64_t token : both[i]) {
-      auto b = unilm_batch({sources[i]}, {prefix}, cls, sep, pad);
-      TaskInputs in;
-      in.input_ids = b.input_ids;
-      in.token_type_ids = b.token_type_ids;
-      in.attention_mask = b.attention_mask;
-      in.mask = b.mask;
-      const int64_t at = 1 + sources[i].size() + prefix.size();
-      EXPECT_EQ(model->forward(in).masked_lm_logits[0][at].argmax().item<int64_t>(), token);
-      prefix.push_back(token);
-    }
-    EXPECT_LE(both[i].size(), 5u);
-  }
-  // max_length bounds the input: [CLS] + 4 + [SEP] + prefix + [SEP] <= 8 allows prefixes of 0
-  // and 1 tokens, so two steps.
-  EXPECT_EQ(unilm_greedy_decode(*model, {sources[0]}, cls, sep, pad, 5, 8)[0].size(),
-            std::min<size_t>(both[0].size(), 2));
-  EXPECT_TRUE(unilm_greedy_decode(*model, {sources[0]}, cls, sep, pad, 5, 6)[0].empty());
 }
 
 TEST(TaskModel, ConditionalLmClassEmbeddingFeedsLayerNorm) {

@@ -39,11 +39,13 @@ class EmbeddingsImpl : public torch::nn::Module {
  public:
   explicit EmbeddingsImpl(const EmbeddingsOptions& options);
   // input_ids [batch, n] int64; token_type_ids [batch, n] (zeros if absent); positions start at
-  // position_offset (incremental decoding).
+  // position_offset (incremental decoding), or are given per token by position_ids [batch, n]
+  // (left-padded batches: each row counts from its first real token).
   at::Tensor forward(const at::Tensor& input_ids,
                      const c10::optional<at::Tensor>& token_type_ids = c10::nullopt,
                      int64_t position_offset = 0,
-                     const c10::optional<at::Tensor>& condition = c10::nullopt);
+                     const c10::optional<at::Tensor>& condition = c10::nullopt,
+                     const c10::optional<at::Tensor>& position_ids = c10::nullopt);
   const EmbeddingsOptions& options() const { return options_; }
 
   torch::nn::Embedding token{nullptr}, position{nullptr}, token_type{nullptr};

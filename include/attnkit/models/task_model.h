@@ -129,15 +129,4 @@ UnilmBatch unilm_batch(const std::vector<std::vector<int64_t>>& sources,
                        const std::vector<std::vector<int64_t>>& targets, int64_t cls_id,
                        int64_t sep_id, int64_t pad_id);
 
-// Greedy UniLM decoding (no cache): each step runs [CLS] src [SEP] prefix [SEP] through the model
-// under the UniLM mask and appends the masked-LM head's argmax at the prefix's last position. A
-// row ends at sep_id (not included in the result), after max_new_tokens, or when its next input
-// would be longer than max_length (0 = no limit; use the model's max_positions). Runs under
-// NoGradGuard in the model's current mode (call eval() first). Throws attnkit::Error when the
-// model has no masked-LM head.
-std::vector<std::vector<int64_t>> unilm_greedy_decode(TaskModelImpl& model,
-                                                      const std::vector<std::vector<int64_t>>& sources,
-                                                      int64_t cls_id, int64_t sep_id, int64_t pad_id,
-                                                      int64_t max_new_tokens, int64_t max_length = 0);
-
 }  // namespace attnkit::models

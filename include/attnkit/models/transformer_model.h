@@ -24,6 +24,7 @@ struct ModelInputs {
   c10::optional<at::Tensor> memory;          // encoder output for cross attention
   c10::optional<at::Tensor> memory_padding;  // [batch, S] bool
   int64_t position_offset = 0;
+  c10::optional<at::Tensor> position_ids;    // [batch, n] per-token positions (left padding)
   bool output_hidden_states = false;  // embedding output + every layer's output
   bool output_attentions = false;
   bool output_head_contexts = false;

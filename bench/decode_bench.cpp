@@ -1,0 +1,129 @@
+// Decoding benchmark (bench/decode_compare.py runs it): a GPT-2-small-shaped model (random
+// weights) decoded one token at a time with attnkit's incremental state.
+//   --mode latency  per-token latency (median over --steps tokens) after a prefill of P tokens,
+//                   for each P in --positions: softmax KV cache vs linear / cosFormer RNN state.
+//   --mode greedy   greedy generation of --new-tokens tokens after a --prompt-tokens prompt
+//                   (decode::generate, CausalLM), tokens per second, batch 1.
+// Prints one JSON object per line.
+#include "attnkit/decode/generation.h"
+#include "attnkit/decode/language_models.h"
+#include "attnkit/models/task_model.h"
+#include "attnkit/runtime.h"
+
+#include <ATen/Parallel.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <sstream>
+
+using namespace attnkit;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+models::TaskModel make_model(const std::string& kind, int64_t layers, int64_t hidden,
+                             int64_t heads, int64_t vocab, int64_t max_positions) {
+  auto config = models::TransformerConfig::gpt2(vocab, hidden, layers, heads);
+  config.attention = layers::AttentionSpec::parse(kind);
+  config.attention.causal = true;
+  config.max_positions = max_positions;
+  config.dropout = 0;
+  models::HeadsConfig heads_config;
+  heads_config.causal_lm = true;
+  torch::manual_seed(0);
+  models::TaskModel model(config, heads_config);
+  model->eval();
+  return model;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"attnkit decoding benchmark"};
+  std::string mode = "latency", kind = "softmax", positions_text = "256,1024,4096";
+  int64_t layers = 12, hidden = 768, heads = 12, vocab = 50257, steps = 16, threads = 2;
+  int64_t prompt_tokens = 16, new_tokens = 128;
+  app.add_option("--mode", mode)->check(CLI::IsMember({"latency", "greedy"}));
+  app.add_option("--kind", kind, "attention kind (softmax, linear:elu, cosformer)");
+  app.add_option("--positions", positions_text, "latency: prefill lengths, comma-separated");
+  app.add_option("--steps", steps, "latency: tokens timed per position");
+  app.add_option("--layers", layers);
+  app.add_option("--hidden", hidden);
+  app.add_option("--heads", heads);
+  app.add_option("--vocab", vocab);
+  app.add_option("--threads", threads);
+  app.add_option("--prompt-tokens", prompt_tokens);
+  app.add_option("--new-tokens", new_tokens);
+  CLI11_PARSE(app, argc, argv);
+  at::set_num_threads(static_cast<int>(threads));
+  at::set_num_interop_threads(1);
+  set_blas_threads(static_cast<int>(threads));
+  torch::NoGradGuard no_grad;
+
+  std::vector<int64_t> positions;
+  {
+    std::stringstream in(positions_text);
+    std::string item;
+    while (std::getline(in, item, ',')) positions.push_back(std::stoll(item));
+  }
+  const int64_t longest = *std::max_element(positions.begin(), positions.end());
+  if (mode == "latency") {
+    auto model = make_model(kind, layers, hidden, heads, vocab, longest + steps + 1);
+    for (int64_t p : positions) {
+      decode::CausalLM lm(model);
+      lm.start(1, p + steps);
+      const double t0 = now();
+      at::Tensor ids = torch::randint(vocab, {1, p}, at::kLong);
+      lm.forward(ids, at::ones({1, p}, at::kBool), at::arange(p, at::kLong).view({1, p}));
+      const double prefill = now() - t0;
+      std::vector<double> times;
+      for (int64_t s = 0; s < steps; ++s) {
+        at::Tensor next = torch::randint(vocab, {1, 1}, at::kLong);
+        const double t = now();
+        at::Tensor logits = lm.forward(next, at::ones({1, 1}, at::kBool),
+                                       at::full({1, 1}, p + s, at::kLong));
+        logits.argmax(-1).item<int64_t>();
+        times.push_back(now() - t);
+      }
+      std::sort(times.begin(), times.end());
+      nlohmann::json row{{"mode", "latency"},           {"kind", kind},
+                         {"position", p},               {"ms_per_token", times[times.size() / 2] * 1e3},
+                         {"prefill_s", prefill},        {"state_bytes", lm.session().state_bytes()},
+                         {"threads", threads}};
+      std::cout << row.dump() << std::endl;
+    }
+    return 0;
+  }
+  auto model = make_model(kind, layers, hidden, heads, vocab, prompt_tokens + new_tokens + 1);
+  decode::CausalLM lm(model);
+  decode::GenerationConfig config;
+  config.strategy = decode::Strategy::Greedy;
+  config.max_new_tokens = new_tokens;
+  torch::manual_seed(1);
+  at::Tensor prompt_t = torch::randint(vocab, {prompt_tokens}, at::kLong);
+  std::vector<int64_t> prompt(prompt_t.data_ptr<int64_t>(), prompt_t.data_ptr<int64_t>() + prompt_tokens);
+  decode::generate(lm, {prompt}, [&] {  // warm-up
+    auto c = config;
+    c.max_new_tokens = 4;
+    return c;
+  }());
+  const double t0 = now();
+  auto result = decode::generate(lm, {prompt}, config);
+  const double elapsed = now() - t0;
+  nlohmann::json row{{"mode", "greedy"},
+                     {"kind", kind},
+                     {"prompt_tokens", prompt_tokens},
+                     {"new_tokens", static_cast<int64_t>(result[0][0].tokens.size())},
+                     {"seconds", elapsed},
+                     {"tokens_per_s", double(result[0][0].tokens.size()) / elapsed},
+                     {"threads", threads}};
+  std::cout << row.dump() << std::endl;
+  return 0;
+}

@@ -1,0 +1,320 @@
+#include "attnkit/decode/incremental.h"
+
+#include "attnkit/error.h"
+#include "attnkit/ops/cosformer_attention.h"
+#include "attnkit/ops/head_gates.h"
+#include "attnkit/ops/linear_attention.h"
+#include "attnkit/ops/masks.h"
+#include "attnkit/ops/softmax_attention.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace attnkit::decode {
+namespace {
+
+// Same constant as the parallel feature-map ops (src/ops/feature_attention.h, not public).
+constexpr double kFeatureEpsilon = 1e-6;
+// Columns per block when a feature-map state consumes a long chunk (bounds the [c, c] scores).
+constexpr int64_t kFeatureBlock = 128;
+
+using layers::MultiHeadAttentionImpl;
+
+// [B, n, H·d] -> [B, H, n, d]
+at::Tensor split_heads(const at::Tensor& x, int64_t heads) {
+  return x.view({x.size(0), x.size(1), heads, -1}).transpose(1, 2);
+}
+
+// Head gates, merge heads, output projection: the end of MultiHeadAttentionImpl::forward.
+at::Tensor finish(MultiHeadAttentionImpl& attention, at::Tensor context) {
+  if (attention.head_gates().defined())
+    context = ops::apply_head_gates(context, attention.head_gates().to(context.dtype()));
+  const int64_t B = context.size(0), n = context.size(2);
+  at::Tensor merged =
+      context.transpose(1, 2).reshape({B, n, attention.heads() * attention.value_size()});
+  return attention.o->forward(merged);
+}
+
+void check_step(const MultiHeadAttentionImpl& attention, const at::Tensor& x,
+                const at::Tensor& valid) {
+  if (x.dim() != 3 || x.size(2) != attention.options().hidden())
+    throw Error(fmt::format("decode: attention input must be [batch, n, {}], got [{}]",
+                            attention.options().hidden(), fmt::join(x.sizes(), ", ")));
+  if (valid.dim() != 2 || valid.size(0) != x.size(0) || valid.size(1) != x.size(1))
+    throw Error(fmt::format("decode: valid must be [{}, {}], got [{}]", x.size(0), x.size(1),
+                            fmt::join(valid.sizes(), ", ")));
+}
+
+void check_horizon(int64_t length, int64_t n, int64_t horizon) {
+  if (length + n > horizon)
+    throw Error(fmt::format("decode: column {} is beyond the horizon of {} columns the state was "
+                            "made for (prompt + max new tokens)",
+                            length + n, horizon));
+}
+
+// ---- softmax: KV cache ----------------------------------------------------------------------
+class KVCache : public AttentionState {
+ public:
+  explicit KVCache(int64_t horizon) : horizon_(horizon) {}
+
+  at::Tensor step(MultiHeadAttentionImpl& attention, const at::Tensor& x, const at::Tensor& valid,
+                  bool causal) override {
+    check_step(attention, x, valid);
+    const int64_t B = x.size(0), n = x.size(1), H = attention.heads();
+    check_horizon(length_, n, horizon_);
+    at::Tensor qh = split_heads(attention.q->forward(x), H);
+    at::Tensor kh = split_heads(attention.k->forward(x), H);
+    at::Tensor vh = split_heads(attention.v->forward(x), H);
+    if (!keys_.defined()) {
+      keys_ = at::empty({B, H, horizon_, kh.size(3)}, kh.options());
+      values_ = at::empty({B, H, horizon_, vh.size(3)}, vh.options());
+      valid_ = at::zeros({B, horizon_}, valid.options().dtype(at::kBool));
+    }
+    keys_.narrow(2, length_, n).copy_(kh);
+    values_.narrow(2, length_, n).copy_(vh);
+    valid_.narrow(1, length_, n).copy_(valid.to(at::kBool));
+    length_ += n;
+    at::Tensor k_all = keys_.narrow(2, 0, length_), v_all = values_.narrow(2, 0, length_);
+    at::Tensor mask = ops::padding_mask(valid_.narrow(1, 0, length_));  // [B, 1, 1, T]
+    at::Tensor context = ops::softmax_attention(qh, k_all, v_all, mask, causal);
+    return finish(attention, context);
+  }
+
+  void select_rows(const at::Tensor& index) override {
+    if (!keys_.defined()) return;
+    keys_ = keys_.index_select(0, index);
+    values_ = values_.index_select(0, index);
+    valid_ = valid_.index_select(0, index);
+  }
+  int64_t length() const override { return length_; }
+  int64_t bytes() const override {
+    if (!keys_.defined()) return 0;
+    // What the columns so far use (the buffer is preallocated to the horizon).
+    return (keys_.size(0) * keys_.size(1) * (keys_.size(3) + values_.size(3)) * length_) *
+           static_cast<int64_t>(keys_.element_size());
+  }
+  std::string name() const override { return "kv-cache"; }
+
+ private:
+  int64_t horizon_ = 0, length_ = 0;
+  at::Tensor keys_, values_, valid_;
+};
+
+// ---- linear attention and cosFormer: fixed-size sums ----------------------------------------
+class FeatureState : public AttentionState {
+ public:
+  FeatureState(bool cosformer, int64_t horizon) : cosformer_(cosformer), horizon_(horizon) {}
+
+  at::Tensor step(MultiHeadAttentionImpl& attention, const at::Tensor& x, const at::Tensor& valid,
+                  bool causal) override {
+    check_step(attention, x, valid);
+    if (!causal)
+      throw Error(fmt::format("decode: '{}' decodes causally only (a bidirectional prefix such as "
+                              "a UniLM source needs a softmax kind)",
+                              attention.options().spec().to_string()));
+    const int64_t B = x.size(0), n = x.size(1), H = attention.heads();
+    check_horizon(length_, n, horizon_);
+    at::Tensor qh = split_heads(attention.q->forward(x), H);
+    at::Tensor kh = split_heads(attention.k->forward(x), H);
+    at::Tensor vh = split_heads(attention.v->forward(x), H);
+    at::Tensor phi_q, phi_k;
+    if (cosformer_) {
+      // Column c (0-based) sits at position c + 1, angle π/2 · (c + 1) / M with M = horizon.
+      at::Tensor angles = ops::cosformer_angles(n, length_, horizon_, qh.scalar_type());
+      phi_q = ops::cosformer_features(qh, angles);
+      phi_k = ops::cosformer_features(kh, angles);
+    } else {
+      phi_q = attention.feature_map()->apply(qh);
+      phi_k = attention.feature_map()->apply(kh);
+    }
+    // Padding is never a key.
+    phi_k = phi_k * valid.to(phi_k.scalar_type()).view({B, 1, n, 1});
+    at::Tensor v1 = at::cat({vh, at::ones_like(vh.narrow(3, 0, 1))}, 3);  // [B, H, n, dv + 1]
+    if (!sums_.defined())
+      sums_ = at::zeros({B, H, phi_k.size(3), v1.size(3)}, v1.options());
+    std::vector<at::Tensor> reads;
+    for (int64_t start = 0; start < n; start += kFeatureBlock) {
+      const int64_t c = std::min(kFeatureBlock, n - start);
+      at::Tensor fq = phi_q.narrow(2, start, c), fk = phi_k.narrow(2, start, c);
+      at::Tensor vb = v1.narrow(2, start, c);
+      at::Tensor read = at::matmul(fq, sums_);  // the columns before this block
+      if (c == 1) {
+        read = read + at::matmul(fq, fk.transpose(-2, -1)) * vb;
+      } else {
+        at::Tensor scores = at::matmul(fq, fk.transpose(-2, -1)).tril();  // key j <= query i
+        read = read + at::matmul(scores, vb);
+      }
+      sums_ = sums_ + at::matmul(fk.transpose(-2, -1), vb);
+      reads.push_back(read);
+    }
+    at::Tensor read = reads.size() == 1 ? reads[0] : at::cat(reads, 2);
+    const int64_t dv = vh.size(3);
+    at::Tensor den = read.narrow(3, dv, 1);
+    den = cosformer_ ? den.clamp_min(kFeatureEpsilon) : den + kFeatureEpsilon;
+    length_ += n;
+    return finish(attention, read.narrow(3, 0, dv) / den);
+  }
+
+  void select_rows(const at::Tensor& index) override {
+    if (sums_.defined()) sums_ = sums_.index_select(0, index);
+  }
+  int64_t length() const override { return length_; }
+  int64_t bytes() const override {
+    return sums_.defined() ? sums_.numel() * static_cast<int64_t>(sums_.element_size()) : 0;
+  }
+  std::string name() const override { return cosformer_ ? "cosformer-state" : "linear-state"; }
+
+ private:
+  bool cosformer_;
+  int64_t horizon_ = 0, length_ = 0;
+  at::Tensor sums_;  // [B, H, m, dv + 1]
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionState> make_state(const layers::MultiHeadAttentionImpl& attention,
+                                           int64_t horizon) {
+  if (horizon <= 0) throw Error(fmt::format("decode: horizon must be positive, got {}", horizon));
+  const auto& spec = attention.options().spec();
+  if (spec.talking_heads)
+    throw Error("decode: talking-heads attention has no incremental form in attnkit (softmax, "
+                "linear and cosformer kinds decode incrementally)");
+  switch (spec.kind) {
+    case AttentionKind::Softmax:
+      return std::make_unique<KVCache>(horizon);
+    case AttentionKind::Linear:
+      return std::make_unique<FeatureState>(false, horizon);
+    case AttentionKind::Cosformer:
+      return std::make_unique<FeatureState>(true, horizon);
+    default:
+      throw Error(fmt::format("decode: attention kind '{}' has no incremental form in attnkit "
+                              "(softmax, linear and cosformer kinds decode incrementally)",
+                              spec.to_string()));
+  }
+}
+
+// ---- cross attention ------------------------------------------------------------------------
+CrossAttentionCache::CrossAttentionCache(layers::MultiHeadAttentionImpl& attention,
+                                         const at::Tensor& memory,
+                                         const c10::optional<at::Tensor>& memory_padding)
+    : padding_(memory_padding) {
+  const auto& spec = attention.options().spec();
+  const int64_t H = attention.heads();
+  if (spec.talking_heads ||
+      (spec.kind != AttentionKind::Softmax && spec.kind != AttentionKind::Linear &&
+       spec.kind != AttentionKind::Cosformer))
+    throw Error(fmt::format("decode: cross attention kind '{}' has no cached form in attnkit",
+                            spec.to_string()));
+  if (spec.causal) throw Error("decode: causal cross attention is not supported");
+  keys_ = split_heads(attention.k->forward(memory), H);
+  values_ = split_heads(attention.v->forward(memory), H);
+  if (padding_) padding_ = padding_->to(at::kBool);
+}
+
+at::Tensor CrossAttentionCache::forward(layers::MultiHeadAttentionImpl& attention,
+                                        const at::Tensor& x) {
+  const auto& spec = attention.options().spec();
+  at::Tensor qh = split_heads(attention.q->forward(x), attention.heads());
+  at::Tensor context;
+  switch (spec.kind) {
+    case AttentionKind::Softmax: {
+      c10::optional<at::Tensor> mask;
+      if (padding_) mask = ops::padding_mask(*padding_);
+      context = ops::softmax_attention(qh, keys_, values_, mask, false);
+      break;
+    }
+    case AttentionKind::Linear:
+      context = ops::linear_attention(qh, keys_, values_, *attention.feature_map(), false, padding_);
+      break;
+    default:
+      // cosFormer cross attention places query i at position i + 1 of the target: the query's
+      // angle depends on the target length, so it is computed per call over the cached keys.
+      throw Error("decode: cosFormer cross attention depends on the target length (M = max(L, "
+                  "S)) and has no cached form; use softmax or linear cross attention");
+  }
+  return finish(attention, context);
+}
+
+void CrossAttentionCache::select_rows(const at::Tensor& index) {
+  keys_ = keys_.index_select(0, index);
+  values_ = values_.index_select(0, index);
+  if (padding_) padding_ = padding_->index_select(0, index);
+}
+
+// ---- the model ------------------------------------------------------------------------------
+IncrementalModel::IncrementalModel(models::TransformerModel model, int64_t batch, int64_t horizon,
+                                   const c10::optional<at::Tensor>& memory,
+                                   const c10::optional<at::Tensor>& memory_padding,
+                                   const c10::optional<at::Tensor>& condition)
+    : model_(std::move(model)), horizon_(horizon), condition_(condition) {
+  const auto& c = model_->config();
+  if (horizon <= 0) throw Error(fmt::format("decode: horizon must be positive, got {}", horizon));
+  if (c.cross_attention && !memory)
+    throw Error("decode: the model has cross attention; give the encoder memory");
+  if (condition_ && (condition_->dim() != 2 || condition_->size(0) != batch))
+    throw Error(fmt::format("decode: condition must be [{}, condition_size]", batch));
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    auto block = model_->block(layer);
+    self_.push_back(make_state(*block->attention, horizon));
+    if (block->cross_attention)
+      cross_.push_back(std::make_unique<CrossAttentionCache>(*block->cross_attention, *memory,
+                                                             memory_padding));
+  }
+}
+
+at::Tensor IncrementalModel::forward(const at::Tensor& ids, const at::Tensor& valid,
+                                     const at::Tensor& positions,
+                                     const c10::optional<at::Tensor>& token_types, bool causal) {
+  if (ids.dim() != 2 || valid.sizes() != ids.sizes() || positions.sizes() != ids.sizes())
+    throw Error("decode: ids, valid and positions must all be [batch, n]");
+  const auto& c = model_->config();
+  const bool pre = c.norm_first;
+  at::Tensor h = model_->embeddings->forward(ids, token_types, 0, condition_, positions);
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    auto block = model_->block(layer);
+    const auto& paths = block->paths();
+    auto norm = [&](layers::ConditionalLayerNorm& ln, const at::Tensor& x) {
+      return paths.layer_norm ? ln->forward(x, condition_) : x;
+    };
+    auto residual = [&](const at::Tensor& x, layers::ConditionalLayerNorm& ln, auto&& sublayer) {
+      at::Tensor y = sublayer(pre ? norm(ln, x) : x);
+      if (paths.skip) y = x + y;
+      return pre ? y : norm(ln, y);
+    };
+    AttentionState& state = *self_[layer];
+    h = residual(h, block->ln_attention, [&](const at::Tensor& input) {
+      at::Tensor out = state.step(*block->attention, input, valid, causal);
+      return paths.attention ? out : at::zeros_like(input);
+    });
+    if (block->cross_attention) {
+      CrossAttentionCache& cross = *cross_[layer];
+      h = residual(h, block->ln_cross,
+                   [&](const at::Tensor& input) { return cross.forward(*block->cross_attention, input); });
+    }
+    if (paths.mlp)
+      h = residual(h, block->ln_ffn, [&](const at::Tensor& input) { return block->ffn->forward(input); });
+  }
+  if (model_->final_norm) h = model_->final_norm->forward(h, condition_);
+  length_ += ids.size(1);
+  return h;
+}
+
+void IncrementalModel::select_rows(const at::Tensor& index) {
+  for (auto& s : self_) s->select_rows(index);
+  for (auto& x : cross_) x->select_rows(index);
+  if (condition_) condition_ = condition_->index_select(0, index);
+}
+
+int64_t IncrementalModel::state_bytes() const {
+  int64_t total = 0;
+  for (const auto& s : self_) total += s->bytes();
+  return total;
+}
+
+at::Tensor positions_from_valid(const at::Tensor& valid) {
+  at::Tensor v = valid.to(at::kLong);
+  return (v.cumsum(1) - 1).clamp_min(0) * v;
+}
+
+}  // namespace attnkit::decode

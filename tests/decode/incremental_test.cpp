@@ -1,0 +1,149 @@
+// Cached decoding equals a full recomputation at every step: KV cache (softmax), RNN state
+// (linear attention, cosFormer), GPT-2-shaped float64 models, left-padded batches.
+#include "attnkit/decode/incremental.h"
+#include "attnkit/decode/language_models.h"
+#include "attnkit/error.h"
+#include "attnkit/models/task_model.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+
+namespace {
+
+using namespace attnkit;
+
+models::TaskModel tiny_gpt2(const std::string& kind, int64_t condition_classes = 0) {
+  auto config = models::TransformerConfig::gpt2(23, 16, 2, 2);
+  config.attention = layers::AttentionSpec::parse(kind);
+  config.attention.causal = true;
+  config.dropout = 0.0;
+  config.max_positions = 64;
+  models::HeadsConfig heads;
+  heads.causal_lm = true;
+  if (condition_classes > 0) {
+    config.condition_size = 4;
+    heads.condition_classes = condition_classes;
+  }
+  torch::manual_seed(7);
+  models::TaskModel model(config, heads);
+  model->to(torch::kDouble);
+  model->eval();
+  if (condition_classes > 0) {
+    // Conditional LN's dense layers start at zero; give them values so the class matters.
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->named_parameters())
+      if (p.key().find("condition_to") != std::string::npos) p.value().normal_(0, 0.5);
+  }
+  return model;
+}
+
+// Full recomputation: logits [B, T, V] of the whole (left-padded) sequence, right padded to
+// `columns` columns (cosFormer's parallel M = the padded length).
+at::Tensor full_logits(models::TaskModel& model, const at::Tensor& ids, const at::Tensor& valid,
+                       const at::Tensor& positions, int64_t columns,
+                       const c10::optional<at::Tensor>& condition_ids = c10::nullopt) {
+  const int64_t B = ids.size(0), T = ids.size(1);
+  models::TaskInputs in;
+  in.input_ids = at::cat({ids, at::zeros({B, columns - T}, at::kLong)}, 1);
+  in.attention_mask = at::cat({valid, at::zeros({B, columns - T}, at::kBool)}, 1);
+  in.position_ids = at::cat({positions, at::zeros({B, columns - T}, at::kLong)}, 1);
+  in.condition_ids = condition_ids;
+  return model->forward(in).causal_lm_logits.narrow(1, 0, T);
+}
+
+void check_kind(const std::string& kind, bool cosformer_horizon, int64_t condition = -1) {
+  torch::NoGradGuard no_grad;
+  auto model = tiny_gpt2(kind, condition >= 0 ? 3 : 0);
+  // Three prompts of lengths 5, 2, 4: left padded to 5 columns.
+  const std::vector<std::vector<int64_t>> prompts = {{3, 4, 5, 6, 7}, {8, 9}, {10, 11, 12, 13}};
+  const int64_t B = 3, W = 5, steps = 6, horizon = W + steps;
+  at::Tensor ids = at::zeros({B, W}, at::kLong), valid = at::zeros({B, W}, at::kBool);
+  for (int64_t r = 0; r < B; ++r)
+    for (size_t i = 0; i < prompts[r].size(); ++i) {
+      ids[r][W - int64_t(prompts[r].size()) + int64_t(i)] = prompts[r][i];
+      valid[r][W - int64_t(prompts[r].size()) + int64_t(i)] = true;
+    }
+  at::Tensor positions = decode::positions_from_valid(valid);
+  decode::CausalLM lm(model, condition);
+  lm.start(B, horizon);
+  c10::optional<at::Tensor> condition_ids;
+  if (condition >= 0) condition_ids = at::full({B}, condition, at::kLong);
+
+  // Prefill: every real column's logits, not only the last.
+  at::Tensor h = lm.session().forward(ids, valid, positions);
+  at::Tensor head = model->transformer->word_embeddings();
+  at::Tensor cached = at::linear(h, head);
+  at::Tensor full = full_logits(model, ids, valid, positions, cosformer_horizon ? horizon : W,
+                                condition_ids);
+  at::Tensor real = valid.unsqueeze(-1).expand_as(cached);
+  EXPECT_TRUE(torch::allclose(cached.masked_select(real), full.masked_select(real), 1e-5, 1e-5))
+      << kind << " prefill";
+  torch::manual_seed(11);
+  for (int64_t step = 0; step < steps; ++step) {
+    at::Tensor next = torch::randint(1, 23, {B, 1}, at::kLong);
+    at::Tensor next_pos = positions.select(1, positions.size(1) - 1).unsqueeze(1) + 1;
+    ids = at::cat({ids, next}, 1);
+    valid = at::cat({valid, at::ones({B, 1}, at::kBool)}, 1);
+    positions = at::cat({positions, next_pos}, 1);
+    at::Tensor logits = lm.forward(next, at::ones({B, 1}, at::kBool), next_pos);
+    at::Tensor reference = full_logits(model, ids, valid, positions,
+                                       cosformer_horizon ? horizon : ids.size(1), condition_ids)
+                               .select(1, ids.size(1) - 1);
+    const double diff = (logits - reference).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-5) << kind << " step " << step;
+  }
+}
+
+TEST(Incremental, SoftmaxKVCacheEqualsFullRecomputation) { check_kind("softmax", false); }
+TEST(Incremental, LinearStateEqualsFullRecomputation) { check_kind("linear:elu", false); }
+TEST(Incremental, LinearReluStateEqualsFullRecomputation) { check_kind("linear:relu", false); }
+TEST(Incremental, CosformerStateEqualsParallelOpWithHorizonM) { check_kind("cosformer", true); }
+TEST(Incremental, ConditionalLayerNormClassId) { check_kind("softmax", false, 2); }
+
+TEST(Incremental, CosformerHorizonIsEnforced) {
+  torch::NoGradGuard no_grad;
+  auto model = tiny_gpt2("cosformer");
+  decode::IncrementalModel session(model->transformer, 1, 3);
+  auto ids = at::ones({1, 3}, at::kLong);
+  session.forward(ids, at::ones({1, 3}, at::kBool), at::arange(3, at::kLong).view({1, 3}));
+  EXPECT_THROW(session.forward(at::ones({1, 1}, at::kLong), at::ones({1, 1}, at::kBool),
+                               at::full({1, 1}, 3, at::kLong)),
+               attnkit::Error);
+}
+
+TEST(Incremental, RnnStateHasFixedSize) {
+  torch::NoGradGuard no_grad;
+  for (const std::string kind : {"linear:elu", "cosformer"}) {
+    auto model = tiny_gpt2(kind);
+    decode::IncrementalModel session(model->transformer, 1, 40);
+    session.forward(at::ones({1, 4}, at::kLong), at::ones({1, 4}, at::kBool),
+                    at::arange(4, at::kLong).view({1, 4}));
+    const int64_t after_prompt = session.state_bytes();
+    for (int64_t t = 4; t < 30; ++t)
+      session.forward(at::ones({1, 1}, at::kLong), at::ones({1, 1}, at::kBool),
+                      at::full({1, 1}, t, at::kLong));
+    EXPECT_EQ(session.state_bytes(), after_prompt) << kind;
+  }
+  auto model = tiny_gpt2("softmax");
+  decode::IncrementalModel session(model->transformer, 1, 40);
+  session.forward(at::ones({1, 4}, at::kLong), at::ones({1, 4}, at::kBool),
+                  at::arange(4, at::kLong).view({1, 4}));
+  const int64_t after_prompt = session.state_bytes();
+  session.forward(at::ones({1, 1}, at::kLong), at::ones({1, 1}, at::kBool),
+                  at::full({1, 1}, 4, at::kLong));
+  EXPECT_GT(session.state_bytes(), after_prompt);
+}
+
+TEST(Incremental, UnsupportedKindsAreClearErrors) {
+  auto model = tiny_gpt2("synthesizer-random");
+  try {
+    decode::IncrementalModel session(model->transformer, 1, 8);
+    FAIL() << "no error";
+  } catch (const attnkit::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("synthesizer-random"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
