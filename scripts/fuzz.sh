@@ -21,6 +21,12 @@ fi
 # LibTorch and OpenBLAS start thread pools; one thread keeps executions per second up and the
 # machine shared fairly.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+# Scratch files in memory when possible: every input is written to a file first.
+scratch_base="${TMPDIR:-/tmp}"
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then scratch_base=/dev/shm; fi
+export TMPDIR="$scratch_base/attnkit-fuzz.$$"
+mkdir -p "$TMPDIR"
+trap 'rm -rf "$TMPDIR"' EXIT
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 summary="$build/fuzz-summary.txt"

@@ -375,6 +375,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (const size_t position = text::unicode::find_invalid_utf8(header);
         position != std::string_view::npos)
       throw Error(fmt::format("header is not valid UTF-8 (byte {})", position));
+    // nlohmann::json skips a leading byte order mark; JSON (and the reference implementation) does not.
+    if (header.rfind("\xEF\xBB\xBF", 0) == 0)
+      throw Error("header is not valid JSON: it starts with a UTF-8 byte order mark");
     // nlohmann::json would take a NUL byte for the end of the input and ignore the rest.
     if (const size_t position = header.find('\0'); position != std::string_view::npos)
       throw Error(fmt::format("header is not valid JSON: it has a NUL byte (byte {})", position));

@@ -65,6 +65,9 @@ TEST(Hardening, SafetensorsDeepNestingAndSignedZero) {
   const std::string minus_zero =
       write_bytes(dir / "minus_zero.safetensors", safetensors_bytes(R"({"a": {"dtype": "U8", "shape": [-0], "data_offsets": [0, 0]}})"));
   expect_one_line_naming(error_of([&] { io::SafetensorsFile::open(minus_zero); }), minus_zero, "non-negative");
+  // Found by the differential test: nlohmann::json skipped a byte order mark the reference refuses.
+  const std::string bom = write_bytes(dir / "bom.safetensors", safetensors_bytes("\xEF\xBB\xBF{}"));
+  expect_one_line_naming(error_of([&] { io::SafetensorsFile::open(bom); }), bom, "byte order mark");
 }
 
 // A config claiming a huge model beside a tiny weights file is refused before anything is

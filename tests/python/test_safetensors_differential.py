@@ -43,10 +43,11 @@ def _reexec_in_venv():
         print("test_safetensors_differential: no Python test venv with safetensors "
               f"({p.stderr.strip()}); run scripts/setup.sh", file=sys.stderr)
         sys.exit(1)
-    if os.path.realpath(venv_python) == os.path.realpath(sys.executable):
-        print("test_safetensors_differential: the venv has no safetensors; run scripts/setup.sh",
+    if os.environ.get("ATTNKIT_IN_TEST_VENV"):
+        print(f"test_safetensors_differential: {venv_python} has no safetensors; run scripts/setup.sh",
               file=sys.stderr)
         sys.exit(1)
+    os.environ["ATTNKIT_IN_TEST_VENV"] = "1"
     os.execv(venv_python, [venv_python] + sys.argv)
 
 
