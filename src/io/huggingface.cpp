@@ -445,7 +445,7 @@ json read_json_file(const std::string& path) {
   const std::string text = read_file(path);
   try {
     return json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     throw Error(fmt::format("{}: not valid JSON ({})", path, e.what()));
   }
 }

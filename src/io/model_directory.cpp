@@ -43,7 +43,7 @@ void read_attnkit_config(const json& j, const std::string& where, models::Transf
 json parse_json_text(const std::string& text, const std::string& where) {
   try {
     return json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     throw Error(fmt::format("{}: not valid JSON ({})", where, e.what()));
   }
 }

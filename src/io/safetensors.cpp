@@ -131,7 +131,9 @@ json parse_header_json(std::string_view header) {
   };
   try {
     return json::parse(header.begin(), header.end(), reject_repeated_keys);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
+  } catch (const Error&) {
+    throw;  // from reject_repeated_keys
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     // Drop the "[json.exception.parse_error.101] " prefix.
     std::string_view message = e.what();
     if (const size_t end = message.find("] "); end != std::string_view::npos)

@@ -396,7 +396,7 @@ Tokenizer tokenizer_from_json_string(const std::string& text, const std::string&
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     throw Error(fmt::format("{}: malformed JSON: {}", source, e.what()));
   }
   try {

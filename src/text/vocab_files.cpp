@@ -56,7 +56,7 @@ Vocabulary read_vocab_json(const std::string& path) {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(content);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     throw Error(fmt::format("{}: malformed JSON: {}", path, e.what()));
   }
   if (!json.is_object()) throw Error(fmt::format("{}: expected a JSON object of token -> id", path));

@@ -209,8 +209,9 @@ TEST(FaultDistributed, PeerThatNeverComesTimesOut) {
   options.timeout = std::chrono::milliseconds(2000);
   const int port = free_tcp_port();
   const auto [message, seconds] = timed_error([&] { DataParallel(loopback(0, 2, port), options); });
-  EXPECT_EQ(message.rfind(fmt::format("distributed: rank 0 cannot rendezvous at 127.0.0.1:{}: ", port), 0), 0u)
-      << message;
+  // "cannot rendezvous at ..." or "cannot join the Gloo group at ...: Socket Timeout".
+  EXPECT_EQ(message.rfind("distributed: rank 0 cannot ", 0), 0u) << message;
+  EXPECT_NE(message.find(fmt::format("127.0.0.1:{}", port)), std::string::npos) << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   EXPECT_LT(seconds, 60.0);  // bounded, generously (the timeout is 2 s)
 }
