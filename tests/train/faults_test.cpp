@@ -40,12 +40,13 @@ using attnkit::testing::read_bytes;
 using attnkit::testing::scratch_directory;
 using attnkit::testing::TinyLmTask;
 
-constexpr int64_t kKillLoopSteps = 60;
+// Steps of the kill-loop run: 60, or 400 under ATTNKIT_SOAK (so that kills land mid-run).
+int64_t kill_loop_steps() { return std::getenv("ATTNKIT_SOAK") != nullptr ? 400 : 60; }
 
 TrainerOptions kill_loop_options(const fs::path& run) {
   TrainerOptions o;
   o.quiet = true;
-  o.steps = kKillLoopSteps;
+  o.steps = kill_loop_steps();
   o.checkpoint_every = 1;  // a checkpoint write is in flight most of the time
   o.keep_last = 3;
   o.ema_decay = 0.9;
@@ -119,8 +120,8 @@ void kill_loop(int kills, uint32_t seed) {
   const int64_t before = last_complete_step(out / "run");
   const int status = attnkit::testing::run_test_child("FaultWorker.Train", {{"ATTNKIT_FAULT_OUT", out.string()}});
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  if (before > 0 && before < kKillLoopSteps) EXPECT_EQ(resumed_steps(out).back(), before);
-  EXPECT_EQ(last_complete_step(out / "run"), kKillLoopSteps);
+  if (before > 0 && before < kill_loop_steps()) EXPECT_EQ(resumed_steps(out).back(), before);
+  EXPECT_EQ(last_complete_step(out / "run"), kill_loop_steps());
   for (const auto& entry : fs::directory_iterator(out / "run" / "checkpoints")) {
     EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u) << "left behind: " << entry.path();
   }
