@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: setup configure build test test-isa check-headers demo bench clean
+.PHONY: setup configure build test test-isa check-headers demo bench clean configure-sanitize fuzz test-asan soak
 
 setup:
 	bash scripts/setup.sh
@@ -40,3 +40,31 @@ bench: build
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- robustness (docs/robustness.md) -------------------------------------------------------------
+# One clang build with AddressSanitizer + UndefinedBehaviorSanitizer + libFuzzer coverage serves
+# both `make fuzz` and `make test-asan` (a second instrumented build would cost as long again).
+SANITIZE_BUILD ?= build-fuzz
+SANITIZE_FLAGS ?= -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" -DATTNKIT_FUZZ=ON -DATTNKIT_BUILD_BENCH=OFF
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+# The unit tests under ASan + UBSan (leak checks on): every ctest entry except the patterns of
+# scripts/asan_exclude.txt, each with its reason (docs/robustness.md).
+ASAN_EXCLUDE ?= $(shell grep -v -e '^\#' -e '^$$' scripts/asan_exclude.txt | paste -sd'|')
+
+configure-sanitize: setup
+	cmake -S . -B $(SANITIZE_BUILD) -G Ninja $(SANITIZE_FLAGS)
+
+fuzz: configure-sanitize
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target attnkit_fuzz_targets
+	bash scripts/fuzz.sh $(SANITIZE_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+test-asan: configure-sanitize
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j $(JOBS) $(if $(ASAN_EXCLUDE),-E '$(ASAN_EXCLUDE)')
+
+# Long fault-injection runs (kill -9 loops over many runs); `make test` runs short versions.
+soak: build
+	ATTNKIT_SOAK=1 OPENBLAS_NUM_THREADS=1 ctest --test-dir $(BUILD) --output-on-failure -R 'Soak|Fault'

@@ -11,6 +11,7 @@ PACKAGES=(
   libutf8proc-dev libre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox
+  clang libclang-rt-14-dev  # make fuzz (libFuzzer), make test-asan
   python3-numpy python3-venv python3-pip
   fortunes fortunes-zh
 )

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -102,6 +103,11 @@ void write_file_atomically(const std::string& path,
   temporary.create();
   errno = 0;  // so that commit() can tell a write error's cause from an older errno
   write(temporary.file());
+  // Fault injection for the tests of docs/robustness.md (no root needed for a "full disk"): with
+  // ATTNKIT_FAULT_ENOSPC=TEXT set, writing any path containing TEXT fails as on a full disk.
+  if (const char* fault = std::getenv("ATTNKIT_FAULT_ENOSPC");
+      fault != nullptr && *fault != '\0' && path.find(fault) != std::string::npos)
+    fail(ENOSPC, "{}: cannot write temporary file (injected by ATTNKIT_FAULT_ENOSPC)", path);
   temporary.commit();
   fsync_directory(parent_directory(path));
 }

@@ -4,6 +4,7 @@
 #include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/io/safetensors.h"
+#include "model_size_check.h"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -444,7 +445,7 @@ json read_json_file(const std::string& path) {
   const std::string text = read_file(path);
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     throw Error(fmt::format("{}: not valid JSON ({})", path, e.what()));
   }
 }
@@ -486,7 +487,12 @@ models::TaskModel load_huggingface(const std::string& directory, HuggingFaceMode
   auto base = [&](const std::string& name) { return (layout.prefixed ? prefix : "") + name; };
   auto has = [&](const std::string& name) { return by_name.count(name) > 0; };
   auto tensor = [&](const std::string& name) { return file.tensor(by_name.at(name)); };
-  auto rows = [&](const std::string& name) { return file.entry(by_name.at(name)).shape.at(0); };
+  auto rows = [&](const std::string& name) {
+    const TensorEntry& entry = file.entry(by_name.at(name));
+    if (entry.shape.empty())
+      throw Error(fmt::format("{}: tensor '{}' is a scalar, not a matrix", weights_path, entry.name));
+    return entry.shape[0];
+  };
 
   // Which heads and optional parts the checkpoint holds.
   auto& c = info.config;
@@ -525,6 +531,7 @@ models::TaskModel load_huggingface(const std::string& directory, HuggingFaceMode
     throw Error(fmt::format("{}: the checkpoint has a classifier over the pooled output but no "
                             "pooler weights", weights_path));
 
+  detail::check_config_fits_weights(c, h, file, config_path);
   models::TaskModel model(c, h);
   model->eval();
   auto params = model->named_parameters(true);

@@ -4,6 +4,7 @@
 #include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/io/safetensors.h"
+#include "model_size_check.h"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -42,7 +43,7 @@ void read_attnkit_config(const json& j, const std::string& where, models::Transf
 json parse_json_text(const std::string& text, const std::string& where) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     throw Error(fmt::format("{}: not valid JSON ({})", where, e.what()));
   }
 }
@@ -110,6 +111,7 @@ LoadedModel load_attnkit(const std::string& weights_path, const json* config_jso
     read_attnkit_config(parse_json_text(it->second, weights_path + " metadata"),
                         weights_path + " metadata", config, heads);
   }
+  detail::check_config_fits_weights(config, heads, file, config_json ? config_where : weights_path + " metadata");
   models::TaskModel task(config, heads);
   load_parameters(task, file);
   return finish(task, "attnkit");

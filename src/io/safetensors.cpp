@@ -35,6 +35,9 @@ using json = nlohmann::json;
 constexpr size_t kLengthFieldSize = 8;
 constexpr uint64_t kMaxHeaderSize = 100'000'000;  // the reference implementation's limit
 constexpr std::string_view kMetadataKey = "__metadata__";
+// serde_json, the reference implementation's parser, refuses 128 nested arrays/objects (the
+// outermost object counts); so does attnkit, which also bounds its own work on deep input.
+constexpr size_t kMaxJsonDepth = 127;
 
 struct Dtype {
   const char* name;
@@ -100,11 +103,19 @@ uint64_t read_u64_le(const unsigned char* bytes) {
 json parse_header_json(std::string_view header) {
   std::vector<std::set<std::string>> keys_of_open_objects;
   std::string top_level_key;
+  size_t open_containers = 0;
   const json::parser_callback_t reject_repeated_keys = [&](int, json::parse_event_t event,
                                                            json& parsed) {
+    if (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) {
+      if (++open_containers > kMaxJsonDepth)
+        throw Error(fmt::format("header nests arrays and objects deeper than {} levels", kMaxJsonDepth));
+    } else if (event == json::parse_event_t::array_end) {
+      --open_containers;
+    }
     if (event == json::parse_event_t::object_start) {
       keys_of_open_objects.emplace_back();
     } else if (event == json::parse_event_t::object_end) {
+      --open_containers;
       keys_of_open_objects.pop_back();
     } else if (event == json::parse_event_t::key) {
       const auto& key = parsed.get_ref<const std::string&>();
@@ -120,7 +131,9 @@ json parse_header_json(std::string_view header) {
   };
   try {
     return json::parse(header.begin(), header.end(), reject_repeated_keys);
-  } catch (const json::parse_error& e) {
+  } catch (const Error&) {
+    throw;  // from reject_repeated_keys
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     // Drop the "[json.exception.parse_error.101] " prefix.
     std::string_view message = e.what();
     if (const size_t end = message.find("] "); end != std::string_view::npos)
@@ -165,12 +178,12 @@ TensorEntry read_entry(const std::string& name, const json& value, uint64_t data
   int64_t elements = 1;
   int64_t extent = 1;
   for (const json& dim : shape) {
-    if (!dim.is_number_integer() ||
-        (dim.is_number_unsigned() &&
-         dim.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}))
+    // Unsigned only: "-0" is a signed JSON integer, which the reference implementation refuses too.
+    if (dim.is_number_integer() && !dim.is_number_unsigned())
+      fail_field_type(name, "shape", shape, "an array of non-negative dimensions");
+    if (!dim.is_number_unsigned() || dim.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()})
       fail_field_type(name, "shape", shape, "an array of integers in [0, 2^63)");
     const int64_t size = dim.get<int64_t>();
-    if (size < 0) fail_field_type(name, "shape", shape, "an array of non-negative dimensions");
     entry.shape.push_back(size);
     if (__builtin_mul_overflow(extent, std::max<int64_t>(size, 1), &extent))
       throw Error(
@@ -364,6 +377,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (const size_t position = text::unicode::find_invalid_utf8(header);
         position != std::string_view::npos)
       throw Error(fmt::format("header is not valid UTF-8 (byte {})", position));
+    // nlohmann::json skips a leading byte order mark; JSON (and the reference implementation) does not.
+    if (header.rfind("\xEF\xBB\xBF", 0) == 0)
+      throw Error("header is not valid JSON: it starts with a UTF-8 byte order mark");
     // nlohmann::json would take a NUL byte for the end of the input and ignore the rest.
     if (const size_t position = header.find('\0'); position != std::string_view::npos)
       throw Error(fmt::format("header is not valid JSON: it has a NUL byte (byte {})", position));

@@ -1,5 +1,7 @@
 #include "attnkit/text/tokenizer_json.h"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -108,7 +110,11 @@ Vocabulary read_model_vocabulary(const json& model) {
   if (!vocab.is_object()) fail("model.vocab is not an object of token -> id");
   std::vector<std::pair<std::string, uint32_t>> entries;
   entries.reserve(vocab.size());
-  for (const auto& [token, id] : vocab.items()) entries.emplace_back(token, id.get<uint32_t>());
+  for (const auto& [token, id] : vocab.items()) {
+    if (!id.is_number_unsigned() || id.get<uint64_t>() > UINT32_MAX)
+      fail(fmt::format("model.vocab: the id of '{}' is {}, not an integer in [0, 2^32)", token, id.dump()));
+    entries.emplace_back(token, id.get<uint32_t>());
+  }
   return Vocabulary::from_pairs(entries);
 }
 
@@ -594,7 +600,7 @@ Tokenizer tokenizer_from_json_string(const std::string& text, const std::string&
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     throw Error(fmt::format("{}: malformed JSON: {}", source, e.what()));
   }
   try {

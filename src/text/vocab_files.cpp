@@ -1,5 +1,7 @@
 #include "attnkit/text/vocab_files.h"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -54,14 +56,15 @@ Vocabulary read_vocab_json(const std::string& path) {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(content);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     throw Error(fmt::format("{}: malformed JSON: {}", path, e.what()));
   }
   if (!json.is_object()) throw Error(fmt::format("{}: expected a JSON object of token -> id", path));
   std::vector<std::pair<std::string, uint32_t>> entries;
   entries.reserve(json.size());
   for (const auto& [token, id] : json.items()) {
-    if (!id.is_number_unsigned()) throw Error(fmt::format("{}: the id of '{}' is not a non-negative integer", path, token));
+    if (!id.is_number_unsigned() || id.get<uint64_t>() > UINT32_MAX)
+      throw Error(fmt::format("{}: the id of '{}' is {}, not an integer in [0, 2^32)", path, token, id.dump()));
     entries.emplace_back(token, id.get<uint32_t>());
   }
   try {

@@ -1,5 +1,8 @@
 #include "attnkit/text/vocabulary.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include "attnkit/error.h"
@@ -17,8 +20,19 @@ Vocabulary Vocabulary::from_tokens(std::vector<std::string> tokens) {
 
 Vocabulary Vocabulary::from_pairs(const std::vector<std::pair<std::string, uint32_t>>& entries) {
   auto table = std::make_shared<Table>();
-  uint32_t bound = 0;
-  for (const auto& entry : entries) bound = std::max(bound, entry.second + 1);
+  // Ids index a table, so the largest one sizes it: a file claiming id 4000000000 for one token
+  // must not allocate 4e9 slots (nor wrap around at 2^32 - 1). Gaps are allowed, but at most
+  // kMaxIdGap ids beyond the number of tokens.
+  constexpr uint64_t kMaxIdGap = uint64_t{1} << 20;
+  const uint64_t limit = uint64_t{entries.size()} + kMaxIdGap;
+  uint64_t wide_bound = 0;
+  for (const auto& [token, id] : entries) {
+    if (uint64_t{id} >= limit)
+      throw Error(fmt::format("vocabulary: id {} of '{}' is too large for {} tokens (ids must be below {})", id,
+                              token, entries.size(), limit));
+    wide_bound = std::max(wide_bound, uint64_t{id} + 1);
+  }
+  const auto bound = static_cast<uint32_t>(wide_bound);
   table->tokens.resize(bound);
   table->present.resize(bound, false);
   for (const auto& [token, id] : entries) {

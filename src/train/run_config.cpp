@@ -1,6 +1,7 @@
 #include "attnkit/train/run_config.h"
 
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 #include "attnkit/parse.h"
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 namespace attnkit::train {
 namespace {
@@ -149,6 +151,63 @@ const Setting& find_setting(const std::string& section, const std::string& key) 
   throw Error(fmt::format("{}.{}: unknown setting (see attnkit train --help)", section, key));
 }
 
+// TOML allows non-ASCII characters only inside strings and comments. toml++ 3.3 (Debian 12) reaches
+// __builtin_unreachable (undefined behaviour) when it tests some of them elsewhere for whitespace
+// (e.g. U+00E9, U+FCFF: found by fuzz/run_config_fuzz), so they are refused here first, with
+// their line. Tracks comments and the four string forms.
+void reject_non_ascii_outside_strings(std::string_view text, const std::string& path) {
+  size_t line = 1;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      ++i;
+    } else if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      const bool multi = text.compare(i, 3, std::string(3, c)) == 0;
+      const std::string_view close = multi ? std::string_view(c == '"' ? "\"\"\"" : "\'\'\'") : std::string_view(&text[i], 1);
+      i += multi ? 3 : 1;
+      while (i < text.size()) {
+        if (c == '"' && text[i] == '\\') {
+          // A line-ending backslash in a multi-line string: toml++ skips the whitespace after it,
+          // testing each character, so no non-ASCII character may follow there either.
+          size_t j = i + 1;
+          while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) ++j;
+          if (multi && j < text.size() && text[j] == '\n') {
+            while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r' || text[j] == '\n')) {
+              if (text[j] == '\n') ++line;
+              ++j;
+            }
+            if (j < text.size() && static_cast<unsigned char>(text[j]) >= 0x80)
+              throw Error(fmt::format("{}:{}: a non-ASCII character right after a line-ending backslash", path, line));
+            i = j;
+            continue;
+          }
+          if (i + 1 < text.size() && text[i + 1] == '\n') ++line;
+          i += 2;  // an escape: the next character is not the closing quote
+          continue;
+        }
+        if (text[i] == '\n') {
+          if (!multi) break;
+          ++line;
+        }
+        if (text.compare(i, close.size(), close) == 0) {
+          i += close.size();
+          break;
+        }
+        ++i;
+      }
+    } else if (static_cast<unsigned char>(c) >= 0x80) {
+      throw Error(fmt::format("{}:{}: a non-ASCII character outside a string or comment (byte 0x{:02X}); TOML "
+                              "allows them only in strings and comments",
+                              path, line, static_cast<unsigned char>(c)));
+    } else {
+      ++i;
+    }
+  }
+}
+
 }  // namespace
 
 const std::vector<SettingInfo>& run_settings() {
@@ -174,8 +233,10 @@ void apply_setting(RunConfig& config, const std::string& section, const std::str
 
 void apply_toml_file(RunConfig& config, const std::string& path) {
   toml::table table;
+  const std::string content = read_file(path);
+  reject_non_ascii_outside_strings(content, path);
   try {
-    table = toml::parse_file(path);
+    table = toml::parse(content, path);
   } catch (const toml::parse_error& e) {
     throw Error(fmt::format("{}:{}: {}", path, e.source().begin.line, e.description()));
   }

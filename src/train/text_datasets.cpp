@@ -194,7 +194,7 @@ std::string json_label(const json& value, const LabelTable& table, const char* w
 std::string parse_json_object(std::string_view line, json& out) {
   try {
     out = json::parse(line);
-  } catch (const json::parse_error& e) {
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     return fmt::format("malformed JSON ({})", e.what());
   }
   if (!out.is_object()) return fmt::format("expected a JSON object, got {}", out.type_name());
@@ -474,7 +474,7 @@ SquadData read_squad_json(const std::string& path, const DataReadOptions& option
   json root;
   try {
     root = json::parse(content);
-  } catch (const json::parse_error& e) {
+  } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     throw Error(fmt::format("{}: malformed JSON ({})", path, e.what()));
   }
   if (!root.is_object()) throw Error(fmt::format("{}: expected a JSON object with \"data\", got {}", path, root.type_name()));

@@ -131,6 +131,25 @@ struct Trainer::State {
     return metrics;
   }
 
+  // Where a non-finite loss or gradient norm came from: the first parameter (or, with `gradients`,
+  // the first gradient) holding NaN or inf, named with the element; else the step's micro-batches.
+  std::string non_finite_location(int64_t step, bool gradients) {
+    for (const auto& item : task.module().named_parameters()) {
+      const at::Tensor tensor = gradients ? item.value().grad() : item.value().detach();
+      if (!tensor.defined()) continue;
+      const at::Tensor bad = at::logical_not(at::isfinite(tensor)).reshape({-1});
+      if (!bad.any().item<bool>()) continue;
+      const int64_t element = bad.nonzero()[0][0].item<int64_t>();
+      const double value = tensor.reshape({-1})[element].item<double>();
+      return fmt::format(" ({} '{}' holds {} at flat element {} of shape [{}])",
+                         gradients ? "the gradient of parameter" : "parameter", item.key(),
+                         non_finite_name(value), element, fmt::join(tensor.sizes(), ", "));
+    }
+    const int64_t first = (step - 1) * options.accumulation;
+    return fmt::format(" (every parameter{} is finite: the input of micro-batch {}..{} on rank {} gave it)",
+                       gradients ? " and the loss" : "", first, first + options.accumulation - 1, rank());
+  }
+
   [[noreturn]] void stop(int64_t step, const std::string& why) const {
     throw Error(fmt::format("training stopped at step {}: {}; {}", step, why, last_checkpoint_note()));
   }
@@ -192,11 +211,24 @@ struct Trainer::State {
     TrainingCheckpoint checkpoint = snapshot();  // a collective with data parallelism
     if (!writer()) return;
     const fs::path directory = checkpoints_directory();
+    // A failed write (a full disk) leaves the earlier checkpoints as they were: say which one a
+    // resume would use.
+    auto save_or_explain = [&](const fs::path& target) {
+      try {
+        save_checkpoint(target.string(), checkpoint);
+      } catch (const Error& e) {
+        const auto kept = list_checkpoints(directory.string());
+        throw Error(fmt::format("checkpoint {} not written ({}); {}", target.string(), e.what(),
+                                kept.empty() ? std::string("no earlier checkpoint exists")
+                                             : fmt::format("the last complete checkpoint {} is kept",
+                                                           kept.back().path)));
+      }
+    };
     if (step_checkpoint) {
-      save_checkpoint((directory / checkpoint_directory_name(step)).string(), checkpoint);
+      save_or_explain(directory / checkpoint_directory_name(step));
       prune_checkpoints(directory.string(), options.keep_last);
     }
-    if (best) save_checkpoint((directory / "best").string(), checkpoint);
+    if (best) save_or_explain(directory / "best");
   }
 
   TrainingCheckpoint snapshot() {
@@ -367,10 +399,12 @@ TrainResult Trainer::train() {
     StepRecord record;
     record.step = s.step + 1;
     record.loss = s.accumulate_gradients(record.step, record.tokens);
-    if (!std::isfinite(record.loss)) s.stop(record.step, "the loss is " + non_finite_name(record.loss));
+    if (!std::isfinite(record.loss))
+      s.stop(record.step, "the loss is " + non_finite_name(record.loss) + s.non_finite_location(record.step, false));
     record.grad_norm = clip_gradients(s.parameters, o.clip_norm);
     if (!std::isfinite(record.grad_norm)) {
-      s.stop(record.step, "the gradient norm is " + non_finite_name(record.grad_norm));
+      s.stop(record.step, "the gradient norm is " + non_finite_name(record.grad_norm) +
+                              s.non_finite_location(record.step, true));
     }
     record.learning_rate = schedule.rate(record.step - 1);
     set_learning_rate(*s.optimizer, record.learning_rate);

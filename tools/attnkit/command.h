@@ -35,6 +35,7 @@ void register_analyze_command(CLI::App& app, GlobalOptions& global);
 void register_attention_command(CLI::App& app, GlobalOptions& global);
 void register_demo_command(CLI::App& app, GlobalOptions& global);
 void register_generate_command(CLI::App& app, GlobalOptions& global);
+void register_inspect_command(CLI::App& app, GlobalOptions& global);  // inspect FILE.safetensors
 void register_model_commands(CLI::App& app, GlobalOptions& global);  // encode, convert
 void register_report_command(CLI::App& app, GlobalOptions& global);
 void register_train_commands(CLI::App& app, GlobalOptions& global);  // train, eval, data

@@ -1,0 +1,107 @@
+// Regression tests for inputs found by fuzzing and by hand (fuzz/, docs/robustness.md): each once
+// crashed, escaped as a non-attnkit exception or allocated what a header claimed; now each is one
+// attnkit::Error line naming the file.
+#include "attnkit/error.h"
+#include "attnkit/io/model_directory.h"
+#include "attnkit/io/safetensors.h"
+#include "attnkit/models/task_model.h"
+#include "support/test_files.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <string>
+
+namespace attnkit {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::error_of;
+using testing::scratch_directory;
+using testing::write_bytes;
+
+std::string safetensors_bytes(const std::string& header, const std::string& data = "") {
+  std::string bytes(8, '\0');
+  for (size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>((uint64_t{header.size()} >> (8 * i)) & 0xFF);
+  return bytes + header + data;
+}
+
+void expect_one_line_naming(const std::string& message, const std::string& path, const std::string& part) {
+  EXPECT_EQ(message.rfind(path + ": ", 0), 0u) << message;
+  EXPECT_NE(message.find(part), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+// nlohmann::json throws out_of_range (not parse_error) for a number beyond double: it escaped
+// every loader as a foreign exception without the file name.
+TEST(Hardening, NumberOverflowInJsonIsAnErrorNamingTheFile) {
+  const auto dir = scratch_directory("io");
+  const std::string st = write_bytes(dir / "a.safetensors",
+                                     safetensors_bytes(R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1], "x": 1e400}})", "\x01"));
+  expect_one_line_naming(error_of([&] { io::SafetensorsFile::open(st); }), st, "header is not valid JSON");
+  fs::create_directories(dir / "model");
+  const std::string config = write_bytes(dir / "model" / "config.json", R"({"model_type": "bert", "vocab_size": 1e400})");
+  write_bytes(dir / "model" / "model.safetensors", safetensors_bytes("{}"));
+  expect_one_line_naming(error_of([&] { io::load_model((dir / "model").string()); }), config, "not valid JSON");
+}
+
+TEST(Hardening, SafetensorsDeepNestingAndSignedZero) {
+  const auto dir = scratch_directory("io");
+  const std::string deep = write_bytes(
+      dir / "deep.safetensors",
+      safetensors_bytes(R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1], "x": )" + std::string(100000, '[') +
+                            std::string(100000, ']') + "}}",
+                        "\x01"));
+  expect_one_line_naming(error_of([&] { io::SafetensorsFile::open(deep); }), deep, "deeper than 127 levels");
+  // 125 arrays + the entry + the header object = 127 levels: accepted, as by the reference.
+  const std::string ok = write_bytes(
+      dir / "ok.safetensors",
+      safetensors_bytes(R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1], "x": )" + std::string(125, '[') +
+                            std::string(125, ']') + "}}",
+                        "\x01"));
+  EXPECT_EQ(error_of([&] { io::SafetensorsFile::open(ok); }), "");
+  const std::string minus_zero =
+      write_bytes(dir / "minus_zero.safetensors", safetensors_bytes(R"({"a": {"dtype": "U8", "shape": [-0], "data_offsets": [0, 0]}})"));
+  expect_one_line_naming(error_of([&] { io::SafetensorsFile::open(minus_zero); }), minus_zero, "non-negative");
+  // Found by the differential test: nlohmann::json skipped a byte order mark the reference refuses.
+  const std::string bom = write_bytes(dir / "bom.safetensors", safetensors_bytes("\xEF\xBB\xBF{}"));
+  expect_one_line_naming(error_of([&] { io::SafetensorsFile::open(bom); }), bom, "byte order mark");
+}
+
+// A config claiming a huge model beside a tiny weights file is refused before anything is
+// allocated (it used to allocate what the config said, e.g. 10^12 floats).
+TEST(Hardening, ConfigLargerThanItsWeightsIsRefusedBeforeAllocating) {
+  const auto dir = scratch_directory("io");
+  // Hugging Face layout.
+  fs::create_directories(dir / "hf");
+  nlohmann::json bert = {{"model_type", "bert"},        {"vocab_size", 1000000}, {"hidden_size", 1000000},
+                         {"num_hidden_layers", 1000},   {"num_attention_heads", 1}, {"intermediate_size", 1000000},
+                         {"max_position_embeddings", 16}, {"type_vocab_size", 2}};
+  const std::string config = write_bytes(dir / "hf" / "config.json", bert.dump());
+  write_bytes(dir / "hf" / "model.safetensors",
+              safetensors_bytes(R"({"bert.embeddings.word_embeddings.weight": {"dtype": "F32", "shape": [1, 1], "data_offsets": [0, 4]}})",
+                                std::string(4, '\0')));
+  expect_one_line_naming(error_of([&] { io::load_model((dir / "hf").string()); }), config,
+                         "the config describes a model of about");
+  // attnkit layout: the config inside model.safetensors' metadata.
+  auto small = models::TransformerConfig::bert(40, 16, 2, 2, 32);
+  models::HeadsConfig heads;
+  heads.masked_lm = true;
+  models::TaskModel model(small, heads);
+  io::save_attnkit_model(model, (dir / "attnkit").string());
+  auto text = testing::read_bytes(dir / "attnkit" / "config.json");
+  auto j = nlohmann::json::parse(text);
+  j["model"]["hidden"] = 4000000;
+  j["model"]["intermediate"] = 4000000;
+  const std::string attnkit_config = write_bytes(dir / "attnkit" / "config.json", j.dump());
+  expect_one_line_naming(error_of([&] { io::load_model((dir / "attnkit").string()); }), attnkit_config,
+                         "the config describes a model of about");
+  // The untouched config still loads.
+  write_bytes(dir / "attnkit" / "config.json", text);
+  EXPECT_EQ(error_of([&] { io::load_model((dir / "attnkit").string()); }), "");
+}
+
+}  // namespace
+}  // namespace attnkit

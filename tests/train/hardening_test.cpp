@@ -1,0 +1,38 @@
+// Regression tests for inputs found by fuzzing the training inputs (fuzz/, docs/robustness.md).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "attnkit/train/run_config.h"
+#include "support/test_files.h"
+
+namespace attnkit::train {
+namespace {
+
+using attnkit::testing::error_of;
+using attnkit::testing::scratch_directory;
+using attnkit::testing::write_bytes;
+
+// toml++ 3.3 reached __builtin_unreachable (undefined behaviour; UBSan: "execution reached an
+// unreachable program point") testing U+FCFF or U+00E9 for whitespace: fuzz/run_config_fuzz's
+// first finding (fuzz/regressions/run_config/).
+TEST(Hardening, RunConfigNonAsciiOutsideStrings) {
+  const auto dir = scratch_directory("train");
+  for (const std::string& text : {std::string("\xef\xb3\xbf"), std::string("[run]\n\xc3\xa9 = 1\n"),
+                                  std::string("[run]\ndir = \"\"\"a\\\n  \xc3\xa9\"\"\"\n")}) {
+    const std::string path = write_bytes(dir / "run.toml", text);
+    RunConfig config;
+    const std::string message = error_of([&] { apply_toml_file(config, path); });
+    EXPECT_EQ(message.rfind(path + ":", 0), 0u) << message;
+    EXPECT_NE(message.find("non-ASCII character"), std::string::npos) << message;
+  }
+  // Non-ASCII inside strings and comments is fine.
+  const std::string path = write_bytes(dir / "ok.toml", "# caf\xc3\xa9 \xef\xb3\xbf\n[run]\ndir = \"runs/caf\xc3\xa9 \xef\xb3\xbf\"\n");
+  RunConfig config;
+  EXPECT_EQ(error_of([&] { apply_toml_file(config, path); }), "");
+  EXPECT_EQ(config.directory, "runs/caf\xc3\xa9 \xef\xb3\xbf");
+}
+
+}  // namespace
+}  // namespace attnkit::train
