@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: setup configure build test test-isa check-headers demo bench clean configure-sanitize fuzz test-asan soak
+.PHONY: setup configure build test test-isa check-headers demo report-check bench clean configure-sanitize fuzz test-asan soak
 
 setup:
 	bash scripts/setup.sh
@@ -34,6 +34,14 @@ check-headers: configure
 
 demo: build
 	bash scripts/demo.sh $(BUILD)
+
+# The report as a browser shows it (Debian's chromium, headless): console messages, empty
+# sections, outside references; screenshot in $(REPORT_DIR)/report.png. Uses demo-output/ from
+# `make demo` when it is there, else runs `attnkit demo --quick` into $(BUILD)/report-check.
+REPORT_DIR ?= $(if $(wildcard demo-output/report.html),demo-output,$(BUILD)/report-check)
+report-check: build
+	@if [ ! -f $(REPORT_DIR)/report.html ]; then $(BUILD)/attnkit demo --quick --out $(REPORT_DIR); fi
+	/usr/bin/python3 scripts/report_check.py $(REPORT_DIR)/report.html --screenshot $(REPORT_DIR)/report.png
 
 bench: build
 	@if [ -x bench/run.sh ]; then bash bench/run.sh $(BUILD); else echo "no benchmarks yet"; fi

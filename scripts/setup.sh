@@ -10,7 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libtomlplusplus-dev
   libutf8proc-dev libre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  gnuplot-nox
+  gnuplot-nox chromium
   clang libclang-rt-14-dev  # make fuzz (libFuzzer), make test-asan
   python3-numpy python3-venv python3-pip
   fortunes fortunes-zh

@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <system_error>
+
+#include <stdlib.h>  // mkdtemp
 
 #include "attnkit/error.h"
 
@@ -40,6 +43,19 @@ void for_each_line(std::string_view content, const std::function<void(std::strin
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     visit(line, ++number);
   }
+}
+
+TemporaryDirectory::TemporaryDirectory(std::string_view prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") + "/" + std::string(prefix) + "-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr)
+    throw Error(fmt::format("cannot create a temporary directory like {}: {}", pattern, std::strerror(errno)));
+  path_ = pattern;
+}
+
+TemporaryDirectory::~TemporaryDirectory() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
 }
 
 }  // namespace attnkit

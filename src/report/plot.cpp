@@ -3,6 +3,7 @@
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
+#include "attnkit/process.h"
 
 #include <fmt/format.h>
 
@@ -14,12 +15,7 @@
 #include <fstream>
 #include <sstream>
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char** environ;
 
 namespace attnkit::report {
 namespace {
@@ -38,34 +34,6 @@ std::string quoted(const std::string& text) {
 }
 
 bool usable(double y, bool log_y) { return std::isfinite(y) && (!log_y || y > 0); }
-
-// A private directory removed when it goes out of scope.
-class TempDirectory {
- public:
-  TempDirectory() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/attnkit-plot-XXXXXX";
-    if (!mkdtemp(pattern.data()))
-      throw Error(fmt::format("plot: cannot create a temporary directory like {}", pattern));
-    path_ = pattern;
-  }
-  ~TempDirectory() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string first_line(const std::string& text) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) return line;
-  return "(no message)";
-}
 
 // What gnuplot left in `path`: "" when it wrote nothing there, so the caller can say so.
 std::string read_output(const fs::path& path) {
@@ -106,12 +74,12 @@ std::string render_svg(const LinePlot& plot) {
       throw Error(fmt::format("plot '{}': series '{}' has {} x values but {} y values", plot.title,
                               s.title, s.x.size(), s.y.size()));
     bool any = false;
-    for (size_t p = 0; p < s.x.size(); ++p) any = any || (std::isfinite(s.x[p]) && usable(s.y[p], plot.log_y));
+    for (size_t p = 0; p < s.x.size(); ++p) any = any || (usable(s.x[p], plot.log_x) && usable(s.y[p], plot.log_y));
     if (!any) continue;
     if (!drawn.empty()) data << "\n\n";  // two blank lines: the next data block (index)
     bool gap = true;  // one blank line breaks the line; never two in a row inside a block
     for (size_t p = 0; p < s.x.size(); ++p) {
-      if (usable(s.y[p], plot.log_y) && std::isfinite(s.x[p])) {
+      if (usable(s.y[p], plot.log_y) && usable(s.x[p], plot.log_x)) {
         data << fmt::format("{:.17g} {:.17g}\n", s.x[p], s.y[p]);
         gap = false;
       } else if (!gap) {
@@ -126,9 +94,9 @@ std::string render_svg(const LinePlot& plot) {
                             plot.log_y ? " above 0 (log scale)" : ""));
 
   const std::string gnuplot = find_gnuplot();
-  TempDirectory tmp;
+  TemporaryDirectory tmp("attnkit-plot");
   const fs::path data_path = tmp.path() / "data.txt", script_path = tmp.path() / "plot.gp",
-                 svg_path = tmp.path() / "plot.svg", err_path = tmp.path() / "stderr.txt";
+                 svg_path = tmp.path() / "plot.svg";
   std::ofstream(data_path) << data.str();
 
   std::ostringstream gp;
@@ -141,6 +109,7 @@ std::string render_svg(const LinePlot& plot) {
   gp << "set grid\nset key below\n";  // under the plot: long series titles never squeeze it
 
   if (plot.log_y) gp << "set logscale y\nset format y '1e%L'\n";
+  if (plot.log_x) gp << "set logscale x 2\n";
   if (plot.y_min != 0 || plot.y_max != 0) gp << fmt::format("set yrange [{:g}:{:g}]\n", plot.y_min, plot.y_max);
   gp << "plot ";
   for (size_t b = 0; b < drawn.size(); ++b) {
@@ -153,27 +122,14 @@ std::string render_svg(const LinePlot& plot) {
   gp << "\nunset output\n";
   std::ofstream(script_path) << gp.str();
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::string arg0 = gnuplot, arg1 = script_path.string();
-  char* argv[] = {arg0.data(), arg1.data(), nullptr};
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, gnuplot.c_str(), &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0)
-    throw Error(fmt::format("plot: cannot run {}: {}", gnuplot, std::strerror(spawned)));
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  const ProcessResult gnuplot_run = run_process({gnuplot, script_path.string()});
+  if (!gnuplot_run.ok()) {
+    const std::string why = first_line(gnuplot_run.err);
+    throw Error(fmt::format("plot '{}': gnuplot failed: {}", plot.title, why.empty() ? "(no message)" : why));
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw Error(fmt::format("plot '{}': gnuplot failed: {}", plot.title, first_line(read_output(err_path))));
   std::string svg = read_output(svg_path);
   if (svg.find("<svg") == std::string::npos)
-    throw Error(fmt::format("plot '{}': gnuplot wrote no SVG ({})", plot.title, first_line(read_output(err_path))));
+    throw Error(fmt::format("plot '{}': gnuplot wrote no SVG ({})", plot.title, first_line(gnuplot_run.err)));
   return svg;
 }
 

@@ -54,38 +54,88 @@ class Page(html.parser.HTMLParser):
             self.sections[self.current]["text"] += data
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STAGES = ["oracles", "speed", "training", "collapse"]
+
+
+def read_page(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    page = Page()
+    page.feed(text)
+    page.close()
+    return text, page
+
+
 class Report(unittest.TestCase):
-    def test_demo_writes_a_self_contained_page(self):
+    def assert_self_contained(self, text, page):
+        self.assertEqual(page.stack, [], "unclosed elements")
+        for url in page.urls:
+            self.assertTrue(url.startswith("#"), f"outside reference {url}")
+        self.assertNotIn("http", text)
+        self.assertNotIn("//", text.replace("://", ""))  # no protocol-relative resource
+        self.assertNotIn("<script", text)
+        self.assertNotIn("<link", text)
+        self.assertNotIn("<img", text)
+
+    def test_quick_demo_writes_a_self_contained_page_that_a_browser_shows(self):
         with tempfile.TemporaryDirectory() as out:
-            r = subprocess.run([CLI, "--threads", "1", "demo", "--n", "32", "--out", out],
+            r = subprocess.run([CLI, "--quiet", "demo", "--quick", "--out", out],
                                capture_output=True, text=True)
-            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             path = os.path.join(out, "report.html")
             self.assertIn(f"report: {path}", r.stdout)
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-            page = Page()
-            page.feed(text)
-            page.close()
-            self.assertEqual(page.stack, [], "unclosed elements")
-            self.assertIn("oracles", page.sections)
-            self.assertIn("summary", page.sections)
+            text, page = read_page(path)
+            self.assert_self_contained(text, page)
+            self.assertEqual(sorted(page.sections), sorted(STAGES + ["summary", "facts"]))
             for sid, s in page.sections.items():
                 self.assertTrue(s["text"].strip(), f"section {sid} is empty")
             self.assertIn("table", page.sections["oracles"]["tags"])
+            for sid in ("speed", "training", "collapse"):
+                self.assertIn("svg", page.sections[sid]["tags"], f"section {sid} has no inline plot")
+            self.assertNotIn("failed", page.sections["summary"]["text"])
             self.assertIn("target met", page.sections["summary"]["text"])
-            for url in page.urls:
-                self.assertTrue(url.startswith("#"), f"outside reference {url}")
-            self.assertNotIn("http", text)
-            self.assertNotIn("//", text.replace("://", ""))  # no protocol-relative resource
-            self.assertNotIn("<script", text)
-            self.assertNotIn("<link", text)
             # Rebuilt from the run directory: the same page.
             again = os.path.join(out, "again.html")
             r = subprocess.run([CLI, "report", out, "--out", again], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(again, encoding="utf-8") as f:
                 self.assertEqual(f.read(), text)
+            # The browser check of `make report-check`: Debian's chromium, headless.
+            shot = os.path.join(out, "report.png")
+            r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "report_check.py"), path,
+                                "--screenshot", shot], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("report_check: ok", r.stdout)
+            self.assertGreater(os.path.getsize(shot), 10000)
+
+    def test_only_runs_the_named_stages_and_names_an_unknown_one(self):
+        with tempfile.TemporaryDirectory() as out:
+            r = subprocess.run([CLI, "--quiet", "demo", "--only", "oracles", "--out", out],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            text, page = read_page(os.path.join(out, "report.html"))
+            self.assert_self_contained(text, page)
+            self.assertEqual(sorted(page.sections), ["facts", "oracles", "summary"])
+            r = subprocess.run([CLI, "demo", "--only", "oracles,heads-of-state", "--out", out],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2)
+            self.assertEqual(r.stderr.strip().count("\n"), 0, r.stderr)
+            self.assertIn("--only heads-of-state: not a stage (stages: oracles, speed", r.stderr)
+
+    def test_report_check_finds_an_outside_reference_and_an_empty_section(self):
+        with tempfile.TemporaryDirectory() as out:
+            bad = os.path.join(out, "bad.html")
+            with open(bad, "w", encoding="utf-8") as f:
+                f.write('<!DOCTYPE html><html><body><section id="summary"><h2>Summary</h2><p>x</p></section>'
+                        '<section id="a"><h2>A</h2></section>'
+                        '<section id="b"><h2>B</h2><p><a href="https://example.org/">b</a></p></section>'
+                        '</body></html>')
+            r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "report_check.py"), bad,
+                                "--no-browser"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("section 2 ('A') has no content", r.stdout)
+            self.assertIn('refers outside the file', r.stdout)
 
     def test_report_of_a_directory_without_stages_is_a_one_line_error(self):
         with tempfile.TemporaryDirectory() as out:

@@ -20,6 +20,7 @@ struct LinePlot {
   std::string x_label;
   std::string y_label;
   bool log_y = false;
+  bool log_x = false;  // x > 0 only (other points are gaps)
   double y_min = 0, y_max = 0;  // both 0 = automatic range
   int width = 760, height = 520;
   std::vector<Series> series;

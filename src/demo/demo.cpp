@@ -1,0 +1,105 @@
+#include "attnkit/demo/demo.h"
+
+#include "attnkit/error.h"
+#include "attnkit/runtime.h"
+#include "attnkit/version.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace attnkit::demo {
+
+const std::vector<Stage>& stages() {
+  static const std::vector<Stage> all = {
+      {"oracles", "Every attention variant against its float64 oracle", 10,
+       "every attention kind, causal and not, against the naive float64 formula", oracles_stage},
+      {"speed", "Speed and memory: fused kernels against PyTorch eager", 20,
+       "softmax, linear and cosFormer (fused) against the PyTorch-eager formulas, time and peak memory vs n",
+       speed_stage},
+      {"training", "Training: LRA ListOps and a GPT-2-style language model", 30,
+       "small softmax / linear / cosFormer models on ListOps, a small GPT-2-style LM on Debian's fortunes",
+       training_stage},
+      {"collapse", "Rank collapse (Dong et al. 2021)", 40,
+       "rank collapse of a random stack (pure / +skip / +MLP / full) and of the trained models",
+       collapse_stage},
+  };
+  return all;
+}
+
+std::string stage_ids() {
+  std::string out;
+  for (const auto& s : stages()) out += (out.empty() ? "" : ", ") + s.id;
+  return out;
+}
+
+namespace {
+
+report::Section failed_section(const Stage& stage, const std::string& what) {
+  report::Section section;
+  section.order = stage.order;
+  section.id = stage.id;
+  section.title = stage.title;
+  section.headlines.push_back({"stage completed", "failed", false});
+  section.blocks.push_back({fmt::format("This stage failed: {}", what), {}, {}});
+  return section;
+}
+
+}  // namespace
+
+int run_demo(const DemoOptions& options) {
+  for (const auto& id : options.only) {
+    const bool known = std::any_of(stages().begin(), stages().end(), [&](const Stage& s) { return s.id == id; });
+    if (!known) throw Error(fmt::format("--only {}: not a stage (stages: {})", id, stage_ids()));
+  }
+  if (options.out.empty()) throw Error("demo: --out DIR is required");
+  std::filesystem::create_directories(options.out);
+  int misses = 0;
+  std::vector<std::pair<std::string, std::string>> timings;
+  for (const auto& stage : stages()) {
+    if (!options.only.empty() &&
+        std::find(options.only.begin(), options.only.end(), stage.id) == options.only.end())
+      continue;
+    if (!options.quiet) fmt::print(stderr, "\n== demo stage {}: {} ==\n", stage.id, stage.title);
+    const auto start = std::chrono::steady_clock::now();
+    StageContext context{options, options.out / stage.id};
+    std::filesystem::create_directories(context.dir);
+    report::Section section;
+    try {
+      section = stage.run(context);
+    } catch (const std::exception& e) {
+      section = failed_section(stage, e.what());
+      if (!options.quiet) fmt::print(stderr, "demo stage {} failed: {}\n", stage.id, e.what());
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    section.order = stage.order;
+    section.id = stage.id;
+    section.title = stage.title;
+    section.blocks.push_back({fmt::format("This stage took {:.0f} s.", seconds), {}, {}});
+    for (const auto& h : section.headlines)
+      if (h.met && !*h.met) {
+        ++misses;
+        break;
+      }
+    report::write_section(section, context.dir);
+    timings.push_back({"stage " + stage.id, fmt::format("{:.0f} s", seconds)});
+  }
+  std::vector<std::pair<std::string, std::string>> facts = {
+      {"attnkit", version()},
+      {"threads", std::to_string(at::get_num_threads())},
+      {"fused kernels", kernel_instruction_set()},
+      {"seed", std::to_string(options.seed)},
+      {"mode", options.quick ? "quick (the 2-minute version)" : "full"},
+      {"command", options.command}};
+  facts.insert(facts.end(), timings.begin(), timings.end());
+  report::write_facts(facts, options.out);
+  const auto page = report::read_page(options.out);
+  report::write_html(page, options.out / "report.html");
+  fmt::print("report: {}\n", (options.out / "report.html").string());
+  return misses;
+}
+
+}  // namespace attnkit::demo
