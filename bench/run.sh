@@ -20,3 +20,7 @@ echo
 echo "== training: attnkit vs the same loop in PyTorch eager =="
 cmake --build "$BUILD" --target attnkit_bench_train -j "${JOBS:-2}"
 /usr/bin/python3 bench/train_compare.py --build "$BUILD" "$@"
+echo
+echo "== heads: BERT-base-shaped model, 50% of heads pruned vs unpruned (inference) =="
+cmake --build "$BUILD" --target attnkit_bench_heads -j "${JOBS:-2}"
+/usr/bin/python3 bench/heads_compare.py --build "$BUILD" "$@"
