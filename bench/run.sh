@@ -24,3 +24,7 @@ echo
 echo "== decoding: KV cache vs RNN state, greedy vs python3-torch eager =="
 cmake --build "$BUILD" --target attnkit_bench_decode -j "${JOBS:-2}"
 /usr/bin/python3 bench/decode_compare.py --build "$BUILD" "$@"
+echo
+echo "== heads: BERT-base-shaped model, 50% of heads pruned vs unpruned (inference) =="
+cmake --build "$BUILD" --target attnkit_bench_heads -j "${JOBS:-2}"
+/usr/bin/python3 bench/heads_compare.py --build "$BUILD" "$@"

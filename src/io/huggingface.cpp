@@ -306,6 +306,8 @@ TransformerConfig config_from_huggingface(const json& j, std::string* model_type
       throw Error(fmt::format("config.json: position_embedding_type '{}' is not supported (only "
                               "absolute)", positions));
   }
+  if (j.contains("pruned_heads") && !j["pruned_heads"].is_null())
+    c.pruned_heads = models::head_indices_from_json(j["pruned_heads"], "config.json: pruned_heads");
   c.validate();
   return c;
 }
@@ -367,6 +369,7 @@ json config_to_huggingface(const TransformerConfig& c, const HeadsConfig& h) {
     const int64_t labels = std::max(h.sequence_labels, h.token_labels);
     if (labels > 0) j.update(label_maps(labels));
   }
+  if (!c.pruned_heads.empty()) j["pruned_heads"] = models::head_indices_to_json(c.pruned_heads);
   j["torch_dtype"] = "float32";
   return j;
 }
@@ -635,8 +638,12 @@ void save_huggingface(models::TaskModel& model, const HuggingFaceModel& info,
   std::error_code ec;
   fs::create_directories(directory, ec);
   if (ec) throw Error(fmt::format("{}: cannot create directory ({})", directory, ec.message()));
-  const json config = info.config_json.is_null() ? config_to_huggingface(model->config(), model->heads())
-                                                 : info.config_json;
+  json config = info.config_json.is_null() ? config_to_huggingface(model->config(), model->heads())
+                                           : info.config_json;
+  // Heads pruned since loading: the config records them as save_pretrained does.
+  const auto& pruned = model->config().pruned_heads;
+  if (!pruned.empty()) config["pruned_heads"] = models::head_indices_to_json(pruned);
+  else if (config.contains("pruned_heads")) config["pruned_heads"] = json::object();
   // HF writes config.json with indent 2 and sorted keys (nlohmann's objects are sorted).
   write_file_atomically((fs::path(directory) / "config.json").string(), config.dump(2) + "\n");
   save_safetensors((fs::path(directory) / "model.safetensors").string(),

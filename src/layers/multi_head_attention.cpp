@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -79,6 +80,7 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
     throw Error(fmt::format("attention: hidden {} is not divisible by heads {}; set key_size and "
                             "value_size explicitly",
                             hidden, heads));
+  original_heads_ = query_heads_ = heads;
   key_size_ = spec.key_size > 0 ? spec.key_size : hidden / heads;
   value_size_ = spec.value_size > 0 ? spec.value_size : hidden / heads;
   const int64_t memory_hidden = options_.memory_hidden() > 0 ? options_.memory_hidden() : hidden;
@@ -235,8 +237,15 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
       throw Error(fmt::format("attention: key_padding must be [{}, {}], got [{}]", x.size(0), S,
                               fmt::join(kp.sizes(), ", ")));
   }
-  at::Tensor qh = q ? split_heads(q->forward(x), H) : at::Tensor();
-  at::Tensor kh = k ? split_heads(k->forward(source), H) : at::Tensor();
+  if (H == 0) {  // every head pruned: the output projection's bias alone
+    AttentionResult empty;
+    empty.output = o->forward(x.new_zeros({x.size(0), L, 0}));
+    if (in.need_weights) empty.weights = x.new_zeros({x.size(0), 0, L, S});
+    if (in.need_head_contexts) empty.head_contexts = x.new_zeros({x.size(0), 0, L, value_size_});
+    return empty;
+  }
+  at::Tensor qh = q ? split_heads(q->forward(x), query_heads_) : at::Tensor();
+  at::Tensor kh = k ? split_heads(k->forward(source), query_heads_) : at::Tensor();
   at::Tensor vh = split_heads(v->forward(source), H);
 
   AttentionResult result;
@@ -253,6 +262,8 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
     const auto mask = merged_mask(in.mask, in.key_padding);
     if (spec.talking_heads || in.need_weights) {
       at::Tensor scores = logits(qh, kh, spec.kind, L, S);
+      // Token-independent logits ([1, H, L, S], random synthesizers) meet a per-batch mask.
+      if (scores.size(0) != x.size(0)) scores = scores.expand({x.size(0), -1, -1, -1});
       if (spec.talking_heads) scores = ops::mix_heads(scores, pre_mix_);
       at::Tensor weights = ops::masked_softmax(scores, mask, spec.causal);
       if (spec.talking_heads) weights = ops::mix_heads(weights, post_mix_);
@@ -282,6 +293,74 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
   at::Tensor merged = context.transpose(1, 2).reshape({x.size(0), L, H * value_size_});
   result.output = o->forward(merged);
   return result;
+}
+
+namespace {
+
+// Rows [h·size, (h+1)·size) of every kept head h, as one index.
+at::Tensor head_rows(const std::vector<int64_t>& keep, int64_t size) {
+  std::vector<int64_t> rows;
+  rows.reserve(keep.size() * size);
+  for (int64_t h : keep)
+    for (int64_t j = 0; j < size; ++j) rows.push_back(h * size + j);
+  return at::tensor(rows, at::kLong);
+}
+
+// Replaces a registered tensor's values in place (the module keeps the same parameter object).
+void narrow_to(at::Tensor& tensor, int64_t dim, const at::Tensor& index) {
+  if (!tensor.defined()) return;
+  tensor.set_data(tensor.detach().index_select(dim, index.to(tensor.device())).clone());
+  if (tensor.grad().defined()) tensor.mutable_grad() = at::Tensor();
+}
+
+}  // namespace
+
+void MultiHeadAttentionImpl::prune_heads(const std::vector<int64_t>& heads) {
+  std::vector<int64_t> remove;
+  for (int64_t h : heads) {
+    if (h < 0 || h >= original_heads_)
+      throw Error(fmt::format("prune heads: head {} outside [0, {})", h, original_heads_));
+    if (!std::binary_search(pruned_heads_.begin(), pruned_heads_.end(), h)) remove.push_back(h);
+  }
+  std::sort(remove.begin(), remove.end());
+  remove.erase(std::unique(remove.begin(), remove.end()), remove.end());
+  if (remove.empty()) return;
+  // Positions (in the current numbering) of the heads that stay.
+  std::vector<int64_t> keep;
+  int64_t position = 0;
+  for (int64_t h = 0; h < original_heads_; ++h) {
+    if (std::binary_search(pruned_heads_.begin(), pruned_heads_.end(), h)) continue;
+    if (!std::binary_search(remove.begin(), remove.end(), h)) keep.push_back(position);
+    ++position;
+  }
+  torch::NoGradGuard no_grad;
+  const at::Tensor kept = at::tensor(keep, at::kLong);
+  const int64_t count = static_cast<int64_t>(keep.size());
+  const bool talking = options_.spec().talking_heads;
+  if (!talking) {
+    const at::Tensor rows = head_rows(keep, key_size_);
+    for (auto* linear : {&q, &k}) {
+      if (!*linear) continue;
+      narrow_to((*linear)->weight, 0, rows);
+      narrow_to((*linear)->bias, 0, rows);
+      (*linear)->options.out_features(count * key_size_);
+    }
+    query_heads_ = count;
+  }
+  const at::Tensor value_rows = head_rows(keep, value_size_);
+  narrow_to(v->weight, 0, value_rows);
+  narrow_to(v->bias, 0, value_rows);
+  v->options.out_features(count * value_size_);
+  narrow_to(o->weight, 1, value_rows);
+  o->options.in_features(count * value_size_);
+  if (talking) narrow_to(post_mix_, 1, kept);
+  for (at::Tensor* t : {&dense_w1_, &dense_b1_, &dense_w2_, &dense_b2_, &random_logits_,
+                        &fixed_random_logits_, &factor_a_, &factor_b_, &random_r1_, &random_r2_})
+    narrow_to(*t, 0, kept);
+  if (head_gates_.defined()) head_gates_ = head_gates_.index_select(-1, kept.to(head_gates_.device()));
+  options_.heads(count);
+  pruned_heads_.insert(pruned_heads_.end(), remove.begin(), remove.end());
+  std::sort(pruned_heads_.begin(), pruned_heads_.end());
 }
 
 }  // namespace attnkit::layers

@@ -83,6 +83,16 @@ EncoderDecoderModelImpl::EncoderDecoderModelImpl(const EncoderDecoderConfig& con
         "lm_head", torch::randn({config_.decoder.vocab_size, config_.decoder.hidden}) * 0.02);
 }
 
+void EncoderDecoderModelImpl::prune_heads(const HeadIndices& encoder_self,
+                                          const HeadIndices& decoder_self,
+                                          const HeadIndices& decoder_cross) {
+  encoder->prune_heads(encoder_self, AttentionSite::Self);
+  decoder->prune_heads(decoder_self, AttentionSite::Self);
+  decoder->prune_heads(decoder_cross, AttentionSite::Cross);
+  config_.encoder = encoder->config();
+  config_.decoder = decoder->config();
+}
+
 at::Tensor EncoderDecoderModelImpl::encode(const at::Tensor& source_ids,
                                           const c10::optional<at::Tensor>& source_mask) {
   ModelInputs in;

@@ -51,6 +51,43 @@ void to_json(json& j, const TransformerConfig& c) {
            {"memory_hidden", c.memory_hidden},
            {"condition_size", c.condition_size},
            {"pad_token_id", c.pad_token_id}};
+  if (!c.pruned_heads.empty()) j["pruned_heads"] = head_indices_to_json(c.pruned_heads);
+  if (!c.pruned_cross_heads.empty())
+    j["pruned_cross_heads"] = head_indices_to_json(c.pruned_cross_heads);
+}
+
+json head_indices_to_json(const HeadIndices& heads) {
+  json j = json::object();
+  for (const auto& [layer, list] : heads) j[std::to_string(layer)] = list;
+  return j;
+}
+
+HeadIndices head_indices_from_json(const json& j, const std::string& what) {
+  if (!j.is_object())
+    throw Error(fmt::format("{}: expected an object {{\"layer\": [heads]}}, got {}", what, j.dump()));
+  HeadIndices out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    if (key.empty() || key.size() > 9 ||
+        !std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+      throw Error(fmt::format("{}: layer '{}' is not a non-negative integer", what, key));
+    if (!it->is_array())
+      throw Error(fmt::format("{}: layer {}: expected a list of heads, got {}", what, key, it->dump()));
+    std::vector<int64_t> list;
+    for (const auto& h : *it) {
+      if (!h.is_number_integer() || h.get<int64_t>() < 0)
+        throw Error(fmt::format("{}: layer {}: head {} is not a non-negative integer", what, key,
+                                h.dump()));
+      list.push_back(h.get<int64_t>());
+    }
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+    auto& slot = out[std::stoll(key)];
+    slot.insert(slot.end(), list.begin(), list.end());
+    std::sort(slot.begin(), slot.end());
+    slot.erase(std::unique(slot.begin(), slot.end()), slot.end());
+  }
+  return out;
 }
 
 void from_json(const json& j, TransformerConfig& c) {
@@ -82,6 +119,11 @@ void from_json(const json& j, TransformerConfig& c) {
   r.read("memory_hidden", c.memory_hidden);
   r.read("condition_size", c.condition_size);
   r.read("pad_token_id", c.pad_token_id);
+  json pruned = json::object(), pruned_cross = json::object();
+  r.read("pruned_heads", pruned);
+  r.read("pruned_cross_heads", pruned_cross);
+  c.pruned_heads = head_indices_from_json(pruned, "config: pruned_heads");
+  c.pruned_cross_heads = head_indices_from_json(pruned_cross, "config: pruned_cross_heads");
   r.reject_unknown();
 }
 
@@ -108,6 +150,20 @@ void TransformerConfig::validate() const {
     throw Error(fmt::format("config: pad_token_id {} outside the vocabulary", pad_token_id));
   layers::parse_activation(activation);
   layers::parse_position_encoding(positions);
+  const int64_t blocks = share_layers ? layer_groups : layers;
+  for (const auto* pruned : {&pruned_heads, &pruned_cross_heads}) {
+    const char* name = pruned == &pruned_heads ? "pruned_heads" : "pruned_cross_heads";
+    if (pruned == &pruned_cross_heads && !pruned->empty() && !cross_attention)
+      throw Error("config: pruned_cross_heads without cross_attention");
+    for (const auto& [layer, list] : *pruned) {
+      if (layer < 0 || layer >= blocks)
+        throw Error(fmt::format("config: {}: layer {} outside [0, {})", name, layer, blocks));
+      for (int64_t h : list)
+        if (h < 0 || h >= heads)
+          throw Error(fmt::format("config: {}: layer {}: head {} outside [0, {})", name, layer, h,
+                                  heads));
+    }
+  }
 }
 
 TransformerConfig TransformerConfig::bert(int64_t vocab_size, int64_t hidden, int64_t layers,

@@ -48,6 +48,12 @@ TransformerModelImpl::TransformerModelImpl(const TransformerConfig& config) : co
                                                        .eps(c.layer_norm_eps)
                                                        .condition_size(c.condition_size)));
   if (c.pooler) pooler = register_module("pooler", torch::nn::Linear(c.hidden, c.hidden));
+  // Pruned heads the config records (a saved pruned model); prune_heads records them again.
+  const HeadIndices pruned = c.pruned_heads, pruned_cross = c.pruned_cross_heads;
+  config_.pruned_heads.clear();
+  config_.pruned_cross_heads.clear();
+  prune_heads(pruned, AttentionSite::Self);
+  prune_heads(pruned_cross, AttentionSite::Cross);
   reset_parameters();
 }
 
@@ -102,9 +108,24 @@ void TransformerModelImpl::unshare() {
   if (!config_.share_layers) return;
   // A fresh block per layer with the values of the block it shared (same options, same names).
   auto fresh = torch::nn::ModuleList();
+  HeadIndices pruned, pruned_cross;
   for (int64_t layer = 0; layer < config_.layers; ++layer) {
     TransformerBlock copy(block_options());
+    copy->to(block(layer)->parameters().front().scalar_type());  // a float64 model stays float64
     copy->set_paths(block(layer)->paths());
+    // The same heads removed as in the shared block, so the shapes match.
+    const auto& removed = block(layer)->attention->pruned_heads();
+    if (!removed.empty()) {
+      copy->attention->prune_heads(removed);
+      pruned[layer] = removed;
+    }
+    if (copy->cross_attention) {
+      const auto& removed_cross = block(layer)->cross_attention->pruned_heads();
+      if (!removed_cross.empty()) {
+        copy->cross_attention->prune_heads(removed_cross);
+        pruned_cross[layer] = removed_cross;
+      }
+    }
     const auto source = block(layer)->named_parameters();
     const auto source_buffers = block(layer)->named_buffers();
     torch::NoGradGuard no_grad;
@@ -116,6 +137,65 @@ void TransformerModelImpl::unshare() {
   blocks = replace_module("blocks", fresh);
   config_.share_layers = false;
   config_.layer_groups = 1;
+  config_.pruned_heads = pruned;
+  config_.pruned_cross_heads = pruned_cross;
+}
+
+layers::MultiHeadAttention TransformerModelImpl::attention(int64_t layer, AttentionSite site) const {
+  auto b = block(layer);
+  return site == AttentionSite::Self ? b->attention : b->cross_attention;
+}
+
+void TransformerModelImpl::prune_heads(const HeadIndices& heads, AttentionSite site) {
+  const char* what = site == AttentionSite::Self ? "prune heads" : "prune cross-attention heads";
+  if (site == AttentionSite::Cross && !config_.cross_attention && !heads.empty())
+    throw Error(fmt::format("{}: the model has no cross attention", what));
+  for (const auto& [index, list] : heads) {
+    if (index < 0 || index >= block_count())
+      throw Error(fmt::format("{}: layer {} outside [0, {})", what, index, block_count()));
+    auto b = std::dynamic_pointer_cast<layers::TransformerBlockImpl>(blocks->ptr(index));
+    auto mha = site == AttentionSite::Self ? b->attention : b->cross_attention;
+    mha->prune_heads(list);
+    auto& record = site == AttentionSite::Self ? config_.pruned_heads : config_.pruned_cross_heads;
+    if (!mha->pruned_heads().empty()) record[index] = mha->pruned_heads();
+  }
+  // Gates set before refer to the old head numbering.
+  (site == AttentionSite::Self ? self_gates_ : cross_gates_).clear();
+  for (int64_t i = 0; i < block_count(); ++i) {
+    auto b = std::dynamic_pointer_cast<layers::TransformerBlockImpl>(blocks->ptr(i));
+    auto mha = site == AttentionSite::Self ? b->attention : b->cross_attention;
+    if (mha) mha->set_head_gates(at::Tensor());
+  }
+}
+
+void TransformerModelImpl::set_head_gates(const std::vector<at::Tensor>& gates, AttentionSite site) {
+  if (site == AttentionSite::Cross && !config_.cross_attention)
+    throw Error("head gates: the model has no cross attention");
+  if (!gates.empty() && static_cast<int64_t>(gates.size()) != config_.layers)
+    throw Error(fmt::format("head gates: expected one gate tensor per layer ({}), got {}",
+                            config_.layers, gates.size()));
+  for (size_t layer = 0; layer < gates.size(); ++layer) {
+    const int64_t heads = attention(int64_t(layer), site)->heads();
+    const auto& g = gates[layer];
+    if (!g.defined() || g.dim() < 1 || g.dim() > 2 || g.size(-1) != heads)
+      throw Error(fmt::format("head gates: layer {}: expected [{}] or [batch, {}]", layer, heads,
+                              heads));
+  }
+  (site == AttentionSite::Self ? self_gates_ : cross_gates_) = gates;
+  for (int64_t i = 0; i < block_count(); ++i) {
+    auto b = std::dynamic_pointer_cast<layers::TransformerBlockImpl>(blocks->ptr(i));
+    auto mha = site == AttentionSite::Self ? b->attention : b->cross_attention;
+    if (mha) mha->set_head_gates(at::Tensor());
+  }
+}
+
+std::vector<int64_t> TransformerModelImpl::heads_per_layer(AttentionSite site) const {
+  std::vector<int64_t> out;
+  for (int64_t layer = 0; layer < config_.layers; ++layer) {
+    auto mha = attention(layer, site);
+    out.push_back(mha ? mha->heads() : 0);
+  }
+  return out;
 }
 
 void TransformerModelImpl::set_paths(const layers::BlockPaths& paths) {
@@ -149,6 +229,9 @@ ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {
                                      in.condition, in.position_ids);
   if (in.output_hidden_states) out.hidden_states.push_back(h);
   for (int64_t layer = 0; layer < config_.layers; ++layer) {
+    // Per-depth gates (shared blocks serve several depths).
+    if (!self_gates_.empty()) block(layer)->attention->set_head_gates(self_gates_[layer]);
+    if (!cross_gates_.empty()) block(layer)->cross_attention->set_head_gates(cross_gates_[layer]);
     layers::BlockOutput b = block(layer)->forward(h, block_inputs);
     h = b.hidden;
     if (in.output_attentions) out.attentions.push_back(b.weights);

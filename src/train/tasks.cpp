@@ -231,9 +231,49 @@ class LanguageModelTask : public ModelTask {
 
 // ---------------------------------------------------------------------------------------------
 
+// The task's model started from a model directory: its architecture (with any pruned heads) and
+// every tensor of the same name and shape, the task's other heads freshly initialised. Prints one
+// line saying what was loaded and what is new.
+models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_t longest,
+                             const models::HeadsConfig& heads, int64_t token_types) {
+  auto loaded = io::load_model(directory);
+  const auto& c = loaded.config;
+  if (vocab > c.vocab_size)
+    throw Error(fmt::format("model.init {}: the tokenizer has {} ids but the model's vocabulary {}",
+                            directory, vocab, c.vocab_size));
+  if (c.positions == "learned" && longest > c.max_positions)
+    throw Error(fmt::format("model.init {}: inputs of {} tokens exceed the model's {} positions "
+                            "(lower task.truncate)", directory, longest, c.max_positions));
+  if (token_types > std::max<int64_t>(c.type_vocab_size, 1))
+    throw Error(fmt::format("model.init {}: the task uses {} token types, the model has {}",
+                            directory, token_types, c.type_vocab_size));
+  models::TaskModel model(c, heads);
+  auto source = loaded.task->named_parameters(true);
+  auto source_buffers = loaded.task->named_buffers(true);
+  int64_t count = 0, values = 0;
+  std::vector<std::string> fresh;
+  torch::NoGradGuard no_grad;
+  auto copy = [&](const std::string& name, at::Tensor& target,
+                  const torch::OrderedDict<std::string, at::Tensor>& from) {
+    const auto* value = from.find(name);
+    if (value == nullptr || value->sizes() != target.sizes()) return false;
+    target.copy_(*value);
+    ++count;
+    values += target.numel();
+    return true;
+  };
+  for (auto& p : model->named_parameters(true))
+    if (!copy(p.key(), p.value(), source)) fresh.push_back(p.key());
+  for (auto& b : model->named_buffers(true)) copy(b.key(), b.value(), source_buffers);
+  fmt::print(stderr, "init: {} tensors ({} values) from {} ({} layout); new: {}\n", count, values,
+             directory, loaded.format, fresh.empty() ? std::string("none") : fmt::format("{}", fmt::join(fresh, ", ")));
+  return model;
+}
+
 models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t longest, bool causal,
                               const models::HeadsConfig& heads, int64_t token_types = 0) {
   torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
+  if (!config.model.init.empty()) return init_model(config.model.init, vocab, longest, heads, token_types);
   auto c = model_config(config, vocab, longest, causal);
   c.type_vocab_size = token_types;
   return models::TaskModel(c, heads);
@@ -296,6 +336,9 @@ std::unique_ptr<TrainingTask> make_listops(const RunConfig& config) {
 }
 
 text::Tokenizer task_tokenizer(const RunConfig& config) {
+  // Fine-tuning from a model directory: its tokenizer unless another is named.
+  if (config.task.tokenizer.empty() && !config.model.init.empty())
+    return text::load_tokenizer(config.model.init);
   if (config.task.tokenizer.empty())
     throw Error(fmt::format("task '{}' needs task.tokenizer (a tokenizer.json, vocab.txt or a "
                             "directory with one)", config.task.name));

@@ -37,6 +37,8 @@ void register_demo_command(CLI::App& app, GlobalOptions& global);
 void register_generate_command(CLI::App& app, GlobalOptions& global);
 void register_inspect_command(CLI::App& app, GlobalOptions& global);  // inspect FILE.safetensors
 void register_model_commands(CLI::App& app, GlobalOptions& global);  // encode, convert
+// analyze heads (after register_analyze_command), prune
+void register_heads_commands(CLI::App& app, GlobalOptions& global);
 void register_report_command(CLI::App& app, GlobalOptions& global);
 void register_train_commands(CLI::App& app, GlobalOptions& global);  // train, eval, data
 void register_tokenize_commands(CLI::App& app, GlobalOptions& global);

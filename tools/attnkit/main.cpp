@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", global.quiet, "print less");
 
   register_analyze_command(app, global);
+  register_heads_commands(app, global);
   register_attention_command(app, global);
   register_demo_command(app, global);
   register_generate_command(app, global);

@@ -7,6 +7,7 @@
 #include "command.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <memory>
@@ -21,6 +22,7 @@ struct EncodeOptions {
   std::string token_type_ids;
   std::string attention_mask;
   std::string output;
+  std::string head_mask;  // {"layer": [heads]} masked with gate 0 (depth numbering)
 };
 
 at::Tensor parse_row(const std::string& text, const char* option) {
@@ -61,6 +63,27 @@ int run_encode(const EncodeOptions& o, const GlobalOptions& global) {
   if (!o.attention_mask.empty())
     in.attention_mask = same_length(parse_row(o.attention_mask, "--attention-mask"), "--attention-mask");
   in.output_hidden_states = true;
+  if (!o.head_mask.empty()) {
+    nlohmann::json parsed;
+    try {
+      parsed = nlohmann::json::parse(o.head_mask);
+    } catch (const nlohmann::json::exception&) {
+      throw Error("--head-mask: not JSON (expected {\"layer\": [heads]})");
+    }
+    const auto masked = models::head_indices_from_json(parsed, "--head-mask");
+    std::vector<at::Tensor> gates;
+    for (int64_t heads : loaded.model->heads_per_layer()) gates.push_back(torch::ones({heads}));
+    for (const auto& [layer, list] : masked) {
+      if (layer >= c.layers) throw Error(fmt::format("--head-mask: layer {} outside [0, {})", layer, c.layers));
+      for (int64_t h : list) {
+        if (h >= gates[layer].size(0))
+          throw Error(fmt::format("--head-mask: layer {}: head {} outside [0, {})", layer, h,
+                                  gates[layer].size(0)));
+        gates[layer][h] = 0.0;
+      }
+    }
+    loaded.model->set_head_gates(gates);
+  }
   auto out = loaded.task->forward(in);
 
   // Outputs under the names Hugging Face's models return them (see tests/python/hf_reference.py).
@@ -116,6 +139,9 @@ void register_model_commands(CLI::App& app, GlobalOptions& global) {
                 "write a safetensors file with last_hidden_state [1, n, hidden] (BERT/ALBERT) or "
                 "logits [1, n, vocab] (GPT-2), every layer's hidden_states.{k} and the heads' "
                 "outputs; without it, print the shape and a checksum");
+  e->add_option("--head-mask", encode->head_mask,
+                "heads to mask with gate 0, JSON {\"layer\": [heads]} (heads numbered as the model "
+                "has them now)");
   e->callback([encode, &global] { global.action = [encode, &global] { return run_encode(*encode, global); }; });
 
   struct ConvertOptions {

@@ -157,6 +157,10 @@ void register_train_commands(CLI::App& app, GlobalOptions& global) {
                         "machines set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE instead")
       ->check(at_least(1));
   add_setting_flags(train_cmd, args);
+  train_cmd->add_option_function<std::string>(
+      "--init", [args](const std::string& v) { args->overrides["model.init"] = v; },
+      "start from a model directory (attnkit or Hugging Face layout): its weights are loaded, the "
+      "task's new heads initialised (same as --model.init)");
   train_cmd->callback([args, &global] {
     global.action = [args, &global] { return run_train(*args, global); };
   });

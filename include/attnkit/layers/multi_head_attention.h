@@ -57,7 +57,24 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   void set_head_gates(const at::Tensor& gates);
   const at::Tensor& head_gates() const { return head_gates_; }
 
+  // Physical head pruning (Michel et al. 2019): removes `heads`, given in the unpruned numbering
+  // [0, original_heads()) as Hugging Face's prune_heads takes them (heads already removed are
+  // skipped): their rows of q/k/v, their columns of o and their per-head parameters (Synthesizer
+  // logits and MLPs, talking-heads' post-mixing columns). Outputs equal those of the unpruned
+  // layer with the removed heads' gates at 0. Talking-heads keeps every q/k head (the pre-softmax
+  // mixing reads all of them) and removes value heads only. Removing every head leaves o's bias.
+  // Gates set before are narrowed to the kept heads. Throws attnkit::Error for an index outside
+  // [0, original_heads()).
+  void prune_heads(const std::vector<int64_t>& heads);
+  // Removed heads, sorted, in the unpruned numbering.
+  const std::vector<int64_t>& pruned_heads() const { return pruned_heads_; }
+  // Head count before pruning.
+  int64_t original_heads() const { return original_heads_; }
+  // Heads of the q/k projections: heads() except for pruned talking-heads (original_heads()).
+  int64_t query_heads() const { return query_heads_; }
+
   const MultiHeadAttentionOptions& options() const { return options_; }
+  // Heads now (after pruning).
   int64_t heads() const { return options_.heads(); }
   int64_t key_size() const { return key_size_; }
   int64_t value_size() const { return value_size_; }
@@ -87,6 +104,9 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   at::Tensor random_r1_, random_r2_;      // factorized random factors
   at::Tensor mixing_;                     // mixture weights (softmax-normalised)
   at::Tensor head_gates_;
+  int64_t original_heads_ = 0;
+  int64_t query_heads_ = 0;
+  std::vector<int64_t> pruned_heads_;
 };
 TORCH_MODULE(MultiHeadAttention);
 

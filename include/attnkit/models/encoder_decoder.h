@@ -49,6 +49,11 @@ class EncoderDecoderModelImpl : public torch::nn::Module {
                      const c10::optional<at::Tensor>& target_mask = c10::nullopt);
 
   const EncoderDecoderConfig& config() const { return config_; }
+  // Physical head pruning of the encoder's self attention, the decoder's self attention and
+  // the decoder's cross attention ({layer: [heads]}, unpruned numbering; TransformerModel::
+  // prune_heads); config() records them.
+  void prune_heads(const HeadIndices& encoder_self, const HeadIndices& decoder_self,
+                   const HeadIndices& decoder_cross = {});
 
   TransformerModel encoder{nullptr}, decoder{nullptr};
   at::Tensor lm_head;  // [target_vocab, hidden] when not tied

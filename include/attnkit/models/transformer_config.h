@@ -7,11 +7,16 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace attnkit::models {
+
+// Heads per layer, {layer: [head indices]}, in the unpruned numbering (Hugging Face's
+// `pruned_heads` in config.json). With shared layers (ALBERT) the key is the shared block.
+using HeadIndices = std::map<int64_t, std::vector<int64_t>>;
 
 struct TransformerConfig {
   std::string family = "bert";  // bert | albert | gpt2 | custom (informational + HF naming)
@@ -42,6 +47,10 @@ struct TransformerConfig {
   int64_t memory_hidden = 0;
   int64_t condition_size = 0;  // > 0: Conditional LayerNorm everywhere, fed [batch, size]
   int64_t pad_token_id = 0;
+  // Heads physically removed (TransformerModel::prune_heads): self attention, and the cross
+  // attention of decoder blocks. Keys are block indices; heads sorted, in the unpruned numbering.
+  HeadIndices pruned_heads;
+  HeadIndices pruned_cross_heads;
 
   int64_t effective_embedding_size() const { return embedding_size > 0 ? embedding_size : hidden; }
   // Throws attnkit::Error naming the first inconsistent field.
@@ -71,6 +80,11 @@ bool is_preset(std::string_view name);
 TransformerConfig preset(std::string_view name, const PresetSizes& sizes = {});
 
 void to_json(nlohmann::json& j, const TransformerConfig& config);
+// {"layer": [heads]} <-> HeadIndices (keys as decimal strings, as Hugging Face writes them).
+// Strict: a key that is not a non-negative integer or a value that is not an integer list
+// throws attnkit::Error naming `what`.
+nlohmann::json head_indices_to_json(const HeadIndices& heads);
+HeadIndices head_indices_from_json(const nlohmann::json& j, const std::string& what);
 // Strict: unknown keys and wrong types are errors naming the key.
 void from_json(const nlohmann::json& j, TransformerConfig& config);
 

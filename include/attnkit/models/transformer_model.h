@@ -38,6 +38,9 @@ struct ModelOutput {
   std::vector<at::Tensor> head_contexts;   // per layer [batch, heads, n, value_size]
 };
 
+// Which attention of a block: self attention, or the cross attention of decoder blocks.
+enum class AttentionSite { Self, Cross };
+
 class TransformerModelImpl : public torch::nn::Module {
  public:
   explicit TransformerModelImpl(const TransformerConfig& config);
@@ -57,6 +60,22 @@ class TransformerModelImpl : public torch::nn::Module {
   // weights, zeros for biases, LayerNorm (1, 0); Conditional LN's dense layers stay zero.
   void reset_parameters(double std = 0.02);
 
+  // Physical head pruning: {block: [heads]} in the unpruned numbering (with shared layers the
+  // key is the shared block, whose heads go at every depth it serves), as Hugging Face's
+  // prune_heads takes it; heads already removed are skipped. Recorded in
+  // config().pruned_heads / pruned_cross_heads, which the constructor applies, so a saved
+  // model reloads pruned. Throws attnkit::Error for a block or head out of range.
+  void prune_heads(const HeadIndices& heads, AttentionSite site = AttentionSite::Self);
+  // Head gates ξ per layer (depth), one [heads of that layer] or [batch, heads] tensor each, or
+  // an empty vector to remove them. Set per depth, so ALBERT's shared blocks get one gate set per
+  // depth. A gate tensor that requires grad receives ∂loss/∂ξ.
+  void set_head_gates(const std::vector<at::Tensor>& gates,
+                      AttentionSite site = AttentionSite::Self);
+  // The attention layer of `layer` at `site` (null for Cross in a model without cross attention).
+  layers::MultiHeadAttention attention(int64_t layer, AttentionSite site = AttentionSite::Self) const;
+  // Heads per layer (depth) now, after pruning.
+  std::vector<int64_t> heads_per_layer(AttentionSite site = AttentionSite::Self) const;
+
   layers::Embeddings embeddings{nullptr};
   torch::nn::ModuleList blocks{nullptr};
   layers::ConditionalLayerNorm final_norm{nullptr};
@@ -65,6 +84,7 @@ class TransformerModelImpl : public torch::nn::Module {
  private:
   layers::TransformerBlockOptions block_options() const;
   TransformerConfig config_;
+  std::vector<at::Tensor> self_gates_, cross_gates_;  // per depth; empty = none
 };
 TORCH_MODULE(TransformerModel);
 

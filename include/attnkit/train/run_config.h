@@ -53,6 +53,9 @@ struct ModelSettings {
   double dropout = 0.1;
   int64_t max_positions = 0;  // 0 = from the task's longest input
   std::string pooling = "mean";  // classification: pooler | first | last | mean
+  // A model directory (attnkit or Hugging Face layout) to start from: its architecture and
+  // weights replace the settings above; the task's heads not in it are new (`attnkit train --init`).
+  std::string init;
 };
 
 struct RunConfig {

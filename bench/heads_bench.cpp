@@ -1,0 +1,78 @@
+// attnkit_bench_heads: inference throughput of ONE BERT-base-shaped case, pruned or not; one
+// JSON line (bench/heads_compare.py runs the grid, one fresh process per case).
+//
+//   attnkit_bench_heads --pruned 0|0.5 --batch B --n N [--layers 12] [--heads 12] [--hidden 768]
+//                       [--repeats R] [--warmup W] [--threads T]
+//
+// The model is attnkit's BERT (post-LN, GELU, random weights normal(0, 0.02), dropout 0, eval,
+// NoGradGuard). --pruned F physically removes the first round(F·heads) heads of every layer
+// (TransformerModel::prune_heads: rows of Q/K/V, columns of the output projection), so every
+// layer keeps the same number of heads. Timed: `repeats` forward passes after `warmup` untimed ones.
+//   tokens_per_s  batch·n·repeats / time of the timed passes
+#include <torch/torch.h>
+
+#include "attnkit/models/transformer_model.h"
+#include "attnkit/runtime.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+
+int main(int argc, char** argv) {
+  double pruned = 0;
+  int64_t batch = 16, n = 128, layers = 12, heads = 12, hidden = 768;
+  int repeats = 3, warmup = 1, threads = 2;
+  CLI::App app{"attnkit pruned-vs-unpruned inference benchmark (one case)"};
+  app.add_option("--pruned", pruned)->check(CLI::Range(0.0, 1.0));
+  app.add_option("--batch", batch);
+  app.add_option("--n", n);
+  app.add_option("--layers", layers);
+  app.add_option("--heads", heads);
+  app.add_option("--hidden", hidden);
+  app.add_option("--repeats", repeats);
+  app.add_option("--warmup", warmup);
+  app.add_option("--threads", threads);
+  CLI11_PARSE(app, argc, argv);
+  attnkit::reuse_freed_memory();  // the CLI's start-up settings
+  at::set_num_threads(threads);
+  attnkit::set_blas_threads(threads);
+  torch::manual_seed(0);
+
+  auto config = attnkit::models::TransformerConfig::bert(30522, hidden, layers, heads, 4 * hidden);
+  config.max_positions = std::max<int64_t>(512, n);
+  config.dropout = config.attention_dropout = 0.0;
+  attnkit::models::TransformerModel model(config);
+  model->eval();
+  const int64_t removed = std::llround(pruned * double(heads));
+  attnkit::models::HeadIndices prune;
+  for (int64_t l = 0; l < layers && removed > 0; ++l)
+    for (int64_t h = 0; h < removed; ++h) prune[l].push_back(h);
+  model->prune_heads(prune);
+  int64_t parameters = attnkit::models::parameter_count(*model);
+
+  torch::NoGradGuard no_grad;
+  attnkit::models::ModelInputs in;
+  in.input_ids = torch::randint(config.vocab_size, {batch, n}, torch::kLong);
+  in.attention_mask = torch::ones({batch, n}, torch::kLong);
+  for (int i = 0; i < warmup; ++i) model->forward(in);
+  const auto t0 = std::chrono::steady_clock::now();
+  double checksum = 0;
+  for (int i = 0; i < repeats; ++i) checksum += model->forward(in).last_hidden_state.sum().item<double>();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  nlohmann::json out{{"impl", "attnkit"},
+                     {"pruned", pruned},
+                     {"heads_per_layer", heads - removed},
+                     {"batch", batch},
+                     {"n", n},
+                     {"repeats", repeats},
+                     {"forward_ms", 1000.0 * seconds / repeats},
+                     {"tokens_per_s", static_cast<double>(batch * n * repeats) / seconds},
+                     {"parameters", parameters},
+                     {"threads", threads},
+                     {"checksum", checksum}};
+  std::cout << out.dump() << std::endl;
+  return 0;
+}

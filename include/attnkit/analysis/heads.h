@@ -1,0 +1,150 @@
+#pragma once
+// Head importance, ablations and the pruning profile (Michel, Levy, Neubig 2019, "Are sixteen
+// heads really better than one?"). Every function works through the model's head gates ξ
+// (models::TransformerModelImpl::set_head_gates, one gate set per depth, so ALBERT's shared
+// blocks are scored per depth) on the self attention of one TransformerModel, whatever its
+// attention kind and whatever heads were physically pruned before (layers may differ in head
+// count). A HeadTask says how to get the loss and the metric; classification_task builds one for
+// a sequence classifier.
+//
+//   importance  I_h = Σ_x Σ_t |Σ_d ctx_h[t, d] · ∂L(x)/∂ctx_h[t, d]| / tokens, as the authors'
+//               code computes it (per token, then summed), optionally divided per layer by its L2
+//               norm (default) and min-max scaled over all heads; beside it the gate gradient
+//               E_x |∂L(x)/∂ξ_h| (per batch) that the paper's formula names.
+//   ablation    the metric with each head alone masked (and its drop, the accuracy-difference
+//               proxy); all-but-one: per layer, the metric with only head h kept in that layer.
+//   profile     heads masked globally in steps, least important first (or random / most
+//               important first as baselines), keeping at least N heads per layer, optionally
+//               re-scoring after each step ("exact"); the metric after each step.
+#include "attnkit/models/task_model.h"
+#include "attnkit/models/transformer_model.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace attnkit {
+class ProgressReporter;
+}
+
+namespace attnkit::analysis {
+
+// Per layer (depth), one value per head of that layer.
+using HeadTable = std::vector<std::vector<double>>;
+
+struct HeadLoss {
+  at::Tensor loss;                       // scalar, differentiable
+  std::vector<at::Tensor> head_contexts; // per layer [batch, heads, n, dv] (output_head_contexts)
+  int64_t tokens = 0;                    // real tokens of the batch (the importance's divisor)
+};
+
+struct HeadTask {
+  models::TransformerModel model{nullptr};  // whose self-attention gates are set
+  int64_t batches = 0;                      // batches of the scoring data
+  // Forward of scoring batch `index` with head contexts asked for.
+  std::function<HeadLoss(int64_t index)> loss;
+  // The metric over the evaluation data under the current gates (higher is better).
+  std::function<double()> metric;
+  std::string metric_name = "accuracy";
+};
+
+// A sequence classifier over fixed data: input_ids [N, n] (int64), attention_mask [N, n] (nonzero
+// = real token; undefined = all real), labels [N]. Loss: cross entropy; metric: accuracy. The
+// scoring data is the first `score_examples` examples (0 = all), in batches of batch_size.
+// `task_model` must have sequence_labels > 0 (checked: attnkit::Error). Runs in eval mode.
+HeadTask classification_task(models::TaskModel task_model,
+                             const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                             const at::Tensor& labels, int64_t batch_size = 32,
+                             int64_t score_examples = 0);
+
+// Gates ξ: 1 = kept, 0 = masked; per layer, one per head of the model's layer now.
+using HeadMask = std::vector<std::vector<double>>;
+HeadMask full_mask(const models::TransformerModelImpl& model);
+int64_t count_heads(const HeadMask& mask, double value = 1.0);
+
+struct ImportanceOptions {
+  bool normalize_layers = true;  // divide each layer by its L2 norm
+  bool min_max = false;          // then scale all heads to [0, 1]
+  int64_t max_batches = 0;       // 0 = every scoring batch
+};
+
+struct HeadImportance {
+  HeadTable importance;     // as options ask (normalised / scaled)
+  HeadTable raw;            // Σ |Σ_d ctx·∂L/∂ctx| / tokens, before any normalisation
+  HeadTable gate_gradient;  // Σ_batches |∂L/∂ξ_h| / batches
+  int64_t batches = 0, tokens = 0;
+};
+
+// Under `mask` (masked heads get importance 0). Leaves the model's gates removed.
+HeadImportance head_importance(HeadTask& task, const HeadMask& mask,
+                               const ImportanceOptions& options = {},
+                               ProgressReporter* progress = nullptr);
+
+struct HeadAblation {
+  double baseline = 0;
+  HeadTable single;       // metric with head h of layer l alone masked
+  HeadTable drop;         // baseline - single (the accuracy-difference proxy)
+  HeadTable all_but_one;  // metric with only head h kept in layer l (others of l masked)
+};
+
+// Metric passes: 1 + 2 · heads. Leaves the gates removed.
+HeadAblation head_ablation(HeadTask& task, ProgressReporter* progress = nullptr);
+
+enum class PruningOrder { Importance, Random, Reverse };
+const char* to_string(PruningOrder order);
+
+struct PruningOptions {
+  // Fractions of all heads to have masked after each step, increasing, in (0, 1]; empty:
+  // 0.1, 0.2, ..., 1.0. A step that the per-layer minimum stops short prunes what it may.
+  std::vector<double> fractions;
+  bool exact = false;           // re-score after each step (Importance and Reverse orders)
+  int64_t min_heads_per_layer = 1;
+  PruningOrder order = PruningOrder::Importance;
+  uint64_t seed = 0;            // Random order
+  ImportanceOptions importance;
+};
+
+struct PruningStep {
+  double fraction = 0;     // heads masked / all heads
+  int64_t pruned = 0;      // heads masked
+  double metric = 0;
+};
+
+struct PruningProfile {
+  PruningOrder order = PruningOrder::Importance;
+  bool exact = false;
+  std::vector<PruningStep> steps;  // the first is the unpruned model (fraction 0)
+  std::vector<HeadMask> masks;     // the mask after each step (same length as steps)
+};
+
+// Leaves the gates removed. Throws attnkit::Error for fractions outside (0, 1] or not increasing.
+PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options = {},
+                               ProgressReporter* progress = nullptr);
+
+// The least important heads to prune so that about `fraction` of all heads go (keeping
+// min_heads_per_layer per layer), as {layer: [heads]} in the model's current numbering of each
+// layer. Shared blocks (ALBERT): a head is pruned only where it is chosen at every depth the
+// block serves, and the key is the block.
+models::HeadIndices heads_to_prune(const models::TransformerModelImpl& model,
+                                   const HeadTable& importance, double fraction,
+                                   int64_t min_heads_per_layer = 1);
+// In the unpruned numbering (what TransformerModel::prune_heads takes) from the current one.
+models::HeadIndices to_original_numbering(const models::TransformerModelImpl& model,
+                                          const models::HeadIndices& current);
+
+// Pearson and Spearman correlation of two importance tables of the same shape (cross-data).
+struct Correlation {
+  double pearson = 0, spearman = 0;
+};
+Correlation importance_correlation(const HeadTable& a, const HeadTable& b);
+
+nlohmann::json to_json(const HeadImportance& importance);
+nlohmann::json to_json(const HeadAblation& ablation);
+nlohmann::json to_json(const PruningProfile& profile);
+
+}  // namespace attnkit::analysis

@@ -1,0 +1,414 @@
+#include "attnkit/analysis/heads.h"
+
+#include "attnkit/error.h"
+#include "attnkit/progress.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+namespace attnkit::analysis {
+namespace {
+
+using models::AttentionSite;
+
+void tick(ProgressReporter* progress) {
+  if (progress) progress->tick();
+}
+
+// Gates from a mask, in the model's parameter dtype.
+std::vector<at::Tensor> gates_of(const models::TransformerModelImpl& model, const HeadMask& mask,
+                                 bool requires_grad) {
+  const auto dtype = model.parameters().front().scalar_type();
+  std::vector<at::Tensor> gates;
+  for (const auto& layer : mask) {
+    at::Tensor g = torch::tensor(layer, torch::kDouble).to(dtype);
+    if (requires_grad) g.requires_grad_(true);
+    gates.push_back(g);
+  }
+  return gates;
+}
+
+void check_mask(const models::TransformerModelImpl& model, const HeadMask& mask) {
+  const auto heads = model.heads_per_layer();
+  bool ok = mask.size() == heads.size();
+  for (size_t l = 0; ok && l < heads.size(); ++l) ok = int64_t(mask[l].size()) == heads[l];
+  if (!ok) throw Error("head analysis: the mask does not match the model's heads per layer");
+}
+
+double evaluate(HeadTask& task, const HeadMask& mask) {
+  torch::NoGradGuard no_grad;
+  task.model->set_head_gates(gates_of(*task.model, mask, false));
+  const double metric = task.metric();
+  task.model->set_head_gates({});
+  return metric;
+}
+
+struct Ranked {
+  double score;
+  int64_t layer, head;
+};
+
+}  // namespace
+
+HeadMask full_mask(const models::TransformerModelImpl& model) {
+  HeadMask mask;
+  for (int64_t heads : model.heads_per_layer()) mask.emplace_back(heads, 1.0);
+  return mask;
+}
+
+int64_t count_heads(const HeadMask& mask, double value) {
+  int64_t n = 0;
+  for (const auto& layer : mask)
+    for (double g : layer) n += g == value;
+  return n;
+}
+
+HeadTask classification_task(models::TaskModel task_model, const at::Tensor& input_ids,
+                             const at::Tensor& attention_mask, const at::Tensor& labels,
+                             int64_t batch_size, int64_t score_examples) {
+  if (task_model->heads().sequence_labels <= 0)
+    throw Error("head analysis: the model has no sequence classifier (sequence_labels = 0)");
+  if (!input_ids.defined() || input_ids.dim() != 2 || labels.dim() != 1 ||
+      labels.size(0) != input_ids.size(0) || input_ids.size(0) == 0)
+    throw Error("head analysis: expected input_ids [N, n] and labels [N] with N > 0");
+  if (batch_size <= 0) throw Error("head analysis: batch size must be positive");
+  const int64_t N = input_ids.size(0);
+  const int64_t scored = score_examples > 0 ? std::min(score_examples, N) : N;
+  at::Tensor mask = attention_mask.defined() ? attention_mask : torch::ones_like(input_ids);
+  HeadTask task;
+  task.model = task_model->transformer;
+  task.batches = (scored + batch_size - 1) / batch_size;
+  auto inputs = [=](int64_t start, int64_t count) {
+    models::TaskInputs in;
+    in.input_ids = input_ids.narrow(0, start, count);
+    in.attention_mask = mask.narrow(0, start, count);
+    return in;
+  };
+  task.loss = [=](int64_t index) mutable {
+    task_model->eval();
+    const int64_t start = index * batch_size, count = std::min(batch_size, scored - start);
+    auto in = inputs(start, count);
+    in.output_head_contexts = true;
+    auto out = task_model->forward(in);
+    HeadLoss result;
+    result.loss = models::cross_entropy(out.sequence_logits, labels.narrow(0, start, count));
+    result.head_contexts = out.base.head_contexts;
+    result.tokens = in.attention_mask->ne(0).sum().item<int64_t>();
+    return result;
+  };
+  task.metric = [=]() mutable {
+    task_model->eval();
+    torch::NoGradGuard no_grad;
+    int64_t correct = 0;
+    for (int64_t start = 0; start < N; start += batch_size) {
+      const int64_t count = std::min(batch_size, N - start);
+      auto out = task_model->forward(inputs(start, count));
+      correct += out.sequence_logits.argmax(-1).eq(labels.narrow(0, start, count)).sum().item<int64_t>();
+    }
+    return double(correct) / double(N);
+  };
+  return task;
+}
+
+HeadImportance head_importance(HeadTask& task, const HeadMask& mask, const ImportanceOptions& options,
+                               ProgressReporter* progress) {
+  auto& model = *task.model;
+  check_mask(model, mask);
+  const int64_t batches = options.max_batches > 0 ? std::min(options.max_batches, task.batches)
+                                                  : task.batches;
+  HeadImportance out;
+  out.raw = out.gate_gradient = HeadTable(mask.size());
+  for (size_t l = 0; l < mask.size(); ++l)
+    out.raw[l].assign(mask[l].size(), 0.0), out.gate_gradient[l].assign(mask[l].size(), 0.0);
+  for (int64_t b = 0; b < batches; ++b) {
+    auto gates = gates_of(model, mask, true);
+    model.set_head_gates(gates);
+    model.zero_grad();
+    HeadLoss loss = task.loss(b);
+    if (loss.head_contexts.size() != mask.size())
+      throw Error("head analysis: the task's forward returned no head contexts per layer");
+    for (auto& c : loss.head_contexts) c.retain_grad();
+    loss.loss.backward();
+    for (size_t l = 0; l < mask.size(); ++l) {
+      const at::Tensor& ctx = loss.head_contexts[l];
+      if (mask[l].empty()) continue;
+      // [B, H, n, dv]: per token Σ_d ctx · ∂L/∂ctx, its absolute value summed over tokens (the
+      // gate ξ = 1 or 0 multiplies ctx after it is recorded, so a masked head's grad is 0).
+      at::Tensor grad = ctx.grad();
+      at::Tensor per_token = grad.defined() ? (ctx.detach() * grad).sum(-1).abs() : ctx.new_zeros({});
+      at::Tensor per_head = grad.defined() ? per_token.sum(at::IntArrayRef{0, 2}).to(at::kDouble)
+                                           : torch::zeros({int64_t(mask[l].size())}, torch::kDouble);
+      at::Tensor gate_grad = gates[l].grad().defined() ? gates[l].grad().abs().to(at::kDouble)
+                                                       : torch::zeros_like(per_head);
+      for (size_t h = 0; h < mask[l].size(); ++h) {
+        out.raw[l][h] += per_head[h].item<double>();
+        out.gate_gradient[l][h] += gate_grad[h].item<double>();
+      }
+    }
+    out.tokens += loss.tokens;
+    ++out.batches;
+    tick(progress);
+  }
+  model.set_head_gates({});
+  model.zero_grad();
+  for (size_t l = 0; l < mask.size(); ++l)
+    for (size_t h = 0; h < mask[l].size(); ++h) {
+      if (out.tokens > 0) out.raw[l][h] /= double(out.tokens);
+      if (out.batches > 0) out.gate_gradient[l][h] /= double(out.batches);
+    }
+  out.importance = out.raw;
+  if (options.normalize_layers)
+    for (auto& layer : out.importance) {
+      double norm = 0;
+      for (double v : layer) norm += v * v;
+      norm = std::sqrt(norm);
+      for (double& v : layer) v /= norm + 1e-20;
+    }
+  if (options.min_max) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& layer : out.importance)
+      for (double v : layer) lo = std::min(lo, v), hi = std::max(hi, v);
+    for (auto& layer : out.importance)
+      for (double& v : layer) v = hi > lo ? (v - lo) / (hi - lo) : 0.0;
+  }
+  return out;
+}
+
+HeadAblation head_ablation(HeadTask& task, ProgressReporter* progress) {
+  auto& model = *task.model;
+  const HeadMask full = full_mask(model);
+  HeadAblation out;
+  out.baseline = evaluate(task, full);
+  tick(progress);
+  out.single = out.drop = out.all_but_one = HeadTable(full.size());
+  for (size_t l = 0; l < full.size(); ++l)
+    for (size_t h = 0; h < full[l].size(); ++h) {
+      HeadMask one = full;
+      one[l][h] = 0.0;
+      out.single[l].push_back(evaluate(task, one));
+      out.drop[l].push_back(out.baseline - out.single[l].back());
+      tick(progress);
+      HeadMask keep = full;
+      std::fill(keep[l].begin(), keep[l].end(), 0.0);
+      keep[l][h] = 1.0;
+      out.all_but_one[l].push_back(evaluate(task, keep));
+      tick(progress);
+    }
+  return out;
+}
+
+const char* to_string(PruningOrder order) {
+  switch (order) {
+    case PruningOrder::Importance: return "importance";
+    case PruningOrder::Random: return "random";
+    case PruningOrder::Reverse: return "reverse";
+  }
+  return "?";
+}
+
+PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
+                               ProgressReporter* progress) {
+  std::vector<double> fractions = options.fractions;
+  if (fractions.empty())
+    for (int i = 1; i <= 10; ++i) fractions.push_back(i / 10.0);
+  for (size_t i = 0; i < fractions.size(); ++i)
+    if (!(fractions[i] > 0 && fractions[i] <= 1) || (i > 0 && fractions[i] <= fractions[i - 1]))
+      throw Error(fmt::format("pruning profile: fractions must increase within (0, 1] (got {})",
+                              fractions[i]));
+  if (options.min_heads_per_layer < 0)
+    throw Error("pruning profile: the minimum heads per layer must be >= 0");
+  auto& model = *task.model;
+  HeadMask mask = full_mask(model);
+  int64_t total = 0;
+  for (const auto& layer : mask) total += int64_t(layer.size());
+  PruningProfile profile;
+  profile.order = options.order;
+  profile.exact = options.exact;
+  profile.steps.push_back({0.0, 0, evaluate(task, mask)});
+  profile.masks.push_back(mask);
+  tick(progress);
+
+  std::mt19937_64 rng(options.seed);
+  HeadTable scores;
+  auto score = [&]() {
+    if (options.order == PruningOrder::Random) {
+      std::uniform_real_distribution<double> u(0.0, 1.0);
+      scores = HeadTable(mask.size());
+      for (size_t l = 0; l < mask.size(); ++l)
+        for (size_t h = 0; h < mask[l].size(); ++h) scores[l].push_back(u(rng));
+    } else {
+      scores = head_importance(task, mask, options.importance).importance;
+      if (options.order == PruningOrder::Reverse)
+        for (auto& layer : scores)
+          for (double& v : layer) v = -v;
+    }
+  };
+  score();
+  for (double fraction : fractions) {
+    if (options.exact && profile.steps.size() > 1 && options.order != PruningOrder::Random) score();
+    const int64_t target = std::min<int64_t>(total, std::llround(fraction * double(total)));
+    std::vector<Ranked> candidates;
+    for (size_t l = 0; l < mask.size(); ++l)
+      for (size_t h = 0; h < mask[l].size(); ++h)
+        if (mask[l][h] != 0.0) candidates.push_back({scores[l][h], int64_t(l), int64_t(h)});
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Ranked& a, const Ranked& b) { return a.score < b.score; });
+    int64_t pruned = total - count_heads(mask);
+    for (const auto& c : candidates) {
+      if (pruned >= target) break;
+      auto& layer = mask[c.layer];
+      const int64_t kept = std::count(layer.begin(), layer.end(), 1.0);
+      if (kept <= options.min_heads_per_layer) continue;
+      layer[c.head] = 0.0;
+      ++pruned;
+    }
+    profile.steps.push_back({double(pruned) / double(total), pruned, evaluate(task, mask)});
+    profile.masks.push_back(mask);
+    tick(progress);
+  }
+  return profile;
+}
+
+models::HeadIndices heads_to_prune(const models::TransformerModelImpl& model,
+                                   const HeadTable& importance, double fraction,
+                                   int64_t min_heads_per_layer) {
+  if (!(fraction >= 0 && fraction <= 1))
+    throw Error(fmt::format("prune: fraction must be in [0, 1] (got {})", fraction));
+  const auto& c = model.config();
+  const auto heads = model.heads_per_layer();
+  if (importance.size() != heads.size())
+    throw Error("prune: the importance table does not match the model's layers");
+  // Score per block and head: with shared blocks, the largest importance over the depths it
+  // serves (a head goes only where it is unimportant at every depth).
+  const int64_t blocks = model.block_count();
+  const int64_t per_block = c.share_layers ? c.layers / c.layer_groups : 1;
+  HeadTable block_scores(blocks);
+  for (int64_t b = 0; b < blocks; ++b) block_scores[b].assign(heads[b * per_block], -INFINITY);
+  for (int64_t l = 0; l < int64_t(heads.size()); ++l) {
+    if (int64_t(importance[l].size()) != heads[l])
+      throw Error(fmt::format("prune: layer {}: {} importances for {} heads", l, importance[l].size(),
+                              heads[l]));
+    for (int64_t h = 0; h < heads[l]; ++h)
+      block_scores[l / per_block][h] = std::max(block_scores[l / per_block][h], importance[l][h]);
+  }
+  int64_t total = 0;
+  std::vector<Ranked> candidates;
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t h = 0; h < int64_t(block_scores[b].size()); ++h) {
+      candidates.push_back({block_scores[b][h], b, h});
+      ++total;
+    }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Ranked& a, const Ranked& b) { return a.score < b.score; });
+  const int64_t target = std::llround(fraction * double(total));
+  std::vector<int64_t> kept(blocks);
+  for (int64_t b = 0; b < blocks; ++b) kept[b] = int64_t(block_scores[b].size());
+  models::HeadIndices out;
+  int64_t pruned = 0;
+  for (const auto& cand : candidates) {
+    if (pruned >= target) break;
+    if (kept[cand.layer] <= min_heads_per_layer) continue;
+    out[cand.layer].push_back(cand.head);
+    --kept[cand.layer];
+    ++pruned;
+  }
+  for (auto& [b, list] : out) std::sort(list.begin(), list.end());
+  return out;
+}
+
+models::HeadIndices to_original_numbering(const models::TransformerModelImpl& model,
+                                          const models::HeadIndices& current) {
+  models::HeadIndices out;
+  for (const auto& [block, list] : current) {
+    auto mha = model.block(block * (model.config().share_layers
+                                        ? model.config().layers / model.config().layer_groups
+                                        : 1))
+                   ->attention;
+    std::vector<int64_t> originals;  // original index of each current head
+    for (int64_t h = 0; h < mha->original_heads(); ++h)
+      if (!std::binary_search(mha->pruned_heads().begin(), mha->pruned_heads().end(), h))
+        originals.push_back(h);
+    for (int64_t h : list) {
+      if (h < 0 || h >= int64_t(originals.size()))
+        throw Error(fmt::format("prune: layer {}: head {} outside [0, {})", block, h, originals.size()));
+      out[block].push_back(originals[h]);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::vector<double> flatten(const HeadTable& t) {
+  std::vector<double> out;
+  for (const auto& layer : t) out.insert(out.end(), layer.begin(), layer.end());
+  return out;
+}
+
+double pearson(const std::vector<double>& a, const std::vector<double>& b) {
+  const double n = double(a.size());
+  const double ma = std::accumulate(a.begin(), a.end(), 0.0) / n;
+  const double mb = std::accumulate(b.begin(), b.end(), 0.0) / n;
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    sab += (a[i] - ma) * (b[i] - mb);
+    saa += (a[i] - ma) * (a[i] - ma);
+    sbb += (b[i] - mb) * (b[i] - mb);
+  }
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 0.0;
+}
+
+// Ranks with ties averaged.
+std::vector<double> ranks(const std::vector<double>& v) {
+  std::vector<size_t> order(v.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) { return v[i] < v[j]; });
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
+    for (size_t k = i; k <= j; ++k) r[order[k]] = 0.5 * double(i + j);
+    i = j + 1;
+  }
+  return r;
+}
+
+nlohmann::json table_json(const HeadTable& t) { return nlohmann::json(t); }
+
+}  // namespace
+
+Correlation importance_correlation(const HeadTable& a, const HeadTable& b) {
+  const auto fa = flatten(a), fb = flatten(b);
+  if (fa.size() != fb.size() || fa.size() < 2)
+    throw Error("importance correlation: the tables differ in shape (or have fewer than 2 heads)");
+  return {pearson(fa, fb), pearson(ranks(fa), ranks(fb))};
+}
+
+nlohmann::json to_json(const HeadImportance& i) {
+  return {{"importance", table_json(i.importance)},
+          {"raw", table_json(i.raw)},
+          {"gate_gradient", table_json(i.gate_gradient)},
+          {"batches", i.batches},
+          {"tokens", i.tokens}};
+}
+
+nlohmann::json to_json(const HeadAblation& a) {
+  return {{"baseline", a.baseline},
+          {"single", table_json(a.single)},
+          {"drop", table_json(a.drop)},
+          {"all_but_one", table_json(a.all_but_one)}};
+}
+
+nlohmann::json to_json(const PruningProfile& p) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& s : p.steps)
+    steps.push_back({{"fraction", s.fraction}, {"pruned", s.pruned}, {"metric", s.metric}});
+  return {{"order", to_string(p.order)}, {"exact", p.exact}, {"steps", steps}};
+}
+
+}  // namespace attnkit::analysis

@@ -1,0 +1,173 @@
+#include "attnkit/report/head_plots.h"
+
+#include "attnkit/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace attnkit::report {
+namespace {
+
+std::string escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string percent(double fraction) { return fmt::format("{:.0f}%", 100 * fraction); }
+
+}  // namespace
+
+std::string head_heatmap_svg(const analysis::HeadTable& values, const std::string& title) {
+  size_t columns = 0;
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& row : values) {
+    columns = std::max(columns, row.size());
+    for (double v : row) lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  if (values.empty() || columns == 0) throw Error("head heat map: no heads");
+  const int cell = 44, left = 56, top = 48, bottom = 36;
+  const int width = left + int(columns) * cell + 16;
+  const int height = top + int(values.size()) * cell + bottom;
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"11\">\n",
+      width, height);
+  svg += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"14\">{}</text>\n", left, escape(title));
+  for (size_t h = 0; h < columns; ++h)
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">h{}</text>\n",
+                       left + int(h) * cell + cell / 2, top - 6, h);
+  for (size_t l = 0; l < values.size(); ++l) {
+    const int y = top + int(l) * cell;
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">L{}</text>\n", left - 6,
+                       y + cell / 2 + 4, l);
+    for (size_t h = 0; h < values[l].size(); ++h) {
+      const double v = values[l][h];
+      const double t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
+      // White -> dark blue.
+      const int r = int(std::lround(255 - t * (255 - 8))), g = int(std::lround(255 - t * (255 - 48))),
+                b = int(std::lround(255 - t * (255 - 107)));
+      const int x = left + int(h) * cell;
+      svg += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"rgb({},{},{})\" stroke=\"#888\"/>\n",
+          x, y, cell, cell, r, g, b);
+      svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{:.2f}</text>\n",
+                         x + cell / 2, y + cell / 2 + 4, t > 0.55 ? "white" : "black", v);
+    }
+  }
+  svg += fmt::format("<text x=\"{}\" y=\"{}\">min {:.3g}, max {:.3g}</text>\n", left,
+                     height - 12, lo, hi);
+  svg += "</svg>\n";
+  return svg;
+}
+
+LinePlot pruning_profile_plot(const std::vector<analysis::PruningProfile>& profiles,
+                              const std::string& metric_name) {
+  LinePlot plot;
+  plot.title = "Pruning profile: heads masked globally in steps";
+  plot.x_label = "fraction of heads pruned";
+  plot.y_label = metric_name;
+  for (const auto& p : profiles) {
+    Series s;
+    s.title = fmt::format("{}{}", analysis::to_string(p.order),
+                          p.exact && p.order != analysis::PruningOrder::Random ? " (exact)" : "");
+    if (p.order == analysis::PruningOrder::Importance) s.title = "ascending importance" + s.title.substr(10);
+    if (p.order == analysis::PruningOrder::Reverse) s.title = "descending importance" + s.title.substr(7);
+    s.dashed = p.order != analysis::PruningOrder::Importance;
+    for (const auto& step : p.steps) {
+      s.x.push_back(step.fraction);
+      s.y.push_back(step.metric);
+    }
+    plot.series.push_back(std::move(s));
+  }
+  return plot;
+}
+
+LinePlot profile_over_steps_plot(const std::vector<int64_t>& steps,
+                                 const std::vector<analysis::PruningProfile>& profiles,
+                                 const std::string& metric_name) {
+  if (steps.size() != profiles.size() || steps.empty())
+    throw Error("profile over steps: one profile per checkpoint needed");
+  LinePlot plot;
+  plot.title = "Pruning profile over training (ascending importance)";
+  plot.x_label = "training step";
+  plot.y_label = metric_name;
+  const size_t fractions = profiles.front().steps.size();
+  for (size_t f = 0; f < fractions; ++f) {
+    Series s;
+    s.title = "pruned " + percent(profiles.front().steps[f].fraction);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (f >= profiles[i].steps.size()) continue;
+      s.x.push_back(double(steps[i]));
+      s.y.push_back(profiles[i].steps[f].metric);
+    }
+    plot.series.push_back(std::move(s));
+  }
+  return plot;
+}
+
+Table head_table(const analysis::HeadTable& values, const std::string& caption, int precision) {
+  Table t;
+  t.caption = caption;
+  size_t columns = 0;
+  for (const auto& row : values) columns = std::max(columns, row.size());
+  t.columns.push_back("layer");
+  for (size_t h = 0; h < columns; ++h) t.columns.push_back(fmt::format("h{}", h));
+  for (size_t l = 0; l < values.size(); ++l) {
+    std::vector<std::string> row{fmt::format("L{}", l)};
+    for (size_t h = 0; h < columns; ++h)
+      row.push_back(h < values[l].size() ? fmt::format("{:.{}f}", values[l][h], precision) : "");
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+Section heads_section(const HeadsReport& r, int order) {
+  Section s;
+  s.order = order;
+  s.id = "heads";
+  s.title = "Attention heads: importance, ablation and pruning (Michel et al. 2019)";
+  s.headlines.push_back({"baseline " + r.metric_name, fmt::format("{:.4f}", r.ablation.baseline), {}});
+  for (const auto& p : r.profiles) {
+    if (p.order != analysis::PruningOrder::Importance) continue;
+    for (const auto& step : p.steps)
+      if (std::abs(step.fraction - 0.5) < 0.06) {
+        s.headlines.push_back({fmt::format("{} with {} of heads pruned", r.metric_name,
+                                           percent(step.fraction)),
+                               fmt::format("{:.4f}", step.metric), {}});
+        break;
+      }
+  }
+  s.blocks.push_back({fmt::format(
+                          "Model {}. Importance I_h = sum over tokens of |ctx_h . dL/dctx_h| "
+                          "(the authors' formulation), per-layer L2-normalised. Single-head "
+                          "ablation: the metric with that head alone masked; all-but-one: the "
+                          "metric with only that head kept in its layer.",
+                          r.model),
+                      {}, {}});
+  s.blocks.push_back({{}, {}, Figure{"Head importance (layers x heads)",
+                                     head_heatmap_svg(r.importance.importance, "Head importance")}});
+  s.blocks.push_back({{}, head_table(r.importance.importance, "Head importance"), {}});
+  s.blocks.push_back({{}, head_table(r.ablation.single,
+                                     fmt::format("{} with the head alone masked (baseline {:.4f})",
+                                                 r.metric_name, r.ablation.baseline), 4), {}});
+  s.blocks.push_back({{}, head_table(r.ablation.all_but_one,
+                                     fmt::format("{} with only the head kept in its layer", r.metric_name),
+                                     4), {}});
+  if (!r.profiles.empty())
+    s.blocks.push_back({{}, {}, Figure{"Pruning profile with random and descending-importance baselines",
+                                       render_svg(pruning_profile_plot(r.profiles, r.metric_name))}});
+  return s;
+}
+
+}  // namespace attnkit::report

@@ -1,0 +1,242 @@
+// Head importance, ablations and the pruning profile (Michel et al. 2019):
+//   - the gate gradient E|∂L/∂ξ_h| equals a central finite difference of the loss in ξ_h (float64,
+//     BERT and ALBERT, whose shared block gets one gate set per depth); the paper's per-token
+//     importance equals it on one-token inputs, where the two formulas coincide;
+//   - a head whose output-projection columns are zero has importance 0 and masking it leaves the
+//     metric unchanged; all-but-one and the profile's bookkeeping;
+//   - on a classifier trained in the test, pruning in ascending importance degrades accuracy no
+//     faster than pruning in descending importance.
+#include "attnkit/analysis/heads.h"
+#include "attnkit/error.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+namespace attnkit {
+namespace {
+
+using analysis::HeadMask;
+
+models::TaskModel tiny_classifier(const std::string& family, uint64_t seed) {
+  torch::manual_seed(seed);
+  auto c = family == "albert" ? models::TransformerConfig::albert(20, 8, 12, 3, 3, 24)
+                              : models::TransformerConfig::bert(20, 12, 3, 3, 24);
+  c.dropout = c.attention_dropout = 0.0;
+  c.max_positions = 16;
+  models::HeadsConfig h;
+  h.sequence_labels = 2;
+  h.classifier_dropout = 0.0;
+  models::TaskModel model(c, h);
+  model->to(torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.normal_(0.0, 0.5);
+  }
+  model->eval();
+  return model;
+}
+
+double loss_with_gates(analysis::HeadTask& task, const HeadMask& mask) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> gates;
+  for (const auto& layer : mask) gates.push_back(torch::tensor(layer, torch::kDouble));
+  task.model->set_head_gates(gates);
+  const double loss = task.loss(0).loss.item<double>();
+  task.model->set_head_gates({});
+  return loss;
+}
+
+TEST(HeadImportance, GateGradientEqualsFiniteDifference) {
+  for (const std::string family : {"bert", "albert"}) {
+    for (int64_t n : {1, 5}) {
+      SCOPED_TRACE(family + " n=" + std::to_string(n));
+      auto model = tiny_classifier(family, 3);
+      at::Tensor ids = torch::randint(20, {4, n}, torch::kLong);
+      at::Tensor labels = torch::tensor({0, 1, 1, 0}, torch::kLong);
+      at::Tensor mask = torch::ones({4, n}, torch::kLong);
+      auto task = analysis::classification_task(model, ids, n == 1 ? at::Tensor() : mask, labels, 4);
+      // One example only for the one-token case, so that the per-token sum has a single term.
+      if (n == 1) task = analysis::classification_task(model, ids.narrow(0, 0, 1), at::Tensor(),
+                                                       labels.narrow(0, 0, 1), 1);
+      analysis::ImportanceOptions raw;
+      raw.normalize_layers = false;
+      const HeadMask full = analysis::full_mask(*task.model);
+      const auto importance = analysis::head_importance(task, full, raw);
+      ASSERT_EQ(importance.batches, 1);
+      const double eps = 1e-6;
+      for (size_t l = 0; l < full.size(); ++l)
+        for (size_t h = 0; h < full[l].size(); ++h) {
+          HeadMask plus = full, minus = full;
+          plus[l][h] += eps;
+          minus[l][h] -= eps;
+          const double fd = (loss_with_gates(task, plus) - loss_with_gates(task, minus)) / (2 * eps);
+          EXPECT_NEAR(importance.gate_gradient[l][h], std::abs(fd), 1e-6 * std::max(1.0, std::abs(fd)))
+              << "layer " << l << " head " << h;
+          if (n == 1) {
+            EXPECT_NEAR(importance.raw[l][h], std::abs(fd), 1e-6 * std::max(1.0, std::abs(fd)));
+          }
+        }
+      // Normalised per layer: unit L2 norm.
+      const auto normalised = analysis::head_importance(task, full);
+      for (const auto& layer : normalised.importance) {
+        double norm = 0;
+        for (double v : layer) norm += v * v;
+        EXPECT_NEAR(norm, 1.0, 1e-9);
+      }
+    }
+  }
+}
+
+TEST(HeadAblation, DeadHeadChangesNothing) {
+  auto model = tiny_classifier("bert", 4);
+  {
+    torch::NoGradGuard no_grad;
+    // Head 2 of layer 1 contributes nothing: its columns of the output projection are zero.
+    auto o = model->transformer->block(1)->attention->o;
+    const int64_t dv = model->transformer->block(1)->attention->value_size();
+    o->weight.narrow(1, 2 * dv, dv).zero_();
+  }
+  at::Tensor ids = torch::randint(20, {24, 6}, torch::kLong);
+  at::Tensor labels = torch::randint(2, {24}, torch::kLong);
+  auto task = analysis::classification_task(model, ids, at::Tensor(), labels, 8);
+  const auto ablation = analysis::head_ablation(task);
+  EXPECT_EQ(ablation.baseline, task.metric());
+  ASSERT_EQ(ablation.single.size(), 3u);
+  ASSERT_EQ(ablation.single[1].size(), 3u);
+  EXPECT_EQ(ablation.single[1][2], ablation.baseline);
+  EXPECT_EQ(ablation.drop[1][2], 0.0);
+  for (size_t l = 0; l < 3; ++l)
+    for (size_t h = 0; h < 3; ++h) {
+      EXPECT_DOUBLE_EQ(ablation.drop[l][h], ablation.baseline - ablation.single[l][h]);
+      EXPECT_GE(ablation.all_but_one[l][h], 0.0);
+      EXPECT_LE(ablation.all_but_one[l][h], 1.0);
+    }
+  // all-but-one keeping head h of layer 1 = masking the two others.
+  HeadMask keep0 = analysis::full_mask(*task.model);
+  keep0[1] = {1.0, 0.0, 0.0};
+  std::vector<at::Tensor> gates;
+  for (const auto& l : keep0) gates.push_back(torch::tensor(l, torch::kDouble));
+  task.model->set_head_gates(gates);
+  EXPECT_EQ(task.metric(), ablation.all_but_one[1][0]);
+  task.model->set_head_gates({});
+  const auto importance = analysis::head_importance(task, analysis::full_mask(*task.model));
+  EXPECT_EQ(importance.raw[1][2], 0.0);
+  EXPECT_GT(importance.raw[1][0], 0.0);
+  nlohmann::json j = analysis::to_json(ablation);
+  EXPECT_EQ(j.at("single").size(), 3u);
+}
+
+TEST(PruningProfile, StepsMinimumPerLayerAndPhysicalPruning) {
+  auto model = tiny_classifier("bert", 5);
+  at::Tensor ids = torch::randint(20, {16, 6}, torch::kLong);
+  at::Tensor labels = torch::randint(2, {16}, torch::kLong);
+  auto task = analysis::classification_task(model, ids, at::Tensor(), labels, 8);
+  for (auto order : {analysis::PruningOrder::Importance, analysis::PruningOrder::Random,
+                     analysis::PruningOrder::Reverse}) {
+    for (bool exact : {false, true}) {
+      analysis::PruningOptions options;
+      options.order = order;
+      options.exact = exact;
+      options.fractions = {0.25, 0.5, 1.0};
+      const auto profile = analysis::pruning_profile(task, options);
+      ASSERT_EQ(profile.steps.size(), 4u);
+      EXPECT_EQ(profile.steps[0].pruned, 0);
+      EXPECT_EQ(profile.steps[1].pruned, 2);  // round(0.25 · 9)
+      EXPECT_EQ(profile.steps[2].pruned, 5);  // round(0.5 · 9) = 4.5 -> 5
+      EXPECT_EQ(profile.steps[3].pruned, 6);  // 100%: one head kept in each of 3 layers
+      for (const auto& mask : profile.masks)
+        for (const auto& layer : mask) EXPECT_GE(std::count(layer.begin(), layer.end(), 1.0), 1);
+    }
+  }
+  analysis::PruningOptions bad;
+  bad.fractions = {0.5, 0.3};
+  EXPECT_THROW(analysis::pruning_profile(task, bad), Error);
+  // Physical pruning from the importance: the least important half, then numbering.
+  const auto importance = analysis::head_importance(task, analysis::full_mask(*task.model));
+  const auto chosen = analysis::heads_to_prune(*task.model, importance.importance, 0.5);
+  int64_t count = 0;
+  for (const auto& [layer, list] : chosen) count += int64_t(list.size());
+  EXPECT_EQ(count, 5);
+  task.model->prune_heads(analysis::to_original_numbering(*task.model, chosen));
+  int64_t left = 0;
+  for (int64_t h : task.model->heads_per_layer()) {
+    left += h;
+    EXPECT_GE(h, 1);
+  }
+  EXPECT_EQ(left, 4);
+  // After pruning, the numbering maps back to the unpruned heads.
+  const auto again = analysis::to_original_numbering(*task.model, {{0, {0}}});
+  EXPECT_EQ(again.size(), 1u);
+}
+
+TEST(ImportanceCorrelation, PearsonAndSpearman) {
+  const analysis::HeadTable a = {{1, 2}, {3, 4}}, b = {{2, 4}, {6, 8}}, c = {{4, 3}, {2, 1}};
+  EXPECT_NEAR(analysis::importance_correlation(a, b).pearson, 1.0, 1e-12);
+  EXPECT_NEAR(analysis::importance_correlation(a, c).spearman, -1.0, 1e-12);
+  EXPECT_THROW(analysis::importance_correlation(a, {{1, 2}}), Error);
+}
+
+// A task only some heads can solve: the label is the token at position 1 (3 or 4 among random
+// filler 3..7), read out at position 0, so the information must be moved by attention to a
+// position. A classifier trained on it, then the profile in both orders on held-out data.
+// Checked by hand with seeds 1-7 (300 and 150 steps): accuracy 1.0 after training; ascending is
+// >= descending at every step, strictly above it where the most important heads go first (seed
+// 1: 1.00 vs 0.54 at 62.5%; seed 4: 1.00 vs 0.53 at 87.5%), equal elsewhere (several heads carry
+// the token; the first-order scores of a saturated model then order them arbitrarily).
+TEST(PruningProfile, AscendingImportanceDegradesNoFasterThanDescending) {
+  torch::manual_seed(1);
+  const int64_t n = 12, examples = 1024;
+  auto make = [&](int64_t count, at::Tensor& ids, at::Tensor& labels) {
+    ids = torch::randint(3, 8, {count, n}, torch::kLong);
+    ids.select(1, 0).fill_(1);
+    labels = torch::randint(0, 2, {count}, torch::kLong);
+    ids.select(1, 1).copy_(labels + 3);
+  };
+  at::Tensor train_ids, train_labels, test_ids, test_labels;
+  make(examples, train_ids, train_labels);
+  make(256, test_ids, test_labels);
+  auto c = models::TransformerConfig::bert(8, 32, 2, 4, 64);
+  c.dropout = c.attention_dropout = 0.0;
+  c.max_positions = n;
+  c.type_vocab_size = 0;
+  models::HeadsConfig h;
+  h.sequence_labels = 2;
+  h.classifier_dropout = 0.0;
+  models::TaskModel model(c, h);
+  torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(2e-3));
+  model->train();
+  for (int64_t step = 0; step < 300; ++step) {
+    const int64_t start = (step * 32) % examples;
+    models::TaskInputs in;
+    in.input_ids = train_ids.narrow(0, start, 32);
+    auto loss = models::cross_entropy(model->forward(in).sequence_logits, train_labels.narrow(0, start, 32));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  model->eval();
+  auto task = analysis::classification_task(model, test_ids, at::Tensor(), test_labels, 64);
+  const double trained = task.metric();
+  ASSERT_GT(trained, 0.85) << "the classifier did not learn the task";
+  analysis::PruningOptions ascending;
+  ascending.fractions = {0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875};
+  ascending.min_heads_per_layer = 0;
+  analysis::PruningOptions descending = ascending;
+  descending.order = analysis::PruningOrder::Reverse;
+  const auto up = analysis::pruning_profile(task, ascending);
+  const auto down = analysis::pruning_profile(task, descending);
+  double area_up = 0, area_down = 0;
+  for (size_t i = 0; i < up.steps.size(); ++i) {
+    area_up += up.steps[i].metric;
+    area_down += down.steps[i].metric;
+    // Pointwise with a little slack (one step may tie or cross by a few examples).
+    EXPECT_GE(up.steps[i].metric, down.steps[i].metric - 0.02) << "step " << i;
+  }
+  // Over the whole profile, ascending keeps at least as much accuracy.
+  EXPECT_GE(area_up, area_down)
+      << "trained accuracy " << trained;
+}
+
+}  // namespace
+}  // namespace attnkit

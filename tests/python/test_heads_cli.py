@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""attnkit train --init, analyze heads, prune and report end to end: a tiny BERT masked-LM made
+and saved by Hugging Face transformers (test venv) with a WordPiece vocab.txt is fine-tuned on a
+small classification TSV (`train --init`: the encoder loaded, the classifier new, one report
+line); `analyze heads` writes heads.json (importance, ablations, three profiles, cross-data
+correlation), the SVGs and a report section that `attnkit report` renders; `analyze heads --run`
+covers every checkpoint; `prune --fraction 0.5 --importance heads.json` writes a smaller model
+that loads and still runs; bad arguments are one-line errors."""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def _reexec_in_venv():
+    try:
+        import transformers  # noqa: F401
+        return
+    except ImportError:
+        pass
+    p = subprocess.run([os.path.join(ROOT, "scripts", "peer_python.sh")], capture_output=True, text=True)
+    python = p.stdout.strip()
+    if p.returncode != 0 or not python or os.environ.get("ATTNKIT_IN_PEER_VENV"):
+        sys.exit("test_heads_cli: transformers is missing from the test venv (run scripts/setup.sh): "
+                 + p.stderr.strip())
+    os.environ["ATTNKIT_IN_PEER_VENV"] = "1"
+    os.execv(python, [python, os.path.abspath(__file__)] + sys.argv[1:])
+
+
+_reexec_in_venv()
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+sys.path.insert(0, HERE)
+import runner  # noqa: E402
+
+BUILD_DIR = "build"
+WORDS = ["good", "great", "bad", "awful", "movie", "the", "a", "plot", "actor", "fine", "film", "was"]
+
+
+def attnkit(*argv):
+    p = subprocess.run([os.path.join(BUILD_DIR, "attnkit"), "--threads", "1", *argv],
+                       capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def write_data(path, count, seed):
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for _ in range(count):
+            words = [rng.choice(WORDS) for _ in range(8)]
+            pos = sum(w in ("good", "great") for w in words)
+            neg = sum(w in ("bad", "awful") for w in words)
+            f.write(" ".join(words) + "\t" + ("pos" if pos >= neg else "neg") + "\n")
+
+
+class HeadsCli(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.base = os.path.join(d, "base")
+        torch.manual_seed(0)
+        config = transformers.BertConfig(vocab_size=5 + len(WORDS), hidden_size=32, num_hidden_layers=2,
+                                         num_attention_heads=4, intermediate_size=64,
+                                         max_position_embeddings=32)
+        transformers.BertForMaskedLM(config).save_pretrained(cls.base, safe_serialization=True)
+        with open(os.path.join(cls.base, "vocab.txt"), "w") as f:
+            f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+        cls.train_tsv = os.path.join(d, "train.tsv")
+        write_data(cls.train_tsv, 256, 1)
+        write_data(os.path.join(d, "val.tsv"), 64, 2)
+        cls.other_tsv = os.path.join(d, "other.tsv")
+        write_data(cls.other_tsv, 64, 3)
+        cls.run_dir = os.path.join(d, "run")
+        cls.rc, cls.out, cls.err = attnkit(
+            "train", "--init", cls.base, "--task.name", "classification", "--task.data", cls.train_tsv,
+            "--task.batch_size", "16", "--task.truncate", "16", "--run.steps", "40",
+            "--run.checkpoint_every", "20", "--run.eval_every", "20", "--run.dir", cls.run_dir,
+            "--optimizer.lr", "1e-3")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def checkpoint(self, step):
+        return os.path.join(self.run_dir, "checkpoints", f"step-{step:08d}")
+
+    def test_train_init_reports_loaded_and_new(self):
+        self.assertEqual(self.rc, 0, self.err)
+        lines = [l for l in self.err.splitlines() if l.startswith("init:")]
+        self.assertEqual(len(lines), 1, self.err)
+        self.assertIn(self.base, lines[0])
+        self.assertIn("huggingface layout", lines[0])
+        self.assertIn("new: classifier.weight, classifier.bias", lines[0])
+        self.assertTrue(os.path.isdir(self.checkpoint(40)))
+
+    def test_analyze_prune_and_report(self):
+        self.assertEqual(self.rc, 0, self.err)
+        out = os.path.join(self.tmp.name, "heads")
+        rc, stdout, err = attnkit("analyze", "heads", "--model", self.checkpoint(40), "--tokenizer", self.base,
+                                  "--data", os.path.join(self.tmp.name, "val.tsv"), "--data2", self.other_tsv,
+                                  "--fractions", "25,50,75", "--out", out)
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(out, "heads.json")) as f:
+            j = json.load(f)
+        self.assertEqual([len(row) for row in j["importance"]["importance"]], [4, 4])
+        self.assertEqual([len(row) for row in j["ablation"]["single"]], [4, 4])
+        self.assertEqual([p["order"] for p in j["profiles"]], ["importance", "random", "reverse"])
+        self.assertEqual([s["pruned"] for s in j["profiles"][0]["steps"]], [0, 2, 4, 6])
+        self.assertIn("pearson", j["cross_data"])
+        for name in ("heads_importance.svg", "heads_profile.svg", "section.json"):
+            self.assertTrue(os.path.exists(os.path.join(out, name)), name)
+        rc, _, err = attnkit("report", self.tmp.name)
+        self.assertEqual(rc, 0, err)
+        # Prune half the heads by that importance; the smaller model loads and runs.
+        pruned = os.path.join(self.tmp.name, "pruned")
+        rc, stdout, err = attnkit("prune", "--model", self.checkpoint(40), "--fraction", "0.5",
+                                  "--importance", os.path.join(out, "heads.json"), "--out", pruned)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("pruned 4 of 8 heads", stdout)
+        with open(os.path.join(pruned, "config.json")) as f:
+            recorded = json.load(f)["model"]["pruned_heads"]
+        self.assertEqual(sum(len(v) for v in recorded.values()), 4)
+        rc, stdout, err = attnkit("encode", "--model", pruned, "--ids", "2 5 6 3")
+        self.assertEqual(rc, 0, err)
+
+    def test_across_training(self):
+        self.assertEqual(self.rc, 0, self.err)
+        out = os.path.join(self.tmp.name, "over")
+        rc, _, err = attnkit("analyze", "heads", "--run", self.run_dir, "--tokenizer", self.base,
+                             "--data", os.path.join(self.tmp.name, "val.tsv"), "--fractions", "50",
+                             "--out", out)
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(out, "heads_over_training.json")) as f:
+            j = json.load(f)
+        self.assertEqual([c["step"] for c in j["checkpoints"]], [20, 40])
+        self.assertTrue(os.path.exists(os.path.join(out, "heads_profile_over_training.svg")))
+
+    def test_errors_are_one_line(self):
+        for argv in (["prune", "--model", self.base, "--out", os.path.join(self.tmp.name, "x"), "--fraction", "0.5"],
+                     ["analyze", "heads", "--model", self.base, "--data", self.train_tsv, "--out",
+                      os.path.join(self.tmp.name, "y")]):
+            rc, _, err = attnkit(*argv)
+            self.assertNotEqual(rc, 0)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+
+if __name__ == "__main__":
+    BUILD_DIR = runner.build_dir()
+    runner.run()
