@@ -1,6 +1,7 @@
 #include "attnkit/demo/demo.h"
 
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 #include "attnkit/runtime.h"
 #include "attnkit/version.h"
 
@@ -50,6 +51,20 @@ report::Section failed_section(const Stage& stage, const std::string& what) {
 
 }  // namespace
 
+namespace {
+
+// The 1-minute load average (from /proc/loadavg): the demo's timings mean little on a busy machine.
+std::string load_average() {
+  try {
+    const std::string text = read_file("/proc/loadavg");
+    return text.substr(0, text.find(' '));
+  } catch (const Error&) {
+    return "unknown";
+  }
+}
+
+}  // namespace
+
 int run_demo(const DemoOptions& options) {
   for (const auto& id : options.only) {
     const bool known = std::any_of(stages().begin(), stages().end(), [&](const Stage& s) { return s.id == id; });
@@ -58,6 +73,7 @@ int run_demo(const DemoOptions& options) {
   if (options.out.empty()) throw Error("demo: --out DIR is required");
   std::filesystem::create_directories(options.out);
   int misses = 0;
+  const std::string load_at_start = load_average();
   std::vector<std::pair<std::string, std::string>> timings;
   for (const auto& stage : stages()) {
     if (!options.only.empty() &&
@@ -95,6 +111,7 @@ int run_demo(const DemoOptions& options) {
       {"mode", options.quick ? "quick (the 2-minute version)" : "full"},
       {"command", options.command}};
   facts.insert(facts.end(), timings.begin(), timings.end());
+  facts.push_back({"load average (1 min) at start / end", load_at_start + " / " + load_average()});
   report::write_facts(facts, options.out);
   const auto page = report::read_page(options.out);
   report::write_html(page, options.out / "report.html");
