@@ -2,8 +2,34 @@
 `python3 tests/python/test_x.py --build-dir BUILD`; they print "N passed, M failed" and exit 1 on
 any failure."""
 import argparse
+import importlib.util
+import os
+import subprocess
 import sys
 import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_in_peer_venv(module):
+    """Makes sure the calling test file runs where `module` (e.g. "transformers") can be imported:
+    ctest starts it with Debian's /usr/bin/python3; if the module is missing there, the file is
+    run again (same arguments) with the test venv's Python that scripts/setup.sh made
+    (scripts/peer_python.sh prints it). A missing venv, or a venv without the module, ends the
+    test with one line saying to run scripts/setup.sh. The venv's python is a symlink to
+    /usr/bin/python3, so the environment, not the path, marks the second run."""
+    if importlib.util.find_spec(module) is not None:
+        return
+    script = os.path.abspath(sys.argv[0])
+    name = os.path.basename(script)
+    if os.environ.get("ATTNKIT_IN_PEER_VENV"):
+        sys.exit(f"{name}: the test venv has no {module}; run scripts/setup.sh")
+    p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "peer_python.sh")], capture_output=True, text=True)
+    python = p.stdout.strip()
+    if p.returncode != 0 or not python:
+        sys.exit(f"{name}: {p.stderr.strip() or 'no Python test venv; run scripts/setup.sh'}")
+    os.environ["ATTNKIT_IN_PEER_VENV"] = "1"
+    os.execv(python, [python, script] + sys.argv[1:])
 
 
 def build_dir():

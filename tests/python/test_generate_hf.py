@@ -17,23 +17,14 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-try:
-    import transformers  # noqa: F401
-except ImportError:
-    venv = subprocess.run(["bash", os.path.join(ROOT, "scripts", "peer_python.sh")],
-                          capture_output=True, text=True)
-    if venv.returncode != 0:
-        print(venv.stderr.strip() or "test venv missing; run scripts/setup.sh")
-        sys.exit(1)
-    python = venv.stdout.strip()
-    os.execv(python, [python, os.path.abspath(__file__)] + sys.argv[1:])
+import runner  # noqa: E402
+
+runner.run_in_peer_venv("transformers")
 
 import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast  # noqa: E402
 from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode  # noqa: E402
 
-sys.path.insert(0, HERE)
-import runner  # noqa: E402
 
 BUILD_DIR = "build"
 SCORE_TOLERANCE = 1e-4

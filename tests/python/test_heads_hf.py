@@ -20,30 +20,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def _reexec_in_venv():
-    """ctest runs /usr/bin/python3; transformers lives in the test venv."""
-    try:
-        import transformers  # noqa: F401
-        return
-    except ImportError:
-        pass
-    p = subprocess.run([os.path.join(ROOT, "scripts", "peer_python.sh")], capture_output=True, text=True)
-    python = p.stdout.strip()
-    if p.returncode != 0 or not python or os.environ.get("ATTNKIT_IN_PEER_VENV"):
-        sys.exit("test_heads_hf: transformers is missing from the test venv (run scripts/setup.sh): "
-                 + p.stderr.strip())
-    os.environ["ATTNKIT_IN_PEER_VENV"] = "1"
-    os.execv(python, [python, os.path.abspath(__file__)] + sys.argv[1:])
+import runner  # noqa: E402
 
-
-_reexec_in_venv()
+runner.run_in_peer_venv("transformers")
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
-sys.path.insert(0, HERE)
-import runner  # noqa: E402
 
 BUILD_DIR = "build"
 TOLERANCE = 1e-4

@@ -30,35 +30,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def _reexec_in_venv():
-    try:
-        import safetensors  # noqa: F401
-        return
-    except ImportError:
-        pass
-    p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "peer_python.sh")],
-                       capture_output=True, text=True)
-    venv_python = p.stdout.strip()
-    if p.returncode != 0 or not venv_python:
-        print("test_safetensors_differential: no Python test venv with safetensors "
-              f"({p.stderr.strip()}); run scripts/setup.sh", file=sys.stderr)
-        sys.exit(1)
-    if os.environ.get("ATTNKIT_IN_TEST_VENV"):
-        print(f"test_safetensors_differential: {venv_python} has no safetensors; run scripts/setup.sh",
-              file=sys.stderr)
-        sys.exit(1)
-    os.environ["ATTNKIT_IN_TEST_VENV"] = "1"
-    os.execv(venv_python, [venv_python] + sys.argv)
+import runner  # noqa: E402
 
-
-_reexec_in_venv()
+runner.run_in_peer_venv("safetensors")
 
 import safetensors  # noqa: E402
 import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
-sys.path.insert(0, HERE)
-import runner  # noqa: E402
 
 BUILD_DIR = "build"
 
