@@ -1,6 +1,7 @@
 #include "attnkit/report/head_plots.h"
 
 #include "attnkit/error.h"
+#include "attnkit/report/html.h"
 
 #include <fmt/format.h>
 
@@ -9,20 +10,6 @@
 
 namespace attnkit::report {
 namespace {
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string percent(double fraction) { return fmt::format("{:.0f}%", 100 * fraction); }
 
@@ -43,7 +30,7 @@ std::string head_heatmap_svg(const analysis::HeadTable& values, const std::strin
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"sans-serif\" font-size=\"11\">\n",
       width, height);
-  svg += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"14\">{}</text>\n", left, escape(title));
+  svg += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"14\">{}</text>\n", left, escape_xml(title));
   for (size_t h = 0; h < columns; ++h)
     svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">h{}</text>\n",
                        left + int(h) * cell + cell / 2, top - 6, h);

@@ -19,28 +19,13 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;  // facts keep their order
 
-std::string escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // Paragraphs split at blank lines.
 std::string paragraphs(const std::string& text) {
   std::string out, current;
   std::istringstream in(text);
   auto flush = [&] {
-    if (!current.empty()) out += "<p>" + escape(current) + "</p>\n";
+    if (!current.empty()) out += "<p>" + escape_xml(current) + "</p>\n";
     current.clear();
   };
   for (std::string line; std::getline(in, line);) {
@@ -91,9 +76,9 @@ bool numeric(const std::string& cell) {
 
 std::string render_table(const Table& t, const std::string& where) {
   std::string out = "<table>\n";
-  if (!t.caption.empty()) out += "<caption>" + escape(t.caption) + "</caption>\n";
+  if (!t.caption.empty()) out += "<caption>" + escape_xml(t.caption) + "</caption>\n";
   out += "<thead><tr>";
-  for (const auto& c : t.columns) out += "<th>" + escape(c) + "</th>";
+  for (const auto& c : t.columns) out += "<th>" + escape_xml(c) + "</th>";
   out += "</tr></thead>\n<tbody>\n";
   for (size_t r = 0; r < t.rows.size(); ++r) {
     if (t.rows[r].size() != t.columns.size())
@@ -101,7 +86,7 @@ std::string render_table(const Table& t, const std::string& where) {
                               t.rows[r].size(), t.columns.size()));
     out += "<tr>";
     for (const auto& cell : t.rows[r])
-      out += (numeric(cell) ? "<td class=\"num\">" : "<td>") + escape(cell) + "</td>";
+      out += (numeric(cell) ? "<td class=\"num\">" : "<td>") + escape_xml(cell) + "</td>";
     out += "</tr>\n";
   }
   return out + "</tbody>\n</table>\n";
@@ -110,7 +95,7 @@ std::string render_table(const Table& t, const std::string& where) {
 std::string headline_html(const Headline& h) {
   std::string mark;
   if (h.met) mark = *h.met ? " <span class=\"met\">(target met)</span>" : " <span class=\"missed\">(target missed)</span>";
-  return "<li>" + escape(h.label) + ": <strong>" + escape(h.value) + "</strong>" + mark + "</li>\n";
+  return "<li>" + escape_xml(h.label) + ": <strong>" + escape_xml(h.value) + "</strong>" + mark + "</li>\n";
 }
 
 }  // namespace
@@ -145,6 +130,22 @@ std::string inline_svg(const std::string& svg, const std::string& prefix) {
   return s;
 }
 
+std::string escape_xml(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 std::string render_html(const Page& page) {
   std::vector<const Section*> sections;
   std::set<std::string> ids;
@@ -160,9 +161,9 @@ std::string render_html(const Page& page) {
 
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-                    "<title>" + escape(page.title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-  out += "<header>\n<h1>" + escape(page.title) + "</h1>\n<nav>";
-  for (const auto* s : sections) out += "<a href=\"#" + s->id + "\">" + escape(s->title) + "</a>";
+                    "<title>" + escape_xml(page.title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+  out += "<header>\n<h1>" + escape_xml(page.title) + "</h1>\n<nav>";
+  for (const auto* s : sections) out += "<a href=\"#" + s->id + "\">" + escape_xml(s->title) + "</a>";
   out += "</nav>\n</header>\n";
 
   out += "<section id=\"summary\">\n<h2>Summary</h2>\n<ul>\n";
@@ -173,7 +174,7 @@ std::string render_html(const Page& page) {
   int figure_number = 0;
   for (const auto* s : sections) {
     const std::string where = "report section '" + s->id + "'";
-    out += "<section id=\"" + s->id + "\">\n<h2>" + escape(s->title) + "</h2>\n";
+    out += "<section id=\"" + s->id + "\">\n<h2>" + escape_xml(s->title) + "</h2>\n";
     for (const auto& b : s->blocks) {
       const int kinds = int(b.text.has_value()) + int(b.table.has_value()) + int(b.figure.has_value());
       if (kinds != 1) throw Error(fmt::format("{}: a block must be exactly one of text, table, figure", where));
@@ -188,7 +189,7 @@ std::string render_html(const Page& page) {
           throw Error(fmt::format("{}: {}", where, e.what()));
         }
         out += "<figure>\n" + svg + "\n";
-        if (!b.figure->caption.empty()) out += "<figcaption>" + escape(b.figure->caption) + "</figcaption>\n";
+        if (!b.figure->caption.empty()) out += "<figcaption>" + escape_xml(b.figure->caption) + "</figcaption>\n";
         out += "</figure>\n";
       }
     }
@@ -197,7 +198,7 @@ std::string render_html(const Page& page) {
 
   if (!page.facts.empty()) {
     out += "<section id=\"facts\">\n<h2>How this was made</h2>\n<dl class=\"facts\">\n";
-    for (const auto& [key, value] : page.facts) out += "<dt>" + escape(key) + "</dt><dd>" + escape(value) + "</dd>\n";
+    for (const auto& [key, value] : page.facts) out += "<dt>" + escape_xml(key) + "</dt><dd>" + escape_xml(value) + "</dd>\n";
     out += "</dl>\n</section>\n";
   }
   return out + "</body>\n</html>\n";

@@ -52,6 +52,9 @@ struct Page {
   std::vector<Section> sections;
 };
 
+// `text` with & < > " ' written as character references, for HTML or SVG text and attributes.
+std::string escape_xml(const std::string& text);
+
 // The HTML text of the page. Throws attnkit::Error for a section without id or title, duplicate
 // section ids, a block that is not exactly one kind, a table row of the wrong width, or an SVG
 // that is not an <svg> element or refers to anything outside itself (http:, file:, //…).
