@@ -3,6 +3,7 @@
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/parse.h"
+#include "attnkit/train/tasks.h"
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -86,16 +87,20 @@ const std::vector<Setting>& settings() {
         ATTNKIT_FIELD(int64_t, "run", "checkpoint_every", "checkpoint every N steps (0 = at the end)", c.trainer.checkpoint_every),
         ATTNKIT_FIELD(int64_t, "run", "keep_last", "step checkpoints kept besides best", c.trainer.keep_last),
         ATTNKIT_FIELD(int64_t, "run", "log_every", "log every N steps", c.trainer.log_every),
-        ATTNKIT_FIELD(std::string, "task", "name", "listops | copy | reverse | sort | recall | lm | classification | tagging | span | seq2seq", c.task.name),
+        ATTNKIT_FIELD(std::string, "task", "name", task_names(" | "), c.task.name),
         ATTNKIT_FIELD(std::string, "task", "data", "data directory or files (see docs/training.md)", c.task.data),
-        ATTNKIT_FIELD(std::string, "task", "tokenizer", "tokenizer file or directory (lm, classification, tagging, span, seq2seq)", c.task.tokenizer),
+        ATTNKIT_FIELD(std::string, "task", "tokenizer",
+                      "tokenizer file or directory (" + task_names(", ", [](const TaskInfo& t) { return t.tokenizer; }) + ")",
+                      c.task.tokenizer),
         ATTNKIT_FIELD(int64_t, "task", "batch_size", "examples per micro-batch", c.task.batch_size),
         ATTNKIT_FIELD(int64_t, "task", "truncate", "longest input in tokens (lm: block size)", c.task.truncate),
         ATTNKIT_FIELD(int64_t, "task", "min_length", "generated examples: shortest length", c.task.min_length),
         ATTNKIT_FIELD(int64_t, "task", "max_length", "generated examples: longest length", c.task.max_length),
         ATTNKIT_FIELD(int64_t, "task", "train_examples", "generated training examples", c.task.train_examples),
         ATTNKIT_FIELD(int64_t, "task", "eval_examples", "validation examples (generated or first N)", c.task.eval_examples),
-        ATTNKIT_FIELD(std::string, "task", "eval_split", "evaluation data: val | test (listops, classification, tagging, span, seq2seq)", c.task.eval_split),
+        ATTNKIT_FIELD(std::string, "task", "eval_split",
+                      "evaluation data: val | test (" + task_names(", ", [](const TaskInfo& t) { return t.test_split; }) + ")",
+                      c.task.eval_split),
         ATTNKIT_FIELD(bool, "task", "skip_bad_lines", "skip and count bad data lines (default: stop at the first, naming file and line)", c.task.skip_bad_lines),
         ATTNKIT_FIELD(int64_t, "task", "symbols", "synthetic alphabet size", c.task.symbols),
         ATTNKIT_FIELD(std::string, "model", "family", "bert | albert | gpt2 (default by task)", c.model.family),

@@ -54,11 +54,15 @@ std::string to_string(SyntheticTask task) {
 }
 
 SyntheticTask synthetic_task_from_string(const std::string& name) {
-  if (name == "copy") return SyntheticTask::kCopy;
-  if (name == "reverse") return SyntheticTask::kReverse;
-  if (name == "sort") return SyntheticTask::kSort;
-  if (name == "associative-recall" || name == "recall") return SyntheticTask::kAssociativeRecall;
-  throw Error(fmt::format("synthetic task: unknown task '{}', expected copy, reverse, sort or associative-recall", name));
+  std::vector<std::string> names;
+  for (auto task : {SyntheticTask::kCopy, SyntheticTask::kReverse, SyntheticTask::kSort,
+                    SyntheticTask::kAssociativeRecall}) {
+    if (name == to_string(task)) return task;
+    names.push_back(to_string(task));
+  }
+  if (name == "recall") return SyntheticTask::kAssociativeRecall;
+  throw Error(fmt::format("synthetic task: unknown task '{}', expected {} or {}", name,
+                          fmt::join(names.begin(), names.end() - 1, ", "), names.back()));
 }
 
 int64_t synthetic_vocab_size(const SyntheticTaskOptions& options) {

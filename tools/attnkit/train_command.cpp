@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -39,6 +40,23 @@ void add_setting_flags(CLI::App* cmd, std::shared_ptr<TrainArguments> args) {
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // a later flag wins
         ->group(s.section == "run" ? "Run" : "Settings ([" + s.section + "] in the TOML file)");
   }
+}
+
+// The tasks of --task.name, a few lines each, from the task registry.
+std::string task_help() {
+  size_t width = 0;
+  for (const auto& t : train::task_registry()) width = std::max(width, t.name.size());
+  std::string out = "Tasks (--task.name; see docs/training.md):\n";
+  for (const auto& t : train::task_registry()) {
+    out += fmt::format("  {:<{}}  {}\n", t.name, width, t.help);
+    std::string needs;
+    if (t.data == train::TaskData::kRequired) needs = "task.data: " + t.files;
+    if (t.data == train::TaskData::kOptional) needs = "task.data (else generated): " + t.files;
+    if (t.tokenizer) needs += ", task.tokenizer";
+    if (t.test_split) needs += "; has a test split";
+    if (!needs.empty()) out += fmt::format("  {:<{}}    {}\n", "", width, needs);
+  }
+  return out;
 }
 
 train::RunConfig resolve(const TrainArguments& args, const GlobalOptions& global) {
@@ -147,8 +165,8 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
 
 void register_train_commands(CLI::App& app, GlobalOptions& global) {
   auto args = std::make_shared<TrainArguments>();
-  auto* train_cmd = app.add_subcommand(
-      "train", "train a model on a task (listops, copy, reverse, sort, recall, lm, classification, tagging, span, seq2seq)");
+  auto* train_cmd = app.add_subcommand("train", "train a model on a task (" + train::task_names() + ")");
+  train_cmd->footer(task_help());
   train_cmd->add_option("--config", args->config_file, "run configuration (TOML; see docs/training.md)");
   train_cmd->add_option("--resume", args->resume,
                         "continue the run in this directory from its newest checkpoint");

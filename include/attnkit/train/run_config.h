@@ -5,9 +5,9 @@
 //
 //   [run]        dir, steps, seed, accumulation, clip_norm, ema, eval_every, checkpoint_every,
 //                keep_last, log_every
-//   [task]       name (listops | copy | reverse | sort | recall | lm | classification |
-//                tagging | span | seq2seq), data, tokenizer, batch_size, truncate, min_length,
-//                max_length, train_examples, eval_examples, eval_split, skip_bad_lines, symbols
+//   [task]       name (a task of the registry, tasks.h), data, tokenizer, batch_size, truncate,
+//                min_length, max_length, train_examples, eval_examples, eval_split,
+//                skip_bad_lines, symbols
 //   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
 //                max_positions, pooling
@@ -25,10 +25,9 @@ namespace attnkit::train {
 
 struct TaskConfig {
   std::string name = "listops";
-  std::string data;        // listops: directory with {basic_}train/val.tsv ("" = generate);
-                           // lm: text files separated by commas; classification: train file
-                           // (the validation file is the same name with "train" -> "val")
-  std::string tokenizer;   // lm / classification: tokenizer.json, vocab.txt or a directory
+  std::string data;        // what the task reads (TaskInfo::files in tasks.h); a training file's
+                           // validation file is the same name with "train" -> "val"
+  std::string tokenizer;   // tokenizer.json, vocab.txt or a directory (TaskInfo::tokenizer)
   int64_t batch_size = 32;
   int64_t truncate = 512;  // longest input (tokens); lm: block size
   int64_t min_length = 32; // generated examples: listops tokens, synthetic symbols or pairs
@@ -36,8 +35,8 @@ struct TaskConfig {
   int64_t train_examples = 20000;  // generated tasks
   int64_t eval_examples = 500;
   bool skip_bad_lines = false;     // skip and count bad data lines instead of stopping
-  std::string eval_split = "val";  // the file evaluation reads: val | test (listops,
-                                   // classification, tagging: "val" in the name becomes "test")
+  std::string eval_split = "val";  // the file evaluation reads: val | test (tasks with
+                                   // TaskInfo::test_split: "train" in the name -> "test")
   int64_t symbols = 16;    // copy/reverse/sort alphabet, recall values
 };
 

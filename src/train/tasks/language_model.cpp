@@ -1,0 +1,49 @@
+// lm: causal LM over text files, tokenised and packed into blocks of task.truncate tokens.
+#include "task_common.h"
+
+#include "attnkit/error.h"
+
+#include <fmt/format.h>
+
+#include <sstream>
+
+namespace attnkit::train::detail {
+
+std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config) {
+  const auto& t = config.task;
+  if (t.data.empty()) throw Error("task 'lm' needs task.data (text files separated by commas)");
+  auto tokenizer = task_tokenizer(config);
+  std::vector<std::string> paths;
+  std::string path;
+  std::istringstream list(t.data);
+  while (std::getline(list, path, ','))
+    if (!path.empty()) paths.push_back(path);
+  LanguageModelDataOptions options;
+  options.block_size = t.truncate;
+  options.threads = 0;
+  options.skip_bad_lines = t.skip_bad_lines;
+  auto data = read_language_model_data(paths, tokenizer, options);
+  report_skipped(t.data, data.stats);
+  if (data.blocks.size() < 2)
+    throw Error(fmt::format("task 'lm': {} tokens make {} block(s) of {}; need at least 2 (one for "
+                            "validation)", data.tokens, data.blocks.size(), t.truncate));
+  // Every 20th block (at most eval_examples of them) is held out for validation.
+  std::vector<LmRow> train, val;
+  for (size_t i = 0; i < data.blocks.size(); ++i) {
+    const auto& b = data.blocks[i];
+    LmRow row{Ids(b.begin(), b.end() - 1), Ids(b.begin() + 1, b.end())};
+    const bool held_out = i % 20 == 19 && static_cast<int64_t>(val.size()) < t.eval_examples;
+    (held_out ? val : train).push_back(std::move(row));
+  }
+  if (val.empty()) {
+    val.push_back(train.back());
+    train.pop_back();
+  }
+  models::HeadsConfig heads;
+  heads.causal_lm = true;
+  auto model = build_model(config, tokenizer.vocab_size(), t.truncate, true, heads);
+  return std::make_unique<LanguageModelTask>(model, config, std::move(train), std::move(val),
+                                             pad_id(tokenizer), false);
+}
+
+}  // namespace attnkit::train::detail

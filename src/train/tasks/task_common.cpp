@@ -1,0 +1,164 @@
+#include "task_common.h"
+
+#include "attnkit/error.h"
+#include "attnkit/io/model_directory.h"
+#include "attnkit/text/pretrained.h"
+#include "attnkit/train/tasks.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+
+namespace attnkit::train {
+namespace detail {
+
+std::pair<at::Tensor, at::Tensor> pad_rows(const std::vector<const Ids*>& rows, int64_t pad) {
+  int64_t n = 1;
+  for (const auto* r : rows) n = std::max<int64_t>(n, r->size());
+  auto ids = at::full({static_cast<int64_t>(rows.size()), n}, pad, at::kLong);
+  auto mask = at::zeros({static_cast<int64_t>(rows.size()), n}, at::kLong);
+  for (size_t b = 0; b < rows.size(); ++b) {
+    const int64_t len = rows[b]->size();
+    ids[b].slice(0, 0, len).copy_(torch::tensor(*rows[b], at::kLong));
+    mask[b].slice(0, 0, len).fill_(1);
+  }
+  return {ids, mask};
+}
+
+namespace {
+
+// The task's model started from a model directory: its architecture (with any pruned heads) and
+// every tensor of the same name and shape, the task's other heads freshly initialised. Prints one
+// line saying what was loaded and what is new.
+models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_t longest,
+                             const models::HeadsConfig& heads, int64_t token_types) {
+  auto loaded = io::load_model(directory);
+  const auto& c = loaded.config;
+  if (vocab > c.vocab_size)
+    throw Error(fmt::format("model.init {}: the tokenizer has {} ids but the model's vocabulary {}",
+                            directory, vocab, c.vocab_size));
+  if (c.positions == "learned" && longest > c.max_positions)
+    throw Error(fmt::format("model.init {}: inputs of {} tokens exceed the model's {} positions "
+                            "(lower task.truncate)", directory, longest, c.max_positions));
+  if (token_types > std::max<int64_t>(c.type_vocab_size, 1))
+    throw Error(fmt::format("model.init {}: the task uses {} token types, the model has {}",
+                            directory, token_types, c.type_vocab_size));
+  models::TaskModel model(c, heads);
+  auto source = loaded.task->named_parameters(true);
+  auto source_buffers = loaded.task->named_buffers(true);
+  int64_t count = 0, values = 0;
+  std::vector<std::string> fresh;
+  torch::NoGradGuard no_grad;
+  auto copy = [&](const std::string& name, at::Tensor& target,
+                  const torch::OrderedDict<std::string, at::Tensor>& from) {
+    const auto* value = from.find(name);
+    if (value == nullptr || value->sizes() != target.sizes()) return false;
+    target.copy_(*value);
+    ++count;
+    values += target.numel();
+    return true;
+  };
+  for (auto& p : model->named_parameters(true))
+    if (!copy(p.key(), p.value(), source)) fresh.push_back(p.key());
+  for (auto& b : model->named_buffers(true)) copy(b.key(), b.value(), source_buffers);
+  fmt::print(stderr, "init: {} tensors ({} values) from {} ({} layout); new: {}\n", count, values,
+             directory, loaded.format, fresh.empty() ? std::string("none") : fmt::format("{}", fmt::join(fresh, ", ")));
+  return model;
+}
+
+}  // namespace
+
+models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t longest, bool causal,
+                              const models::HeadsConfig& heads, int64_t token_types) {
+  torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
+  if (!config.model.init.empty()) return init_model(config.model.init, vocab, longest, heads, token_types);
+  auto c = model_config(config, vocab, longest, causal);
+  c.type_vocab_size = token_types;
+  return models::TaskModel(c, heads);
+}
+
+models::HeadsConfig classification_heads(const RunConfig& config, int64_t labels) {
+  models::HeadsConfig heads;
+  heads.sequence_labels = labels;
+  heads.sequence_pooling = models::parse_pooling(config.model.pooling);
+  heads.classifier_dropout = config.model.dropout;
+  return heads;
+}
+
+text::Tokenizer task_tokenizer(const RunConfig& config) {
+  // Fine-tuning from a model directory: its tokenizer unless another is named.
+  if (config.task.tokenizer.empty() && !config.model.init.empty())
+    return text::load_tokenizer(config.model.init);
+  if (config.task.tokenizer.empty())
+    throw Error(fmt::format("task '{}' needs task.tokenizer (a tokenizer.json, vocab.txt or a "
+                            "directory with one)", config.task.name));
+  return text::load_tokenizer(config.task.tokenizer);
+}
+
+int64_t pad_id(const text::Tokenizer& tokenizer) {
+  for (const char* name : {"[PAD]", "<pad>", "<|endoftext|>"})
+    if (auto id = tokenizer.token_to_id(name)) return *id;
+  return 0;
+}
+
+std::optional<int64_t> special_id(const text::Tokenizer& tokenizer, std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (auto id = tokenizer.token_to_id(name)) return *id;
+  return std::nullopt;
+}
+
+DataReadOptions read_options(const RunConfig& config) {
+  DataReadOptions options;
+  options.skip_bad_lines = config.task.skip_bad_lines;
+  return options;
+}
+
+void report_skipped(const std::string& what, const DataReadStats& stats) {
+  if (stats.skipped == 0) return;
+  fmt::print(stderr, "{}: skipped {} bad line(s) (task.skip_bad_lines), e.g. {}\n", what, stats.skipped,
+             stats.skipped_messages.empty() ? std::string("?") : stats.skipped_messages.front());
+}
+
+std::string evaluation_path(const std::string& train_path, const std::string& split) {
+  std::string path = train_path;
+  const auto at = path.rfind("train");
+  if (at == std::string::npos)
+    throw Error(fmt::format("{}: the file name must contain 'train' (the validation file replaces "
+                            "it with 'val', the test file with 'test')",
+                            train_path));
+  return path.replace(at, 5, split);
+}
+
+}  // namespace detail
+
+models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, int64_t longest,
+                                       bool causal) {
+  const auto& m = config.model;
+  const std::string family = m.family.empty() ? (causal ? "gpt2" : "bert") : m.family;
+  if (!models::is_preset(family))
+    throw Error(fmt::format("model.family: '{}' is not one of {}", family,
+                            fmt::join(models::preset_names(), ", ")));
+  models::TransformerConfig c =
+      models::preset(family, {vocab, m.hidden, m.layers, m.heads, m.intermediate, m.embedding_size});
+  c.type_vocab_size = 0;
+  c.pooler = config.model.pooling == "pooler" && !causal;
+  c.attention = layers::AttentionSpec::parse(m.attention);
+  c.attention.causal = causal;
+  c.positions = m.positions;
+  c.dropout = m.dropout;
+  c.max_positions = m.max_positions > 0 ? m.max_positions : std::max<int64_t>(longest, 16);
+  c.attention.max_length = c.max_positions;  // Synthesizer logits span the longest input
+  c.validate();
+  return c;
+}
+
+using detail::ModelTask;
+
+models::TaskModel task_model(TrainingTask& task) {
+  auto* model_task = dynamic_cast<ModelTask*>(&task);
+  if (!model_task) throw Error("task_model: not a task made by make_task");
+  return model_task->model();
+}
+
+}  // namespace attnkit::train

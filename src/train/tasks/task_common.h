@@ -1,0 +1,263 @@
+#pragma once
+// The machinery the training tasks of src/train/tasks/ share (internal to the train layer, not a
+// public header): the data order, padding, the model-owning task base and the two generic tasks
+// (whole-sequence classification, causal LM over aligned rows), model building, tokenizer and
+// data-file helpers, and the factory of each task family, which registry.cpp's table names.
+#include "attnkit/error.h"
+#include "attnkit/io/model_directory.h"
+#include "attnkit/text/tokenizer.h"
+#include "attnkit/train/run_config.h"
+#include "attnkit/train/text_datasets.h"
+#include "attnkit/train/trainer.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnkit::train::detail {
+
+using Ids = std::vector<int64_t>;
+
+// Which examples micro-batch `index` of `rank` reads: positions g·B .. g·B+B-1 (g = index·world
+// + rank) of the endless sequence of per-epoch permutations of 0..N-1.
+class BatchOrder {
+ public:
+  BatchOrder(size_t examples, int64_t batch_size, uint64_t seed)
+      : examples_(examples), batch_(batch_size), seed_(seed) {
+    if (examples == 0) throw Error("training data is empty");
+  }
+  std::vector<size_t> batch(int64_t index, int rank, int world) {
+    std::vector<size_t> out;
+    const uint64_t first = static_cast<uint64_t>((index * world + rank) * batch_);
+    for (int64_t i = 0; i < batch_; ++i) {
+      const uint64_t position = first + static_cast<uint64_t>(i);
+      out.push_back(permutation(position / examples_)[position % examples_]);
+    }
+    return out;
+  }
+
+ private:
+  const std::vector<size_t>& permutation(uint64_t epoch) {
+    if (epoch != epoch_ || order_.empty()) {
+      order_.resize(examples_);
+      std::iota(order_.begin(), order_.end(), size_t{0});
+      std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + epoch + 1);
+      // Fisher-Yates with our own draws, so every platform shuffles alike.
+      for (size_t i = examples_; i > 1; --i) std::swap(order_[i - 1], order_[rng() % i]);
+      epoch_ = epoch;
+    }
+    return order_;
+  }
+  size_t examples_;
+  int64_t batch_;
+  uint64_t seed_;
+  uint64_t epoch_ = 0;
+  std::vector<size_t> order_;
+};
+
+// Right-pads rows to the longest with `pad`; returns ids and the 0/1 attention mask.
+std::pair<at::Tensor, at::Tensor> pad_rows(const std::vector<const Ids*>& rows, int64_t pad);
+
+// Calls body(first, rows) for consecutive slices of at most `batch` rows (evaluation order).
+template <typename Row, typename Body>
+void for_each_batch(const std::vector<Row>& all, int64_t batch, Body body) {
+  for (size_t first = 0; first < all.size(); first += static_cast<size_t>(batch)) {
+    std::vector<const Row*> rows;
+    for (size_t i = first; i < std::min(all.size(), first + batch); ++i) rows.push_back(&all[i]);
+    body(first, rows);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class ModelTask : public TrainingTask {
+ public:
+  ModelTask(models::TaskModel model, const RunConfig& config)
+      : model_(std::move(model)), batch_size_(config.task.batch_size) {}
+  torch::nn::Module& module() override { return *model_; }
+  std::map<std::string, std::string> checkpoint_metadata() const override {
+    return io::attnkit_metadata(model_);
+  }
+  models::TaskModel model() const { return model_; }
+
+ protected:
+  models::TaskModel model_;
+  int64_t batch_size_;
+};
+
+// Whole-sequence classification (ListOps, text classification).
+class ClassificationTask : public ModelTask {
+ public:
+  ClassificationTask(models::TaskModel model, const RunConfig& config, std::vector<Ids> train_ids,
+                     std::vector<int64_t> train_labels, std::vector<Ids> val_ids,
+                     std::vector<int64_t> val_labels, int64_t pad)
+      : ModelTask(std::move(model), config), train_ids_(std::move(train_ids)),
+        train_labels_(std::move(train_labels)), val_ids_(std::move(val_ids)),
+        val_labels_(std::move(val_labels)), pad_(pad),
+        order_(train_ids_.size(), config.task.batch_size, config.trainer.seed) {}
+
+  MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
+    std::vector<const Ids*> rows;
+    std::vector<int64_t> labels;
+    for (size_t i : order_.batch(index, rank, world)) {
+      rows.push_back(&train_ids_[i]);
+      labels.push_back(train_labels_[i]);
+    }
+    auto [logits, mask] = run(rows);
+    return {models::cross_entropy(logits, torch::tensor(labels, at::kLong)), mask.sum().item<int64_t>()};
+  }
+
+  std::map<std::string, double> evaluate() override {
+    double loss = 0, correct = 0;
+    const size_t n = val_ids_.size();
+    for_each_batch(val_ids_, batch_size_, [&](size_t start, const std::vector<const Ids*>& rows) {
+      auto labels = torch::tensor(std::vector<int64_t>(val_labels_.begin() + start,
+                                                       val_labels_.begin() + start + rows.size()),
+                                  at::kLong);
+      auto logits = run(rows).first;
+      loss += models::cross_entropy(logits, labels).item<double>() * rows.size();
+      correct += logits.argmax(-1).eq(labels).sum().item<double>();
+    });
+    return {{"accuracy", correct / n}, {"loss", loss / n}};
+  }
+  std::string primary_metric() const override { return "accuracy"; }
+  bool higher_is_better() const override { return true; }
+
+ private:
+  std::pair<at::Tensor, at::Tensor> run(const std::vector<const Ids*>& rows) {
+    auto [ids, mask] = pad_rows(rows, pad_);
+    models::TaskInputs in;
+    in.input_ids = ids;
+    in.attention_mask = mask;
+    return {model_->forward(in).sequence_logits, mask};
+  }
+  std::vector<Ids> train_ids_;
+  std::vector<int64_t> train_labels_;
+  std::vector<Ids> val_ids_;
+  std::vector<int64_t> val_labels_;
+  int64_t pad_;
+  BatchOrder order_;
+};
+
+// Causal LM over (input, target) rows already aligned: targets[t] is what position t predicts
+// (kIgnoreLabel where nothing is predicted).
+struct LmRow {
+  Ids input;
+  Ids target;
+};
+
+class LanguageModelTask : public ModelTask {
+ public:
+  LanguageModelTask(models::TaskModel model, const RunConfig& config, std::vector<LmRow> train,
+                    std::vector<LmRow> val, int64_t pad, bool sequence_metric)
+      : ModelTask(std::move(model), config), train_(std::move(train)), val_(std::move(val)),
+        pad_(pad), sequence_metric_(sequence_metric),
+        order_(train_.size(), config.task.batch_size, config.trainer.seed) {}
+
+  MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
+    std::vector<const LmRow*> rows;
+    for (size_t i : order_.batch(index, rank, world)) rows.push_back(&train_[i]);
+    auto [logits, targets, mask] = run(rows);
+    return {models::cross_entropy(logits, targets), mask.sum().item<int64_t>()};
+  }
+
+  std::map<std::string, double> evaluate() override {
+    double loss_sum = 0, tokens = 0, correct = 0, sequences_right = 0;
+    const size_t n = val_.size();
+    for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const LmRow*>& rows) {
+      auto [logits, targets, mask] = run(rows);
+      auto counted = targets.ne(models::kIgnoreLabel);
+      const double count = counted.sum().item<double>();
+      if (count == 0) return;
+      loss_sum += models::cross_entropy(logits, targets).item<double>() * count;
+      tokens += count;
+      auto right = logits.argmax(-1).eq(targets).logical_and(counted);
+      correct += right.sum().item<double>();
+      // A row is right when every counted position is.
+      sequences_right += right.sum(1).eq(counted.sum(1)).sum().item<double>();
+    });
+    if (tokens == 0) throw Error("evaluation data has no target tokens");
+    const double loss = loss_sum / tokens;
+    std::map<std::string, double> out{{"loss", loss},
+                                      {"perplexity", std::exp(loss)},
+                                      {"token_accuracy", correct / tokens}};
+    if (sequence_metric_) out["sequence_accuracy"] = sequences_right / n;
+    return out;
+  }
+  std::string primary_metric() const override {
+    return sequence_metric_ ? "sequence_accuracy" : "perplexity";
+  }
+  bool higher_is_better() const override { return sequence_metric_; }
+
+ private:
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> run(const std::vector<const LmRow*>& rows) {
+    std::vector<const Ids*> inputs, targets;
+    for (const auto* r : rows) {
+      inputs.push_back(&r->input);
+      targets.push_back(&r->target);
+    }
+    auto [ids, mask] = pad_rows(inputs, pad_);
+    auto target = pad_rows(targets, models::kIgnoreLabel).first;
+    models::TaskInputs in;
+    in.input_ids = ids;
+    in.attention_mask = mask;
+    return {model_->forward(in).causal_lm_logits, target, mask};
+  }
+  std::vector<LmRow> train_;
+  std::vector<LmRow> val_;
+  int64_t pad_;
+  bool sequence_metric_;
+  BatchOrder order_;
+};
+
+// The model of a task: torch's seed set from the run's, then model_config() with `token_types`
+// token types and `heads`.
+models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t longest, bool causal,
+                              const models::HeadsConfig& heads, int64_t token_types = 0);
+
+// Heads of a whole-sequence classifier with `labels` classes (model.pooling, model.dropout).
+models::HeadsConfig classification_heads(const RunConfig& config, int64_t labels);
+
+// The tokenizer task.tokenizer names; Error naming the task when it is empty.
+text::Tokenizer task_tokenizer(const RunConfig& config);
+
+// The padding id of a tokenizer ([PAD], <pad>, <|endoftext|>, else 0).
+int64_t pad_id(const text::Tokenizer& tokenizer);
+
+// The id of the first of `names` the tokenizer knows.
+std::optional<int64_t> special_id(const text::Tokenizer& tokenizer, std::initializer_list<const char*> names);
+
+// Reading options from the run config; with task.skip_bad_lines, what was skipped is reported.
+DataReadOptions read_options(const RunConfig& config);
+
+void report_skipped(const std::string& what, const DataReadStats& stats);
+
+template <typename Data, typename Read>
+Data read_reported(const std::string& path, Read read) {
+  Data data = read(path);
+  report_skipped(path, data.stats);
+  return data;
+}
+
+// The evaluation file of a training file: "train" in its name becomes the split ("val", "test").
+std::string evaluation_path(const std::string& train_path, const std::string& split);
+
+// The factories registry.cpp's table names, one file of src/train/tasks/ each.
+std::unique_ptr<TrainingTask> make_listops(const RunConfig& config);             // listops.cpp
+std::unique_ptr<TrainingTask> make_text_classification(const RunConfig& config); // classification.cpp
+std::unique_ptr<TrainingTask> make_tagging(const RunConfig& config);             // tagging.cpp
+std::unique_ptr<TrainingTask> make_span(const RunConfig& config);                // span.cpp
+std::unique_ptr<TrainingTask> make_seq2seq(const RunConfig& config);             // seq2seq.cpp
+std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config);             // language_model.cpp
+std::unique_ptr<TrainingTask> make_synthetic(const RunConfig& config);           // synthetic.cpp
+
+}  // namespace attnkit::train::detail
