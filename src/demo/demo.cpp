@@ -27,6 +27,12 @@ const std::vector<Stage>& stages() {
       {"collapse", "Rank collapse (Dong et al. 2021)", 40,
        "rank collapse of a random stack (pure / +skip / +MLP / full) and of the trained models",
        collapse_stage},
+      {"heads", "Attention heads: importance, ablation and pruning (Michel et al. 2019)", 50,
+       "head importance, ablations and pruning profile of the trained ListOps model; pruning speed-up",
+       heads_stage},
+      {"decoding", "Decoding: samples, KV cache and RNN state", 60,
+       "greedy and top-p samples from the trained LM; per-token latency, KV cache vs RNN state",
+       decoding_stage},
   };
   return all;
 }

@@ -55,5 +55,7 @@ report::Section oracles_stage(const StageContext& context);
 report::Section speed_stage(const StageContext& context);
 report::Section training_stage(const StageContext& context);
 report::Section collapse_stage(const StageContext& context);
+report::Section heads_stage(const StageContext& context);
+report::Section decoding_stage(const StageContext& context);
 
 }  // namespace attnkit::demo

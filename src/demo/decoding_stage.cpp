@@ -1,0 +1,177 @@
+// Stage "decoding": samples from the language model the training stage trained (greedy and
+// top-p, decode/generation.h), and the per-token latency of decoding with the softmax KV cache
+// against the constant-size linear / cosFormer recurrent state ("Transformers are RNNs") at
+// growing positions, on random GPT-2-shaped models.
+#include "attnkit/decode/language_models.h"
+#include "attnkit/demo/demo.h"
+#include "attnkit/error.h"
+#include "attnkit/io/model_directory.h"
+#include "attnkit/report/plot.h"
+#include "attnkit/text/pretrained.h"
+#include "attnkit/text/unicode.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+namespace attnkit::demo {
+namespace {
+
+namespace fs = std::filesystem;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A random GPT-2-shaped causal LM of the given attention kind (same seed, same weights for every kind).
+models::TaskModel random_lm(const std::string& kind, int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
+                            int64_t max_positions) {
+  auto config = models::TransformerConfig::gpt2(vocab, hidden, layers, heads);
+  config.attention = layers::AttentionSpec::parse(kind);
+  config.attention.causal = true;
+  config.max_positions = max_positions;
+  config.dropout = 0;
+  models::HeadsConfig heads_config;
+  heads_config.causal_lm = true;
+  torch::manual_seed(0);
+  models::TaskModel model(config, heads_config);
+  model->eval();
+  return model;
+}
+
+struct Latency {
+  double ms_per_token = 0;
+  int64_t state_bytes = 0;
+};
+
+// Median time of one decoding step after a prefill of `position` tokens.
+Latency token_latency(const models::TaskModel& model, int64_t vocab, int64_t position, int64_t steps) {
+  decode::CausalLM lm(model);
+  lm.start(1, position + steps);
+  lm.forward(torch::randint(vocab, {1, position}, at::kLong), at::ones({1, position}, at::kBool),
+             at::arange(position, at::kLong).view({1, position}));
+  std::vector<double> times;
+  for (int64_t s = 0; s < steps; ++s) {
+    const auto next = torch::randint(vocab, {1, 1}, at::kLong);
+    const double t = now();
+    lm.forward(next, at::ones({1, 1}, at::kBool), at::full({1, 1}, position + s, at::kLong)).argmax(-1).item<int64_t>();
+    times.push_back(now() - t);
+  }
+  std::sort(times.begin(), times.end());
+  return {1e3 * times[times.size() / 2], lm.session().state_bytes()};
+}
+
+// The text on one line, with invalid UTF-8 (a byte-level BPE can stop inside a character) as U+FFFD.
+std::string one_line(const std::string& raw) {
+  std::string text = text::unicode::encode_utf8(text::unicode::decode_utf8(raw, text::unicode::InvalidUtf8::kReplace));
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  std::replace(text.begin(), text.end(), '\t', ' ');
+  return text;
+}
+
+}  // namespace
+
+report::Section decoding_stage(const StageContext& context) {
+  const auto& o = context.options;
+  torch::NoGradGuard no_grad;
+  report::Section section;
+
+  // --- samples from the trained LM -------------------------------------------------------------
+  const fs::path lm_dir = o.out / "training";
+  const fs::path lm_model = lm_dir / "lm" / "checkpoints" / "best" / "model.safetensors";
+  const fs::path lm_tokenizer = lm_dir / "lm-tokenizer.json";
+  if (fs::exists(lm_model) && fs::exists(lm_tokenizer)) {
+    auto loaded = io::load_model(lm_model.string());
+    const auto tokenizer = text::load_tokenizer(lm_tokenizer.string());
+    const std::vector<std::string> prompts = {"The computer", "Linux is", "A scientist"};
+    std::vector<std::vector<int64_t>> ids;
+    for (const auto& p : prompts) {
+      const auto enc = tokenizer.encode(p, false);
+      ids.emplace_back(enc.ids.begin(), enc.ids.end());
+    }
+    auto text_of = [&](const decode::Hypothesis& h) {
+      return one_line(tokenizer.decode(std::vector<uint32_t>(h.tokens.begin(), h.tokens.end())));
+    };
+    decode::GenerationConfig greedy;
+    greedy.max_new_tokens = o.quick ? 12 : 30;
+    greedy.no_repeat_ngram_size = 3;
+    decode::GenerationConfig top_p = greedy;
+    top_p.strategy = decode::Strategy::Sample;
+    top_p.top_p = 0.9;
+    top_p.temperature = 0.8;
+    top_p.seed = o.seed;
+    decode::CausalLM model(loaded.task);
+    const auto g = decode::generate(model, ids, greedy);
+    const auto s = decode::generate(model, ids, top_p);
+    report::Table samples{fmt::format("continuations of {} new tokens (no repeated 3-grams); top-p: p = 0.9, "
+                                      "temperature 0.8, seed {}",
+                                      greedy.max_new_tokens, o.seed),
+                          {"prompt", "greedy", "top-p sample"}, {}};
+    for (size_t i = 0; i < prompts.size(); ++i)
+      samples.rows.push_back({prompts[i], text_of(g[i].front()), text_of(s[i].front())});
+    section.blocks.push_back({"The GPT-2-style language model of the training stage (fortune files, its own "
+                              "byte-level BPE), decoded with its KV cache (decode::generate, Hugging Face "
+                              "generate's semantics).", {}, {}});
+    section.blocks.push_back({{}, samples, {}});
+  } else {
+    section.blocks.push_back({fmt::format("No trained language model in {} (run the training stage first), so "
+                                          "there are no samples.", lm_dir.string()), {}, {}});
+  }
+
+  // --- per-token latency: KV cache vs RNN state --------------------------------------------------
+  const int64_t layers = o.quick ? 2 : 6, hidden = o.quick ? 128 : 384, heads = o.quick ? 4 : 6,
+                vocab = 2000, steps = o.quick ? 4 : 8;
+  const std::vector<int64_t> positions = o.quick ? std::vector<int64_t>{16, 64, 256}
+                                                 : std::vector<int64_t>{64, 256, 1024, 4096};
+  const std::vector<std::string> kinds = {"softmax", "linear:elu", "cosformer"};
+  std::vector<double> xs(positions.begin(), positions.end());
+  report::LinePlot plot{fmt::format("Per-token decoding latency vs position ({} layers, width {}, batch 1)", layers, hidden),
+                        "position (tokens before the new one)", "ms per token", true};
+  plot.log_x = true;
+  report::Table table{"median time of one decoding step after a prefill of `position` tokens, and the state held",
+                      {"attention", "state"}, {}};
+  for (int64_t p : positions) table.columns.push_back(fmt::format("t = {} (ms)", p));
+  table.columns.push_back(fmt::format("state at t = {}", positions.back()));
+  std::map<std::string, std::vector<Latency>> measured;
+  for (const auto& kind : kinds) {
+    const auto model = random_lm(kind, layers, hidden, heads, vocab, positions.back() + steps + 1);
+    std::vector<double> ys;
+    for (int64_t p : positions) {
+      measured[kind].push_back(token_latency(model, vocab, p, steps));
+      ys.push_back(measured[kind].back().ms_per_token);
+      if (!o.quiet) fmt::print(stderr, "{} at t = {}: {:.2f} ms/token\n", kind, p, ys.back());
+    }
+    plot.series.push_back({kind == "softmax" ? "softmax, KV cache" : kind + ", RNN state", xs, ys});
+    std::vector<std::string> row = {kind, kind == "softmax" ? "KV cache" : "RNN state"};
+    for (double y : ys) row.push_back(fmt::format("{:.2f}", y));
+    const double bytes = static_cast<double>(measured[kind].back().state_bytes);
+    row.push_back(bytes < 1048576.0 ? fmt::format("{:.1f} KiB", bytes / 1024) : fmt::format("{:.1f} MiB", bytes / 1048576));
+    table.rows.push_back(row);
+  }
+  const double softmax_last = measured["softmax"].back().ms_per_token;
+  for (const std::string kind : {"linear:elu", "cosformer"}) {
+    const auto& m = measured[kind];
+    const double growth = m.back().ms_per_token / m.front().ms_per_token;
+    section.headlines.push_back(
+        {fmt::format("{} RNN state: latency at t = {} / t = {} (target <= 1.2), and vs softmax KV at t = {}", kind,
+                     positions.back(), positions.front(), positions.back()),
+         fmt::format("{:.2f}x; {:.2f}x faster", growth, softmax_last / m.back().ms_per_token),
+         o.quick ? std::optional<bool>() : std::optional<bool>(growth <= 1.2 && m.back().ms_per_token < softmax_last)});
+  }
+  section.blocks.push_back({fmt::format(
+      "Random GPT-2-shaped models ({} layers, width {}, {} heads, vocabulary {}), batch 1, greedy steps after a "
+      "prefill of t tokens, median of {} steps. Softmax attention keeps every key and value (its cache and its "
+      "cost grow with t); linear attention and cosFormer keep S = sum phi(k) vT and z = sum phi(k) (cosFormer: a "
+      "cos and a sin copy), so a step costs the same at any position (Katharopoulos et al. 2020). `make bench` "
+      "runs the GPT-2-small-shaped comparison.",
+      layers, hidden, heads, vocab, steps), {}, {}});
+  section.blocks.push_back({{}, {}, report::Figure{"ms per token vs position (log-log)", report::render_svg(plot)}});
+  section.blocks.push_back({{}, table, {}});
+  return section;
+}
+
+}  // namespace attnkit::demo
