@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <regex>
+#include <re2/re2.h>
 
 #include "attnkit/error.h"
 
@@ -55,11 +55,20 @@ AlignedText normalize(const BertNormalizer& normalizer, const AlignedText& text)
 
 // ---- SentencePiece-era normalisers ---------------------------------------------------------------
 
-// ECMAScript syntax; multiline, so ^ and $ also match at line breaks as in Oniguruma (HF's engine).
+// RE2 (linear time in the text, no recursion: a hostile tokenizer.json cannot make it blow the
+// stack or run for ever); multi-line, so ^ and $ also match at line breaks as in Oniguruma (HF's
+// engine). RE2 has no backreferences or lookaround; such a pattern is refused when it is read.
 class CompiledPattern {
  public:
-  explicit CompiledPattern(const std::wstring& pattern) : regex(pattern, std::regex_constants::ECMAScript | std::regex_constants::multiline) {}
-  std::wregex regex;
+  explicit CompiledPattern(const std::string& pattern) : regex("(?m)" + pattern, options()) {}
+  RE2 regex;
+
+ private:
+  static RE2::Options options() {
+    RE2::Options o;
+    o.set_log_errors(false);
+    return o;
+  }
 };
 
 namespace {
@@ -182,15 +191,36 @@ AlignedText normalize_replace(const ReplaceNormalizer& step, const AlignedText& 
     }
     return out;
   }
-  const std::wstring wide(text.chars.begin(), text.chars.end());
-  size_t pos = 0;
-  for (std::wsregex_iterator it(wide.begin(), wide.end(), step.compiled->regex), end; it != end; ++it) {
-    const size_t begin = static_cast<size_t>(it->position(0));
-    const size_t length = static_cast<size_t>(it->length(0));
-    if (length == 0) continue;
+  // The text as UTF-8 (a raw byte, which is no character, as U+FFFD), with each character's byte
+  // offset; RE2 matches whole characters, so every match starts and ends at one of them.
+  std::string utf8;
+  std::vector<size_t> offsets;
+  offsets.reserve(text.size() + 1);
+  for (char32_t c : text.chars) {
+    offsets.push_back(utf8.size());
+    unicode::append_utf8(utf8, c > 0x10FFFF ? unicode::kReplacementCharacter : c);
+  }
+  offsets.push_back(utf8.size());
+  auto char_at = [&](size_t byte) {
+    return static_cast<size_t>(std::lower_bound(offsets.begin(), offsets.end(), byte) - offsets.begin());
+  };
+  const re2::StringPiece whole(utf8);
+  size_t pos = 0;       // characters copied or replaced so far
+  size_t search = 0;    // byte where the next search starts
+  re2::StringPiece match;
+  while (search <= utf8.size() &&
+         step.compiled->regex.Match(whole, search, utf8.size(), RE2::UNANCHORED, &match, 1)) {
+    const size_t begin_byte = static_cast<size_t>(match.data() - utf8.data());
+    const size_t begin = char_at(begin_byte), end = char_at(begin_byte + match.size());
+    if (end == begin) {  // an empty match replaces nothing; go on after the next character
+      if (begin >= text.size()) break;
+      search = offsets[begin + 1];
+      continue;
+    }
     for (size_t i = pos; i < begin; ++i) out.push_back(text.chars[i], text.origin[i]);
-    append_match_replacement(out, text, begin, begin + length, content);
-    pos = begin + length;
+    append_match_replacement(out, text, begin, end, content);
+    pos = end;
+    search = offsets[end];
   }
   for (size_t i = pos; i < text.size(); ++i) out.push_back(text.chars[i], text.origin[i]);
   return out;
@@ -244,12 +274,12 @@ AlignedText normalize_precompiled(const PrecompiledCharsmap& charsmap, const Ali
 ReplaceNormalizer make_replace(std::string pattern, bool regex, std::string content) {
   ReplaceNormalizer step{std::move(pattern), regex, std::move(content), nullptr};
   if (regex) {
-    const std::u32string chars = unicode::decode_utf8(step.pattern, unicode::InvalidUtf8::kReplace);
-    try {
-      step.compiled = std::make_shared<CompiledPattern>(std::wstring(chars.begin(), chars.end()));
-    } catch (const std::regex_error& e) {
-      throw Error(fmt::format("Replace normalizer: regex '{}' does not compile: {}", step.pattern, e.what()));
-    }
+    if (unicode::find_invalid_utf8(step.pattern) != std::string_view::npos)
+      throw Error("Replace normalizer: the regex is not valid UTF-8");
+    step.compiled = std::make_shared<CompiledPattern>(step.pattern);
+    if (!step.compiled->regex.ok())
+      throw Error(fmt::format("Replace normalizer: regex '{}' does not compile (RE2 syntax: no backreferences or "
+                              "lookaround): {}", step.pattern, step.compiled->regex.error()));
   }
   return step;
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "attnkit/error.h"
+#include "attnkit/text/normalizer.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/sentencepiece_model.h"
 #include "attnkit/text/tokenizer_json.h"
@@ -166,6 +167,29 @@ TEST(UnigramFiles, BadFilesGiveOneLineErrors) {
   expect_one_line(load_error(R"({"pre_tokenizer": {"type": "Metaspace"}, "model": {"type": "Unigram2", "vocab": []}})"),
                   "model type \"Unigram2\"");
   expect_one_line(load_error(unigram_json(vocab, R"({"type": "Replace", "pattern": {"Regex": "(unclosed"}, "content": ""})")), "regex");
+}
+
+TEST(UnigramFiles, RegexesThatBacktrackingEnginesCannotTakeAreSafe) {
+  // Backreferences and lookaround (no linear-time engine has them) are refused when read.
+  const std::string vocab = R"([["<unk>", 0.0], ["a", -1.0]])";
+  expect_one_line(load_error(unigram_json(vocab, R"({"type": "Replace", "pattern": {"Regex": "(a)\\1"}, "content": ""})")),
+                  "backreferences");
+  expect_one_line(load_error(unigram_json(vocab, R"j({"type": "Replace", "pattern": {"Regex": "a(?=b)"}, "content": ""})j")),
+                  "does not compile");
+  // A nested quantifier on 200,000 characters: a backtracking engine (std::regex) recurses per
+  // character and tries exponentially many splits; RE2 finishes in one pass.
+  const auto step = make_replace("(a|aa)*c", true, "X");
+  const std::u32string long_text(200000, U'a');
+  const auto unchanged = normalize(NormalizerStep{step}, AlignedText::identity(long_text + U"b"));
+  EXPECT_EQ(unchanged.chars, long_text + U"b");
+  const auto replaced = normalize(NormalizerStep{step}, AlignedText::identity(U"xaaacaac"));
+  EXPECT_EQ(replaced.chars, U"xXX");
+  // Multi-line ^ and $, empty matches, characters beyond one byte, alignment to the match's end.
+  const auto lines = normalize(NormalizerStep{make_replace("^ *", true, "")}, AlignedText::identity(U"  é\n  ü"));
+  EXPECT_EQ(lines.chars, U"é\nü");
+  const auto wide = normalize(NormalizerStep{make_replace("é+", true, "e")}, AlignedText::identity(U"aééb"));
+  EXPECT_EQ(wide.chars, U"aeb");
+  EXPECT_EQ(wide.origin, (std::vector<uint32_t>{0, 2, 3}));
 }
 
 TEST(UnigramFiles, BadSentencePieceModelsGiveOneLineErrors) {
