@@ -16,7 +16,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
 fi
 BENCH="${BENCH:-all}"
 case "$BENCH" in all|attention) ;; *) echo "bench/run.sh: BENCH=$BENCH (all or attention)" >&2; exit 1;; esac
-cmake --build "$BUILD" --target attnkit_bench_attention attnkit_bench_train attnkit_ops \
+cmake --build "$BUILD" --target attnkit_bench_attention attnkit_bench_train attnkit_torch_ops \
   attnkit_tokenizer_bench -j "${JOBS:-2}"
 BENCH_PYTHON="$(bash scripts/bench_venv.sh)"
 # Debian's interpreter with python3-torch (the 1.13 peer), not whatever python3 is first on PATH.
