@@ -43,8 +43,10 @@ report-check: build
 	@if [ ! -f $(REPORT_DIR)/report.html ]; then $(BUILD)/attnkit demo --quick --out $(REPORT_DIR); fi
 	/usr/bin/python3 scripts/report_check.py $(REPORT_DIR)/report.html --screenshot $(REPORT_DIR)/report.png
 
+# BENCH=attention: only bench/compare.py (attention vs its peers and the targets), docs/benchmarks.md.
+BENCH ?= all
 bench: build
-	@if [ -x bench/run.sh ]; then bash bench/run.sh $(BUILD); else echo "no benchmarks yet"; fi
+	BENCH=$(BENCH) bash bench/run.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,12 +1,19 @@
 #!/usr/bin/python3
-"""attnkit vs PyTorch eager: attention speed and peak memory, one fresh process per case.
+"""attnkit vs the attention a user would pick instead: speed and peak memory, one process per case.
 
     /usr/bin/python3 bench/compare.py [--build build] [--quick] [--out docs/benchmarks.md] ...
 
 For every kind {softmax, linear, cosformer} × n × {fwd, fwdbwd} × {non-causal, causal} it runs
-build/attnkit_bench_attention and bench/peers/attention_peer.py (same CLI, same JSON line) with
-the same shapes and threads, then prints a table (speed-up, extra peak memory, memory ratio,
-achieved GFLOP/s next to a measured sgemm GFLOP/s), evaluates the performance targets and writes
+build/attnkit_bench_attention and its peers (same CLI, same JSON line, same shapes and threads):
+  - PyTorch 2.x (bench/peers/torch2_peer.py under the bench venv of scripts/bench_venv.sh):
+    scaled_dot_product_attention for softmax, the cosFormer authors' formulation for cosFormer;
+  - fast-transformers' compiled CPU causal-product kernel (linear; cosFormer features, causal);
+  - PyTorch 1.13 eager (bench/peers/attention_peer.py, Debian's python3-torch), the baseline.
+Before timing, every peer's output and input gradients are compared with a float64 oracle on a
+small case (bench/peers/peer_check.py); a peer that fails is not timed. Then it prints a table
+(speed-ups, extra peak memory, achieved GFLOP/s next to a measured sgemm GFLOP/s), the growth
+t(16384)/t(4096) of linear/cosFormer under three malloc settings, the GPT-2-shaped training step
+against eager (bench/train_compare.py's case), evaluates the performance targets and writes
 everything to a Markdown report. It also runs bench/torch_ops_vs_eager.py (torch.ops.attnkit.*
 from Python against the same eager formulas) and puts its table in the report.
 
@@ -31,6 +38,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PEER = REPO / "bench" / "peers" / "attention_peer.py"
+TORCH2_PEER = REPO / "bench" / "peers" / "torch2_peer.py"
+BENCH_PYTHON = Path(os.environ.get("ATTNKIT_CACHE", Path.home() / ".cache" / "attnkit")) \
+    / "venv-bench" / "bin" / "python"
 MACHINE_REFERENCE = REPO / "bench" / "peers" / "machine_reference.py"
 TORCH_OPS = REPO / "bench" / "torch_ops_vs_eager.py"
 
@@ -38,7 +48,26 @@ KINDS = ["softmax", "linear", "cosformer"]
 MODES = ["fwd", "fwdbwd"]
 FULL_N = [256, 1024, 4096, 16384]
 QUICK_N = [256, 1024]
-IMPLS = ["attnkit", "peer"]
+# Implementations per kind: attnkit, then its peers, strongest first (DESIGN.md).
+KIND_IMPLS = {"softmax": ["attnkit", "sdpa", "eager"],
+              "linear": ["attnkit", "fast-transformers", "eager"],
+              "cosformer": ["attnkit", "cosformer", "fast-transformers", "eager"]}
+IMPL_NAMES = {"attnkit": "attnkit", "sdpa": "PyTorch 2.x scaled_dot_product_attention",
+              "cosformer": "cosFormer official formulation (PyTorch 2.x eager)",
+              "fast-transformers": "fast-transformers 0.4.0 (CPU causal-product kernel)",
+              "eager": "PyTorch 1.13 eager"}
+# Table column groups: the PyTorch 2.x peer of each kind, fast-transformers, eager 1.13.
+PEER_COLUMNS = [("PyTorch 2.x", {"softmax": "sdpa", "cosformer": "cosformer"}),
+                ("fast-transformers", {"linear": "fast-transformers",
+                                       "cosformer": "fast-transformers"}),
+                ("eager 1.13", {"softmax": "eager", "linear": "eager", "cosformer": "eager"})]
+
+
+def impl_supports(impl, kind, causal):
+    """fast-transformers' kernel is the causal product; its non-causal linear attention is its
+    LinearAttention (einsums); for cosFormer only the causal case goes through the kernel."""
+    return impl in KIND_IMPLS[kind] and (causal or (impl, kind) != ("fast-transformers",
+                                                                    "cosformer"))
 GIB = 1024.0
 
 
@@ -82,11 +111,16 @@ def extrapolate(points, n, exponent):
 # --------------------------------------------------------------------------------------------
 # Running one case.
 
-def case_command(impl, args, kind, n, mode, causal):
+def peer_command(impl, args):
     if impl == "attnkit":
-        cmd = [str(Path(args.build) / "attnkit_bench_attention")]
-    else:
-        cmd = [args.python, str(PEER)]
+        return [str(Path(args.build) / "attnkit_bench_attention")]
+    if impl == "eager":
+        return [args.python, str(PEER)]
+    return [args.bench_python, str(TORCH2_PEER), "--impl", impl]
+
+
+def case_command(impl, args, kind, n, mode, causal):
+    cmd = peer_command(impl, args)
     cmd += ["--kind", kind, "--n", str(n), "--mode", mode, "--threads", str(args.threads),
             "--repeat", str(args.repeat), "--min-time", str(args.min_time),
             "--max-time", str(args.max_time), "--batch", str(args.batch),
@@ -171,8 +205,41 @@ class History:
         self.time.setdefault(key, []).append((n, one_call_s))
 
 
+def check_peers(args, kinds, causal_values):
+    """Runs every peer's --check (float64 oracle, small case). Returns {(impl, kind, causal):
+    (ok, text)}; a peer whose check did not pass is not timed."""
+    checks = {}
+    for kind in kinds:
+        for causal in causal_values:
+            for impl in KIND_IMPLS[kind][1:]:
+                if not impl_supports(impl, kind, causal):
+                    continue
+                if impl != "eager" and not Path(args.bench_python).exists():
+                    checks[(impl, kind, causal)] = (False, "no bench venv (scripts/bench_venv.sh)")
+                    continue
+                cmd = peer_command(impl, args) + ["--kind", kind, "--check"] + (
+                    ["--causal"] if causal else [])
+                records, status = run_process(cmd, args.env, 300, args.budget_mib)
+                if records:
+                    r = records[-1]
+                    worst = max(r["errors"].values())
+                    text = (f"largest error {worst:.2g}× the tolerance (output and q/k/v "
+                            f"gradients vs the float64 oracle)")
+                    checks[(impl, kind, causal)] = (r["ok"], text)
+                else:
+                    checks[(impl, kind, causal)] = (False, status)
+                ok, text = checks[(impl, kind, causal)]
+                log(f"check {impl:17s} {kind:9s} causal={int(causal)}: "
+                    f"{'ok' if ok else 'FAILED'} ({text})")
+    return checks
+
+
 def run_case(impl, args, history, kind, n, mode, causal, baseline_mib):
     key = (impl, kind, mode, causal)
+    if impl != "attnkit":
+        ok, text = args.checks.get((impl, kind, causal), (False, "not checked"))
+        if not ok:
+            return None, "not run: check failed" if "tolerance" in text else f"not run ({text})"
     if key in history.failed:
         return None, f"skipped (n={history.failed[key]} did not finish)"
     est_mib, est_s = history.estimate(key, kind, n)
@@ -222,40 +289,64 @@ def machine_description():
            f"{total_kib / 2 ** 20:.1f} GiB RAM"
 
 
-def row_values(row, sgemm_gflops):
-    a, p = row["attnkit"], row["peer"]
-    a_ms = a["median_ms"] if a else None
-    p_ms = p["median_ms"] if p else None
-    a_mib = a["extra_peak_mib"] if a else None
-    p_mib = p["extra_peak_mib"] if p else None
-    gflops = row["flops"] / (a_ms / 1e3) / 1e9 if a_ms else None
-    return {
-        "attnkit_ms": a_ms, "peer_ms": p_ms,
-        "speedup": p_ms / a_ms if a_ms and p_ms else None,
-        "attnkit_mib": a_mib, "peer_mib": p_mib,
-        # attnkit extra peak as a fraction of the peer's; undefined when the peer needs ~nothing.
-        "memory_ratio": a_mib / p_mib if a_mib is not None and p_mib and p_mib >= 1.0 else None,
-        "gflops": gflops,
-        "sgemm_fraction": gflops / sgemm_gflops if gflops and sgemm_gflops else None,
-    }
+def result_of(row, impl):
+    return row["results"].get(impl)
+
+
+def ms_of(row, impl):
+    r = result_of(row, impl)
+    return r["median_ms"] if r else None
+
+
+def mib_of(row, impl):
+    r = result_of(row, impl)
+    return r["extra_peak_mib"] if r else None
+
+
+def speedup(row, impl):
+    """impl's time / attnkit's time."""
+    a, p = ms_of(row, "attnkit"), ms_of(row, impl)
+    return p / a if a and p else None
+
+
+def memory_ratio(row, impl):
+    """attnkit's extra peak as a fraction of impl's; undefined when impl needs ~nothing."""
+    a, p = mib_of(row, "attnkit"), mib_of(row, impl)
+    return a / p if a is not None and p and p >= 1.0 else None
+
+
+def gflops_of(row):
+    a = ms_of(row, "attnkit")
+    return row["flops"] / (a / 1e3) / 1e9 if a else None
 
 
 def results_table(rows, sgemm_gflops):
-    header = ["kind", "n", "mode", "causal", "attnkit ms", "peer ms", "speed-up",
-              "attnkit extra peak MiB", "peer extra peak MiB", "memory ratio",
-              "attnkit GFLOP/s", "% of sgemm"]
+    header = ["kind", "n", "mode", "causal", "attnkit ms", "attnkit extra MiB", "GFLOP/s",
+              "% of sgemm"]
+    for title, _ in PEER_COLUMNS:
+        header += [f"{title} ms (attnkit ×)", f"{title} extra MiB (attnkit %)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        v = row_values(row, sgemm_gflops)
-        peer_ms = fmt_ms(v["peer_ms"]) if row["peer"] else row["peer_status"]
-        attnkit_ms = fmt_ms(v["attnkit_ms"]) if row["attnkit"] else row["attnkit_status"]
+        g = gflops_of(row)
+        a = result_of(row, "attnkit")
         cells = [row["kind"], str(row["n"]), row["mode"], "yes" if row["causal"] else "no",
-                 attnkit_ms, peer_ms,
-                 f"{v['speedup']:.1f}×" if v["speedup"] else "—",
-                 fmt_mib(v["attnkit_mib"]), fmt_mib(v["peer_mib"]),
-                 f"{100 * v['memory_ratio']:.1f}%" if v["memory_ratio"] is not None else "—",
-                 f"{v['gflops']:.1f}" if v["gflops"] else "—",
-                 f"{100 * v['sgemm_fraction']:.0f}%" if v["sgemm_fraction"] else "—"]
+                 fmt_ms(a["median_ms"]) if a else row["status"].get("attnkit", "—"),
+                 fmt_mib(mib_of(row, "attnkit")),
+                 f"{g:.1f}" if g else "—",
+                 f"{100 * g / sgemm_gflops:.0f}%" if g and sgemm_gflops else "—"]
+        for _, by_kind in PEER_COLUMNS:
+            impl = by_kind.get(row["kind"])
+            if impl is None or impl not in row["status"]:
+                cells += ["n/a", "n/a"]
+                continue
+            r = result_of(row, impl)
+            if not r:
+                cells += [row["status"][impl], "—"]
+                continue
+            s, m = speedup(row, impl), memory_ratio(row, impl)
+            cells += [fmt_ms(r["median_ms"]) + (f" ({s:.1f}×)" if s else ""),
+                      fmt_mib(r["extra_peak_mib"]) + (f" ({100 * m:.0f}%)" if m is not None
+                                                      else "")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -272,48 +363,140 @@ def check(description, value, ok):
     return {"description": description, "value": value, "ok": ok}
 
 
-def evaluate_targets(rows, sgemm_gflops):
-    def values(kind, n, mode, causal):
-        row = find(rows, kind, n, mode, causal)
-        return (row_values(row, sgemm_gflops) if row else {}), row
+# Malloc settings of the growth table: the benchmark's own (MALLOC_STEADY_STATE, every block
+# above 32 MiB a fresh mmap), glibc's defaults (a Python user of libattnkit_ops.so: nothing in
+# src/torch_ops changes malloc), and what the CLI sets at start-up (tools/attnkit/main.cpp calls
+# attnkit::reuse_freed_memory(): mmap off, 1 GiB trim threshold), as GLIBC_TUNABLES.
+CLI_MALLOC = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
+GROWTH_SETTINGS = [("bench", "benchmark's tunables (32 MiB mmap threshold)"),
+                   ("default", "glibc default (Python: libattnkit_ops.so)"),
+                   ("cli", "attnkit CLI (reuse_freed_memory)")]
+GROWTH_SMALL, GROWTH_LARGE, GROWTH_MAX = 4096, 16384, 4.4
 
-    def speed_and_memory(kind, speedup_min, ratio_max):
-        v, _ = values(kind, 4096, "fwdbwd", True)
-        s, r = v.get("speedup"), v.get("memory_ratio")
-        return [
-            check(f"{kind} causal fwd+bwd n=4096 speed-up ≥ {speedup_min:g}×",
-                  f"{s:.1f}×" if s else "not measured", s >= speedup_min if s else None),
-            check(f"{kind} causal fwd+bwd n=4096 extra peak ≤ {100 * ratio_max:g}% of the peer's",
-                  f"{100 * r:.1f}% ({v['attnkit_mib']:.0f} vs {v['peer_mib']:.0f} MiB)"
-                  if r is not None else "not measured", r <= ratio_max if r is not None else None),
-        ]
 
-    targets = []
-    targets.append(("Causal linear and causal cosFormer fwd+bwd at n=4096: ≥ 100× faster than the "
-                    "peer, extra peak memory ≤ 5% of the peer's",
-                    speed_and_memory("linear", 100, 0.05)
-                    + speed_and_memory("cosformer", 100, 0.05)))
+def growth_cases(args, rows):
+    """attnkit linear/cosFormer at GROWTH_SMALL and GROWTH_LARGE under the default and CLI malloc
+    settings (the benchmark's own comes from the main table). Returns
+    {(kind, mode, causal, setting): t(large)/t(small)}."""
+    growth = {}
+    small_n, large_n = args.growth_n
+    if not {small_n, large_n} <= set(args.n):
+        return growth
+    envs = {"default": child_env(args.threads, malloc_tuning=False),
+            "cli": dict(child_env(args.threads, malloc_tuning=False), GLIBC_TUNABLES=CLI_MALLOC)}
+    for kind in [k for k in args.kinds if k != "softmax"]:
+        for mode in args.modes:
+            for causal in args.causal_values:
+                small = find(rows, kind, small_n, mode, causal)
+                large = find(rows, kind, large_n, mode, causal)
+                if small and large and ms_of(small, "attnkit") and ms_of(large, "attnkit"):
+                    growth[(kind, mode, causal, "bench")] = (ms_of(large, "attnkit")
+                                                             / ms_of(small, "attnkit"))
+                for setting, env in envs.items():
+                    times = []
+                    for n in (small_n, large_n):
+                        records, status = run_process(
+                            case_command("attnkit", args, kind, n, mode, causal), env,
+                            args.timeout, args.budget_mib)
+                        times.append(records[-1]["median_ms"] if records else None)
+                        log(f"growth {kind:9s} n={n:<5d} {mode:6s} causal={int(causal)} "
+                            f"malloc={setting:7s} " +
+                            (f"{times[-1]:10.2f} ms" if times[-1] else status))
+                    if all(times):
+                        growth[(kind, mode, causal, setting)] = times[1] / times[0]
+    return growth
 
-    softmax_checks = speed_and_memory("softmax", 4, 0.25)
+
+def growth_markdown(growth):
+    if not growth:
+        return "_not run (needs n = 4096 and 16384)_"
+    header = ["kind", "mode", "causal"] + [title for _, title in GROWTH_SETTINGS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    keys = sorted({k[:3] for k in growth}, key=lambda k: (KINDS.index(k[0]),
+                                                          MODES.index(k[1]), k[2]))
+    for kind, mode, causal in keys:
+        cells = [kind, mode, "yes" if causal else "no"]
+        for setting, _ in GROWTH_SETTINGS:
+            g = growth.get((kind, mode, causal, setting))
+            cells.append(f"{g:.2f}" if g else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def evaluate_targets(rows, sgemm_gflops, growth, train):
+    def row_at(kind, mode, causal, n=4096):
+        return find(rows, kind, n, mode, causal)
+
+    def sgemm_check(kind, mode, causal, minimum):
+        row = row_at(kind, mode, causal)
+        g = gflops_of(row) if row else None
+        f = g / sgemm_gflops if g and sgemm_gflops else None
+        label = f"{kind} {'causal' if causal else 'non-causal'} {mode} n=4096"
+        return check(f"{label} ≥ {100 * minimum:g}% of sgemm FLOP/s",
+                     f"{100 * f:.0f}% ({g:.0f} of {sgemm_gflops:.0f} GFLOP/s)" if f
+                     else "not measured", f >= minimum if f else None)
+
+    def speed_check(kind, mode, causal, impl, minimum):
+        row = row_at(kind, mode, causal)
+        s = speedup(row, impl) if row else None
+        label = f"{kind} {'causal' if causal else 'non-causal'} {mode} n=4096"
+        return check(f"{label} ≥ {minimum:g}× faster than {IMPL_NAMES[impl]}",
+                     f"{s:.2f}× ({ms_of(row, 'attnkit'):.0f} vs {ms_of(row, impl):.0f} ms)"
+                     if s else "not measured", s >= minimum if s else None)
+
+    def memory_check(kind, mode, causal, impl, maximum):
+        row = row_at(kind, mode, causal)
+        r = memory_ratio(row, impl) if row else None
+        label = f"{kind} {'causal' if causal else 'non-causal'} {mode} n=4096"
+        return check(f"{label} extra peak ≤ {100 * maximum:g}% of {IMPL_NAMES[impl]}'s",
+                     f"{100 * r:.1f}% ({mib_of(row, 'attnkit'):.0f} vs {mib_of(row, impl):.0f} MiB)"
+                     if r is not None else "not measured", r <= maximum if r is not None else None)
+
+    targets = [("Softmax forward ≥ 60% of the measured sgemm FLOP/s",
+                [sgemm_check("softmax", "fwd", c, 0.6) for c in (False, True)])]
+    softmax = []
     for causal in (False, True):
-        v, _ = values("softmax", 4096, "fwd", causal)
-        f = v.get("sgemm_fraction")
-        softmax_checks.append(check(
-            f"softmax {'causal' if causal else 'non-causal'} fwd n=4096 ≥ 60% of sgemm FLOP/s",
-            f"{100 * f:.0f}% ({v['gflops']:.0f} of {sgemm_gflops:.0f} GFLOP/s)" if f
-            else "not measured", f >= 0.6 if f else None))
-    targets.append(("Softmax causal fwd+bwd at n=4096: ≥ 4× faster, extra peak memory ≤ 25% of the "
-                    "peer's; softmax forward ≥ 60% of the measured sgemm FLOP/s", softmax_checks))
+        softmax += [speed_check("softmax", "fwdbwd", causal, "sdpa", 1.2),
+                    memory_check("softmax", "fwdbwd", causal, "sdpa", 1.0)]
+    targets.append(("Softmax fwd+bwd ≥ 1.2× faster than PyTorch 2.x SDPA with no more extra "
+                    "peak memory", softmax))
+    for kind in ("linear", "cosformer"):
+        targets.append((f"Causal {kind} fwd+bwd ≥ 35% of sgemm FLOP/s, ≥ 5× faster than "
+                        "fast-transformers' CPU kernel, extra peak ≤ 5% of eager's", [
+                            sgemm_check(kind, "fwdbwd", True, 0.35),
+                            speed_check(kind, "fwdbwd", True, "fast-transformers", 5),
+                            memory_check(kind, "fwdbwd", True, "eager", 0.05)]))
+    growth_checks = []
+    for setting in ("default", "cli"):
+        title = dict(GROWTH_SETTINGS)[setting]
+        for kind in ("linear", "cosformer"):
+            for mode in MODES:
+                for causal in (False, True):
+                    g = growth.get((kind, mode, causal, setting))
+                    growth_checks.append(check(
+                        f"{kind} {mode} {'causal' if causal else 'non-causal'}, {title}: "
+                        f"t({GROWTH_LARGE})/t({GROWTH_SMALL}) ≤ {GROWTH_MAX:g}",
+                        f"{g:.2f}" if g else "not measured", g <= GROWTH_MAX if g else None))
+    targets.append((f"Linear/cosFormer growth t({GROWTH_LARGE})/t({GROWTH_SMALL}) ≤ "
+                    f"{GROWTH_MAX:g} under the users' malloc settings", growth_checks))
+    train_checks = []
+    for setting, key in (("both glibc default", "default"), ("both attnkit's malloc", "reuse")):
+        ratio = train.get(key) if train else None
+        train_checks.append(check(f"softmax, {setting}: attnkit / eager tokens/s ≥ 1.5×",
+                                  f"{ratio:.2f}×" if ratio else "not measured",
+                                  ratio >= 1.5 if ratio else None))
+    targets.append(("GPT-2-shaped training step (softmax) ≥ 1.5× PyTorch 1.13 eager, "
+                    "like-for-like", train_checks))
 
     big_checks = []
     for causal in (False, True):
-        _, row = values("softmax", 16384, "fwdbwd", causal)
-        a = row["attnkit"] if row else None
+        row = find(rows, "softmax", 16384, "fwdbwd", causal)
+        a = result_of(row, "attnkit") if row else None
         if a:
             value, ok = (f"{a['peak_rss_mib']:.0f} MiB peak ({a['extra_peak_mib']:.0f} MiB extra)",
                          a["peak_rss_mib"] <= 1024)
         elif row:  # not run: over the memory budget (≥ 1 GiB) by estimate or watchdog -> not met
-            status = row["attnkit_status"]
+            status = row["status"].get("attnkit", "")
             value, ok = status, (False if status.startswith(("skipped (est.", "killed")) else None)
         else:
             value, ok = "not measured", None
@@ -322,23 +505,35 @@ def evaluate_targets(rows, sgemm_gflops):
             value, ok))
     targets.append(("Softmax fwd+bwd at n=16384 runs within 1 GiB peak (whole process)",
                     big_checks))
-
-    linear_checks = []
-    for kind in ("linear", "cosformer"):
-        for mode in MODES:
-            for causal in (False, True):
-                _, small = values(kind, 1024, mode, causal)
-                _, large = values(kind, 4096, mode, causal)
-                measured = small and large and small["attnkit"] and large["attnkit"]
-                ratio = (large["attnkit"]["median_ms"] / small["attnkit"]["median_ms"]
-                         if measured else None)
-                linear_checks.append(check(
-                    f"{kind} {mode} {'causal' if causal else 'non-causal'}: t(4096)/t(1024) ≤ 4.5",
-                    f"{ratio:.2f}" if ratio else "not measured",
-                    ratio <= 4.5 if ratio else None))
-    targets.append(("Linear/cosFormer time grows linearly in n (attnkit, 4096 vs 1024 within 4.5×)",
-                    linear_checks))
     return targets
+
+
+def train_target_case(args):
+    """bench/train_compare.py's throughput case for softmax (GPT-2-shaped LM, batch 8, n 256):
+    attnkit and the eager peer, both with glibc's defaults and both with attnkit's malloc.
+    Returns {"default": ratio, "reuse": ratio} of tokens/s."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import train_compare
+    steps = 2 if args.quick else 5
+    cli = ["--kind", "softmax", "--n", "256", "--batch", "8", "--steps", str(steps),
+           "--warmup", "1", "--threads", str(args.threads)]
+    ours = [str(Path(args.build) / "attnkit_bench_train"), *cli]
+    peer = [args.python, str(REPO / "bench" / "peers" / "train_peer.py"), *cli]
+    if not Path(ours[0]).exists():
+        log("train target: attnkit_bench_train not built; not measured")
+        return {}
+    tokens = {
+        "ours_reuse": train_compare.run(ours, 600),
+        "ours_default": train_compare.run(ours + ["--default-malloc"], 600),
+        "peer_default": train_compare.run(peer, 600),
+        "peer_reuse": train_compare.run(peer, 600, {"GLIBC_TUNABLES": train_compare.REUSE_MALLOC}),
+    }
+    t = {k: train_compare.value(r, "tokens_per_s") for k, r in tokens.items()}
+    log("train target (tokens/s): " + ", ".join(f"{k} {v:.0f}" if v else f"{k} —"
+                                                 for k, v in t.items()))
+    ratio = lambda x, y: x / y if x and y else None  # noqa: E731
+    return {"default": ratio(t["ours_default"], t["peer_default"]),
+            "reuse": ratio(t["ours_reuse"], t["peer_reuse"]), "tokens_per_s": t}
 
 
 def targets_markdown(targets):
@@ -363,7 +558,7 @@ def torch_ops_markdown(records, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in records:
         row = find(rows, r["kind"], r["n"], r["mode"], r["causal"])
-        cpp = row["attnkit"]["median_ms"] if row and row["attnkit"] else None
+        cpp = ms_of(row, "attnkit") if row else None
         eager = r.get("eager_ms")
         cells = [r["kind"], str(r["n"]), r["mode"], "yes" if r["causal"] else "no",
                  fmt_ms(r["ops_ms"]), fmt_ms(cpp), fmt_ms(eager),
@@ -394,19 +589,35 @@ def method_bullets(args, reference):
         f"{args.start_load:.2f} (other work on the machine distorts the timings).",
         f"Threads: {args.threads} on both sides (`at::set_num_threads` / `torch.set_num_threads`; "
         f"`OMP_NUM_THREADS` = `OPENBLAS_NUM_THREADS` = {args.threads}). "
-        f"PyTorch/LibTorch {torch_version(args)}.",
+        f"LibTorch/python3-torch {torch_version(args, args.python)}.",
         f"Shapes: batch {args.batch}, heads {args.heads}, head dim {args.dim}, float32, "
         f"n ∈ {{{', '.join(map(str, args.n))}}}; fwd and fwd+bwd; causal and non-causal.",
-        f"attnkit: `{Path(args.build).name}/attnkit_bench_attention` (C++ `attnkit::ops::*`). "
-        "Peer: `bench/peers/attention_peer.py`, the formulas in plain PyTorch eager (softmax with "
-        "an explicit n×n matrix and -inf causal mask; linear/cosFormer causal via cumsum of φk⊗v).",
+        f"attnkit: `{Path(args.build).name}/attnkit_bench_attention` (C++ `attnkit::ops::*`).",
+        f"PyTorch 2.x ({torch_version(args, args.bench_python)}, `bench/peers/torch2_peer.py` in "
+        "the bench venv of `scripts/bench_venv.sh`): softmax = "
+        "`torch.nn.functional.scaled_dot_product_attention` (`is_causal`, no mask; its CPU flash "
+        "kernel); cosFormer = the cosFormer authors' formulation (ReLU features, [sin, cos] "
+        "reweighting, non-causal via two matrix products, causal via cumsum of φ(k)⊗v).",
+        "fast-transformers 0.4.0: its CPU causal-product kernel (`causal_product_cpu.cpp` from "
+        "the PyPI source distribution, built by `scripts/bench_venv.sh` with the flags its "
+        "setup.py gives on this Python: -O2 -fopenmp -ffast-math), called the way its "
+        "`CausalLinearAttention` calls it (elu+1 features, [batch, n, heads, dim] inputs permuted "
+        "to contiguous copies, normaliser from cumsum); non-causal linear = its `LinearAttention` "
+        "einsums; causal cosFormer = cosFormer's features through the same kernel.",
+        "PyTorch 1.13 eager (Debian's python3-torch, `bench/peers/attention_peer.py`), the "
+        "baseline: the formulas written plainly (softmax with an explicit n×n matrix and -inf "
+        "causal mask; linear/cosFormer causal via cumsum of φk⊗v).",
+        "Peer checks: before timing, each peer's output and the gradients of q, k, v are compared "
+        "with a float64 oracle (explicit n×n matrix, `bench/peers/peer_check.py`) on batch 2, "
+        "3 heads, n 37, dim 16 (tolerance 1e-4 + 1e-3·max|reference|); a peer that fails is not "
+        "timed. Results below.",
         f"One fresh process per case. Time: median of the samples (at least {args.repeat} samples "
         f"and {args.min_time:g} s, no new sample past {args.max_time:g} s; a first call slower "
         f"than {args.max_time / 2:g} s is the only sample). fwd: inputs without grad; fwd+bwd: "
         "`out.backward(grad)` with grads of q, k, v.",
         "Extra peak memory: `getrusage` ru_maxrss at the end minus the resident set before the "
-        "first call (inputs already allocated). Memory ratio: attnkit's extra peak as a "
-        "percentage of the peer's.",
+        "first call (inputs already allocated). In the table, a peer's time is followed by "
+        "attnkit's speed-up over it and its extra peak by attnkit's as a percentage of it.",
         f"Malloc: {malloc}.",
         "GFLOP/s: algorithmic FLOPs / attnkit median time. softmax fwd 4·n²·d·H (half if "
         "causal), fwd+bwd 3.5× fwd; linear/cosFormer fwd 4·n·m·(d+1)·H with m = d (elu) or 2d "
@@ -431,7 +642,15 @@ def notes_markdown():
     return "\n" + NOTES.read_text().strip() + "\n"
 
 
-def write_report(path, args, rows, reference, targets, torch_ops_records, elapsed_s):
+def checks_markdown(checks):
+    lines = ["| peer | kind | causal | result |", "|---|---|---|---|"]
+    for (impl, kind, causal), (ok, text) in sorted(checks.items()):
+        lines.append(f"| {IMPL_NAMES[impl]} | {kind} | {'yes' if causal else 'no'} | "
+                     f"{'ok' if ok else 'FAILED'}: {text} |")
+    return "\n".join(lines)
+
+
+def write_report(path, args, rows, reference, targets, torch_ops_records, elapsed_s, growth):
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     sgemm_gflops = reference["median_gflops"] if reference else None
     bullets = "\n".join("- " + b for b in method_bullets(args, reference))
@@ -449,9 +668,25 @@ Generated by `make bench` (`bench/run.sh` → `bench/compare.py`) on {now} in
 
 {results_table(rows, sgemm_gflops)}
 
+### Peer checks
+
+{checks_markdown(args.checks)}
+
+### Growth of linear/cosFormer: t({GROWTH_LARGE}) / t({GROWTH_SMALL}), attnkit, three malloc settings
+
+The benchmark's column comes from the table above; the other two are separate runs of the same
+binary with `GLIBC_TUNABLES` unset (glibc's defaults: what a Python user of `libattnkit_ops.so`
+gets, since nothing in `src/torch_ops/` changes malloc) and with
+`GLIBC_TUNABLES={CLI_MALLOC}` (what `tools/attnkit` sets at start-up through
+`attnkit::reuse_freed_memory()`).
+
+{growth_markdown(growth)}
+
 ## Targets
 
-Evaluated from the table above by `bench/compare.py`.
+Evaluated by `bench/compare.py` (2 threads, n = 4096 unless said otherwise). The training step
+is `bench/train_compare.py`'s throughput case (GPT-2-shaped LM, hidden 256, 4 layers, batch 8,
+n 256) run by `compare.py` with the same malloc setting on both sides.
 
 {targets_markdown(targets)}
 {notes_markdown()}
@@ -469,22 +704,25 @@ matching it shows that Python users get the same kernels. max |Δ| compares the 
 ```
 make bench                                # build, then bash bench/run.sh build
 bash bench/run.sh build --quick           # n ∈ {{256, 1024}} smoke run (prints, writes no report)
+make bench BENCH=attention                # only this report (attention + the training target)
 /usr/bin/python3 bench/compare.py --help  # --kinds, --n, --modes, --causal, budgets, --json
 ```
 """
     Path(path).write_text(text)
 
 
-_TORCH_VERSION = None
+_TORCH_VERSION = {}
 
 
-def torch_version(args):
-    global _TORCH_VERSION
-    if _TORCH_VERSION is None:
-        out = subprocess.run([args.python, "-c", "import torch; print(torch.__version__)"],
-                             capture_output=True, text=True)
-        _TORCH_VERSION = out.stdout.strip() or "unknown"
-    return _TORCH_VERSION
+def torch_version(args, python):
+    if python not in _TORCH_VERSION:
+        try:
+            out = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"],
+                                 capture_output=True, text=True).stdout
+        except OSError:
+            out = ""
+        _TORCH_VERSION[python] = out.strip() or "not installed"
+    return _TORCH_VERSION[python]
 
 
 # --------------------------------------------------------------------------------------------
@@ -494,7 +732,14 @@ def parse_args():
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.splitlines()[1:]))
     p.add_argument("--build", default=str(REPO / "build"), help="build dir with the binaries")
-    p.add_argument("--python", default="/usr/bin/python3", help="peer interpreter")
+    p.add_argument("--python", default="/usr/bin/python3", help="PyTorch 1.13 peer interpreter")
+    p.add_argument("--bench-python", default=str(BENCH_PYTHON),
+                   help="PyTorch 2.x interpreter (scripts/bench_venv.sh makes it)")
+    p.add_argument("--no-growth", action="store_true", help="skip the malloc growth runs")
+    p.add_argument("--growth-n", nargs=2, type=int, default=[GROWTH_SMALL, GROWTH_LARGE],
+                   metavar=("SMALL", "LARGE"), help="n of the growth ratio (both must be in --n)")
+    p.add_argument("--no-train-target", action="store_true",
+                   help="skip the GPT-2-shaped training-step target")
     p.add_argument("--quick", action="store_true", help="n ∈ {256, 1024}; no report unless --out")
     p.add_argument("--kinds", nargs="+", choices=KINDS, default=KINDS)
     p.add_argument("--n", nargs="+", type=int, default=None)
@@ -525,6 +770,7 @@ def parse_args():
         a.out = str(REPO / "docs" / "benchmarks.md")
     a.budget_mib = a.budget_gib * GIB
     a.env = child_env(a.threads, malloc_tuning=not a.fresh_malloc)
+    a.causal_values = {"both": [False, True], "yes": [True], "no": [False]}[a.causal]
     return a
 
 
@@ -550,25 +796,30 @@ def main():
     log(f"sgemm 2048³: {reference['median_gflops']:.1f} GFLOP/s" if reference
         else f"machine reference: {status}")
 
-    causal_values = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+    args.checks = check_peers(args, args.kinds, args.causal_values)
     history, baseline_mib, rows = History(), {}, []
     for kind in args.kinds:
         for mode in args.modes:
-            for causal in causal_values:
+            for causal in args.causal_values:
                 for n in args.n:
                     row = {"kind": kind, "n": n, "mode": mode, "causal": causal,
                            "flops": attention_flops(kind, n, mode, causal, args.batch,
-                                                    args.heads, args.dim)}
-                    for impl in IMPLS:
+                                                    args.heads, args.dim),
+                           "results": {}, "status": {}}
+                    for impl in KIND_IMPLS[kind]:
+                        if not impl_supports(impl, kind, causal):
+                            continue
                         result, status = run_case(impl, args, history, kind, n, mode, causal,
                                                   baseline_mib)
-                        row[impl], row[impl + "_status"] = result, status
-                        log(f"{kind:9s} n={n:<5d} {mode:6s} causal={int(causal)} {impl:7s} " +
+                        row["results"][impl], row["status"][impl] = result, status
+                        log(f"{kind:9s} n={n:<5d} {mode:6s} causal={int(causal)} {impl:17s} " +
                             (f"{result['median_ms']:10.2f} ms  extra "
                              f"{result['extra_peak_mib']:8.1f} MiB  ({result['runs']} runs)"
                              if result else status))
                     rows.append(row)
     rows.sort(key=lambda r: (KINDS.index(r["kind"]), r["n"], MODES.index(r["mode"]), r["causal"]))
+    growth = {} if args.no_growth else growth_cases(args, rows)
+    train = {} if args.no_train_target else train_target_case(args)
 
     torch_ops_records = []
     if not args.no_torch_ops:
@@ -582,9 +833,13 @@ def main():
             log(f"torch_ops_vs_eager.py: {status}")
 
     sgemm_gflops = reference["median_gflops"] if reference else None
-    targets = evaluate_targets(rows, sgemm_gflops)
+    targets = evaluate_targets(rows, sgemm_gflops, growth, train)
     elapsed = time.monotonic() - started
     print(results_table(rows, sgemm_gflops))
+    print()
+    print(checks_markdown(args.checks))
+    print()
+    print(f"growth t({GROWTH_LARGE})/t({GROWTH_SMALL}):\n" + growth_markdown(growth))
     print()
     if reference:
         print(f"sgemm (torch.mm 2048³, {args.threads} threads): {sgemm_gflops:.1f} GFLOP/s")
@@ -593,11 +848,13 @@ def main():
         print("\ntorch.ops.attnkit vs eager:\n" + torch_ops_markdown(torch_ops_records, rows))
     print(f"\nwhole run: {elapsed / 60:.1f} min")
     if args.out:
-        write_report(args.out, args, rows, reference, targets, torch_ops_records, elapsed)
+        write_report(args.out, args, rows, reference, targets, torch_ops_records, elapsed, growth)
         print(f"report written to {args.out}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"reference": reference, "rows": rows,
-                                               "torch_ops": torch_ops_records}, indent=1))
+        Path(args.json).write_text(json.dumps({
+            "reference": reference, "rows": rows, "torch_ops": torch_ops_records,
+            "growth": [list(k) + [v] for k, v in growth.items()], "train": train,
+            "checks": [list(k) + list(v) for k, v in args.checks.items()]}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# make bench -> bash bench/run.sh BUILD_DIR [compare.py options, e.g. --quick]
-# Builds the benchmark binary and the torch.ops library if needed, then runs bench/compare.py
-# (attnkit vs PyTorch eager, one fresh process per case; writes docs/benchmarks.md on full runs).
+# make bench [BENCH=attention] -> bash bench/run.sh BUILD_DIR [compare.py options, e.g. --quick]
+# Builds the benchmark binaries and the torch.ops library if needed, makes the benchmark-only
+# Python environment (scripts/bench_venv.sh: PyTorch 2.x, fast-transformers' kernel; once, then
+# only checked), then runs bench/compare.py (attnkit vs PyTorch 2.x SDPA / cosFormer,
+# fast-transformers and PyTorch 1.13 eager, one fresh process per case; writes
+# docs/benchmarks.md on full runs) and the other benchmarks. BENCH=attention stops after
+# compare.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
@@ -10,9 +14,14 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   echo "bench/run.sh: $BUILD is not a configured build dir (run: make build)" >&2
   exit 1
 fi
-cmake --build "$BUILD" --target attnkit_bench_attention attnkit_ops attnkit_tokenizer_bench -j "${JOBS:-2}"
-# Debian's interpreter with python3-torch (the peer), not whatever python3 is first on PATH.
-/usr/bin/python3 bench/compare.py --build "$BUILD" "$@"
+BENCH="${BENCH:-all}"
+case "$BENCH" in all|attention) ;; *) echo "bench/run.sh: BENCH=$BENCH (all or attention)" >&2; exit 1;; esac
+cmake --build "$BUILD" --target attnkit_bench_attention attnkit_bench_train attnkit_torch_ops \
+  attnkit_tokenizer_bench -j "${JOBS:-2}"
+BENCH_PYTHON="$(bash scripts/bench_venv.sh)"
+# Debian's interpreter with python3-torch (the 1.13 peer), not whatever python3 is first on PATH.
+/usr/bin/python3 bench/compare.py --build "$BUILD" --bench-python "$BENCH_PYTHON" "$@"
+if [ "$BENCH" = attention ]; then exit 0; fi
 echo
 echo "== tokenizers: attnkit vs Hugging Face tokenizers (Node), same lines, same threads =="
 "$BUILD/attnkit_tokenizer_bench" "$BUILD/tokenizer_bench"

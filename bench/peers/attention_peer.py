@@ -3,12 +3,14 @@
 
     /usr/bin/python3 bench/peers/attention_peer.py --kind softmax|linear|cosformer --n N
         --mode fwd|fwdbwd [--causal] [--repeat R] [--min-time S] [--max-time S] [--threads T]
-        [--batch B] [--heads H] [--dim D]
+        [--batch B] [--heads H] [--dim D] [--check]
 
 The attention functions below are the formulas written the natural way in eager PyTorch (what a
 user would write without a fused kernel); bench/torch_ops_vs_eager.py imports them too. The CLI,
 the sampling rule and the JSON fields mirror bench/attention_bench.cpp (see its header for the
-definition of baseline / peak / extra peak memory and of the samples).
+definition of baseline / peak / extra peak memory and of the samples). --check: no timing;
+compare output and input gradients on a small case with the float64 oracle
+(bench/peers/peer_check.py) and print the errors as one JSON line.
 """
 import argparse
 import json
@@ -16,10 +18,14 @@ import math
 import os
 import resource
 import statistics
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_check  # noqa: E402
 
 FEATURE_EPSILON = 1e-6
 
@@ -117,6 +123,7 @@ def parse_args(argv=None):
     p.add_argument("--n", type=int, default=1024)
     p.add_argument("--mode", choices=["fwd", "fwdbwd"], default="fwd")
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--check", action="store_true", help="compare with the float64 oracle")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--min-time", type=float, default=1.0)
     p.add_argument("--max-time", type=float, default=10.0)
@@ -130,6 +137,10 @@ def parse_args(argv=None):
 def main(argv=None):
     a = parse_args(argv)
     torch.set_num_threads(a.threads)
+    if a.check:
+        op = lambda q, k, v: EAGER[a.kind](q, k, v, causal=a.causal)  # noqa: E731
+        peer_check.print_check("eager", a.kind, a.causal, peer_check.check(op, a.kind, a.causal))
+        return
     torch.manual_seed(0)
     backward = a.mode == "fwdbwd"
     shape = (a.batch, a.heads, a.n, a.dim)
