@@ -159,22 +159,19 @@ void save_attnkit_model(models::TaskModel& model, const std::string& directory) 
                         attnkit_config_json(model).dump(2) + "\n");
 }
 
-void convert_model(const std::string& from, const std::string& to, const std::string& format) {
+void save_model(LoadedModel& model, const std::string& from, const std::string& to,
+                const std::string& format) {
   if (format != "attnkit" && format != "huggingface")
-    throw Error(fmt::format("convert: format must be 'attnkit' or 'huggingface' (got '{}')", format));
-  std::error_code same_ec;
-  if (fs::equivalent(from, to, same_ec))
-    throw Error("convert: the output directory must differ from the input");
-  auto loaded = load_model(from);
+    throw Error(fmt::format("format must be 'attnkit' or 'huggingface' (got '{}')", format));
   if (format == "attnkit") {
-    save_attnkit_model(loaded.task, to);
+    save_attnkit_model(model.task, to);
   } else {
-    HuggingFaceModel info = loaded.huggingface;
-    if (loaded.format != "huggingface") {
-      info.config_json = config_to_huggingface(loaded.config, loaded.heads);
-      info.layout = default_layout(loaded.config, loaded.heads);
+    HuggingFaceModel info = model.huggingface;
+    if (model.format != "huggingface") {
+      info.config_json = config_to_huggingface(model.task->config(), model.heads);
+      info.layout = default_layout(model.task->config(), model.heads);
     }
-    save_huggingface(loaded.task, info, to);
+    save_huggingface(model.task, info, to);
   }
   if (!fs::is_directory(from)) return;
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -183,6 +180,16 @@ void convert_model(const std::string& from, const std::string& to, const std::st
     if (fs::exists(source))
       write_file_atomically((fs::path(to) / name).string(), read_file(source.string()));
   }
+}
+
+void convert_model(const std::string& from, const std::string& to, const std::string& format) {
+  if (format != "attnkit" && format != "huggingface")
+    throw Error(fmt::format("convert: format must be 'attnkit' or 'huggingface' (got '{}')", format));
+  std::error_code same_ec;
+  if (fs::equivalent(from, to, same_ec))
+    throw Error("convert: the output directory must differ from the input");
+  auto loaded = load_model(from);
+  save_model(loaded, from, to, format);
 }
 
 }  // namespace attnkit::io

@@ -1,12 +1,15 @@
 #include "attnkit/report/head_plots.h"
 
 #include "attnkit/error.h"
+#include "attnkit/io/atomic_file.h"
 #include "attnkit/report/html.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 namespace attnkit::report {
 namespace {
@@ -119,7 +122,7 @@ Table head_table(const analysis::HeadTable& values, const std::string& caption, 
   return t;
 }
 
-Section heads_section(const HeadsReport& r, int order) {
+Section heads_section(const analysis::HeadsAnalysis& r, int order) {
   Section s;
   s.order = order;
   s.id = "heads";
@@ -155,6 +158,43 @@ Section heads_section(const HeadsReport& r, int order) {
     s.blocks.push_back({{}, {}, Figure{"Pruning profile with random and descending-importance baselines",
                                        render_svg(pruning_profile_plot(r.profiles, r.metric_name))}});
   return s;
+}
+
+std::vector<std::string> write_heads_outputs(const analysis::HeadsExperiment& e,
+                                             const std::string& directory) {
+  namespace fs = std::filesystem;
+  const fs::path out(directory);
+  fs::create_directories(out);
+  std::vector<std::string> written;
+  auto write = [&](const std::string& name, const std::string& content) {
+    io::write_file_atomically((out / name).string(), content);
+    written.push_back(name);
+  };
+  if (!e.run.empty()) {
+    std::vector<int64_t> steps;
+    std::vector<analysis::PruningProfile> profiles;
+    for (const auto& c : e.checkpoints) {
+      steps.push_back(c.step);
+      profiles.push_back(c.analysis.profiles.front());
+      write(fmt::format("heads_importance_step{}.svg", c.step),
+            head_heatmap_svg(c.analysis.importance.importance,
+                             fmt::format("Head importance at step {}", c.step)));
+    }
+    write("heads_over_training.json", analysis::to_json(e).dump(2) + "\n");
+    write_svg(profile_over_steps_plot(steps, profiles, "accuracy"),
+              (out / "heads_profile_over_training.svg").string());
+    written.push_back("heads_profile_over_training.svg");
+    return written;
+  }
+  if (e.cross_data) written.push_back("(cross-data correlation in heads.json)");
+  write("heads.json", analysis::to_json(e).dump(2) + "\n");
+  write("heads_importance.svg", head_heatmap_svg(e.analysis.importance.importance, "Head importance"));
+  write_svg(pruning_profile_plot(e.analysis.profiles, e.analysis.metric_name),
+            (out / "heads_profile.svg").string());
+  written.push_back("heads_profile.svg");
+  write_section(heads_section(e.analysis), out);
+  written.push_back("section.json");
+  return written;
 }
 
 }  // namespace attnkit::report

@@ -101,6 +101,14 @@ Tokenizer load_tokenizer(const std::string& path_text, const LoadOptions& option
                           path_text));
 }
 
+std::optional<Tokenizer> find_tokenizer(const std::string& directory, const LoadOptions& options) {
+  std::error_code error;
+  if (!fs::is_directory(directory, error)) return std::nullopt;
+  for (const char* name : {"tokenizer.json", "vocab.json", "encoder.json", "vocab.txt"})
+    if (fs::exists(fs::path(directory) / name, error)) return load_tokenizer(directory, options);
+  return std::nullopt;
+}
+
 void save_tokenizer(const Tokenizer& tokenizer, const std::string& directory) {
   const fs::path dir(directory);
   std::error_code error;

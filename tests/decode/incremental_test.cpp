@@ -1,5 +1,6 @@
 // Cached decoding equals a full recomputation at every step: KV cache (softmax), RNN state
-// (linear attention, cosFormer), GPT-2-shaped float64 models, left-padded batches.
+// (linear attention, cosFormer), GPT-2-shaped float64 models (also with heads physically pruned),
+// left-padded batches.
 #include "attnkit/decode/incremental.h"
 #include "attnkit/decode/language_models.h"
 #include "attnkit/error.h"
@@ -14,8 +15,10 @@ namespace {
 
 using namespace attnkit;
 
-models::TaskModel tiny_gpt2(const std::string& kind, int64_t condition_classes = 0) {
-  auto config = models::TransformerConfig::gpt2(23, 16, 2, 2);
+// `pruned`: a GPT-2 with 4 heads a layer, heads physically removed so that the layers differ.
+models::TaskModel tiny_gpt2(const std::string& kind, int64_t condition_classes = 0,
+                            bool pruned = false) {
+  auto config = models::TransformerConfig::gpt2(23, 16, 2, pruned ? 4 : 2);
   config.attention = layers::AttentionSpec::parse(kind);
   config.attention.causal = true;
   config.dropout = 0.0;
@@ -28,6 +31,10 @@ models::TaskModel tiny_gpt2(const std::string& kind, int64_t condition_classes =
   }
   torch::manual_seed(7);
   models::TaskModel model(config, heads);
+  if (pruned) {
+    model->transformer->prune_heads({{0, {1, 3}}, {1, {0}}});
+    EXPECT_EQ(model->transformer->heads_per_layer(), (std::vector<int64_t>{2, 3}));
+  }
   model->to(torch::kDouble);
   model->eval();
   if (condition_classes > 0) {
@@ -53,9 +60,10 @@ at::Tensor full_logits(models::TaskModel& model, const at::Tensor& ids, const at
   return model->forward(in).causal_lm_logits.narrow(1, 0, T);
 }
 
-void check_kind(const std::string& kind, bool cosformer_horizon, int64_t condition = -1) {
+void check_kind(const std::string& kind, bool cosformer_horizon, int64_t condition = -1,
+                bool pruned = false) {
   torch::NoGradGuard no_grad;
-  auto model = tiny_gpt2(kind, condition >= 0 ? 3 : 0);
+  auto model = tiny_gpt2(kind, condition >= 0 ? 3 : 0, pruned);
   // Three prompts of lengths 5, 2, 4: left padded to 5 columns.
   const std::vector<std::vector<int64_t>> prompts = {{3, 4, 5, 6, 7}, {8, 9}, {10, 11, 12, 13}};
   const int64_t B = 3, W = 5, steps = 6, horizon = W + steps;
@@ -101,6 +109,8 @@ TEST(Incremental, LinearStateEqualsFullRecomputation) { check_kind("linear:elu",
 TEST(Incremental, LinearReluStateEqualsFullRecomputation) { check_kind("linear:relu", false); }
 TEST(Incremental, CosformerStateEqualsParallelOpWithHorizonM) { check_kind("cosformer", true); }
 TEST(Incremental, ConditionalLayerNormClassId) { check_kind("softmax", false, 2); }
+TEST(Incremental, PrunedSoftmaxKVCacheEqualsFullRecomputation) { check_kind("softmax", false, -1, true); }
+TEST(Incremental, PrunedLinearStateEqualsFullRecomputation) { check_kind("linear:elu", false, -1, true); }
 
 TEST(Incremental, CosformerHorizonIsEnforced) {
   torch::NoGradGuard no_grad;

@@ -1,6 +1,7 @@
 // Text data sets: the file layouts, label tables, errors with file and line (or question id),
 // skip_bad_lines accounting, SQuAD character -> token mapping and LM block packing.
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include <filesystem>
 #include <fstream>
@@ -307,6 +308,26 @@ TEST(LanguageModelData, PacksOverlappingBlocks) {
   EXPECT_THROW(read_language_model_data({}, tokenizer, options), Error);
   options.block_size = 0;
   EXPECT_THROW(read_language_model_data({bad}, tokenizer, options), Error);
+}
+
+TEST(ClassificationData, TensorsTruncatePadAndMask) {
+  // [CLS] text [SEP]; "sang at" -> 4 ids, the empty text -> [CLS] [SEP], a long text cut at 5.
+  const text::Tokenizer tokenizer = squad_tokenizer();
+  ClassificationData data;
+  data.examples = {{"sang at", 1}, {"", 0}, {"who sang at super bowl 50", 1}};
+  data.labels = {"a", "b"};
+  const auto t = classification_tensors(data, tokenizer, 5, 0);
+  ASSERT_EQ(t.input_ids.sizes(), (std::vector<int64_t>{3, 5}));
+  const std::vector<std::vector<int64_t>> ids = {{2, 5, 6, 3, 0}, {2, 3, 0, 0, 0}, {2, 14, 5, 6, 7}};
+  const std::vector<int64_t> lengths = {4, 2, 5};
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      EXPECT_EQ(t.input_ids[i][j].item<int64_t>(), ids[i][j]) << i << "," << j;
+      EXPECT_EQ(t.attention_mask[i][j].item<int64_t>(), j < lengths[i] ? 1 : 0) << i << "," << j;
+    }
+  EXPECT_EQ(t.labels[0].item<int64_t>(), 1);
+  EXPECT_EQ(t.labels[1].item<int64_t>(), 0);
+  EXPECT_EQ(classification_tensors({}, tokenizer, 5, 0).input_ids.size(0), 0);
 }
 
 }  // namespace

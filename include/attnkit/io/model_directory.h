@@ -31,6 +31,12 @@ std::map<std::string, std::string> attnkit_metadata(const models::TaskModel& mod
 // Writes config.json + model.safetensors in attnkit format (atomically, file by file).
 void save_attnkit_model(models::TaskModel& model, const std::string& directory);
 
+// Writes `model` (its task model as it is now, e.g. pruned) to `to` in `format` ("attnkit" |
+// "huggingface"; a Hugging Face input keeps its layout details), copying the tokenizer files of
+// the directory `from` (tokenizer.json, vocab.txt, vocab.json, merges.txt, ...) along.
+void save_model(LoadedModel& model, const std::string& from, const std::string& to,
+                const std::string& format);
+
 // Loads `from` (either format) and writes it to `to` in `format` ("attnkit" | "huggingface"),
 // copying tokenizer files (tokenizer.json, vocab.txt, vocab.json, merges.txt, ...) along.
 void convert_model(const std::string& from, const std::string& to, const std::string& format);

@@ -1,9 +1,11 @@
 #pragma once
 // Figures and the report section of `attnkit analyze heads` (analysis/heads.h): a heat map of
 // head importances (layers × heads, drawn as plain SVG rectangles, no gnuplot), the pruning
-// profile with its baselines (a gnuplot line plot), and a report section (report/html.h) with
-// the headline numbers, the importance and ablation tables and both figures.
+// profile with its baselines (a gnuplot line plot), a report section (report/html.h) with
+// the headline numbers, the importance and ablation tables and both figures, and the command's
+// output folder (analysis/heads_experiment.h's experiment written out).
 #include "attnkit/analysis/heads.h"
+#include "attnkit/analysis/heads_experiment.h"
 #include "attnkit/report/html.h"
 #include "attnkit/report/plot.h"
 
@@ -26,16 +28,17 @@ LinePlot profile_over_steps_plot(const std::vector<int64_t>& steps,
                                  const std::vector<analysis::PruningProfile>& profiles,
                                  const std::string& metric_name);
 
-struct HeadsReport {
-  std::string model;          // what was analysed (directory)
-  std::string metric_name;
-  analysis::HeadImportance importance;
-  analysis::HeadAblation ablation;
-  std::vector<analysis::PruningProfile> profiles;  // importance first, then baselines
-};
-
 // The section (id "heads"), with figures rendered (the profile needs gnuplot).
-Section heads_section(const HeadsReport& report, int order = 60);
+Section heads_section(const analysis::HeadsAnalysis& analysis, int order = 60);
+
+// The output folder of `attnkit analyze heads`, created if need be. With a model: heads.json
+// (analysis::to_json), heads_importance.svg, heads_profile.svg and section.json; with a run:
+// heads_importance_stepN.svg per checkpoint, heads_over_training.json and
+// heads_profile_over_training.svg (the importance-order profile per fraction over steps). Files
+// are written atomically; returns what was written, in order (the cross-data correlation is
+// listed as "(cross-data correlation in heads.json)").
+std::vector<std::string> write_heads_outputs(const analysis::HeadsExperiment& experiment,
+                                             const std::string& directory);
 
 // A table as text cells: "L{layer}" rows, one column per head (blank where a layer has fewer).
 Table head_table(const analysis::HeadTable& values, const std::string& caption, int precision = 3);

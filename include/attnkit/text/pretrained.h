@@ -4,6 +4,7 @@
 //   encoder.json (byte-level BPE; merges.txt / vocab.bpe next to it), or a directory holding one
 //   of these (tried in that order: tokenizer.json, vocab.json+merges.txt, encoder.json+vocab.bpe,
 //   vocab.txt).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct LoadOptions {
 };
 
 Tokenizer load_tokenizer(const std::string& path, const LoadOptions& options = {});
+// A model directory's tokenizer: load_tokenizer(directory) when it holds a tokenizer.json,
+// vocab.json, encoder.json or vocab.txt; nullopt when it holds none (or is not a directory).
+std::optional<Tokenizer> find_tokenizer(const std::string& directory, const LoadOptions& options = {});
 
 // Writes DIR/tokenizer.json and the classic files (vocab.txt, or vocab.json + merges.txt).
 void save_tokenizer(const Tokenizer& tokenizer, const std::string& directory);

@@ -12,6 +12,8 @@
 // instead, counts it in the returned stats and keeps its first messages: nothing is dropped
 // silently. Blank lines (only whitespace) are not data; they are counted, not errors. A file that
 // cannot be opened is always an error.
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -58,6 +60,17 @@ ClassificationData read_classification_jsonl(const std::string& path, const std:
 // By extension: .jsonl or .json as JSONL, anything else as TSV.
 ClassificationData read_classification(const std::string& path, const std::vector<std::string>& labels = {},
                                        const DataReadOptions& options = {});
+
+// A classification data set as a model takes it: every text encoded by `tokenizer` (with its
+// special tokens), cut to max_length tokens (an empty encoding becomes [pad_id]) and right padded
+// with pad_id to the longest: input_ids and attention_mask (1 = real token) [N, longest] and
+// labels [N], all int64.
+struct ClassificationTensors {
+  at::Tensor input_ids, attention_mask, labels;
+};
+ClassificationTensors classification_tensors(const ClassificationData& data,
+                                             const text::Tokenizer& tokenizer, int64_t max_length,
+                                             int64_t pad_id);
 
 struct TaggingExample {
   std::vector<std::string> tokens;

@@ -1,0 +1,139 @@
+#pragma once
+// The head experiments behind `attnkit analyze heads` and `attnkit prune` (analysis/heads.h):
+//   run_heads_experiment  importance, ablations (optional) and the three pruning profiles of a
+//                         sequence classifier directory on a data file; with a second data file
+//                         the correlation of the two importance maps; or, for a run directory,
+//                         every checkpoint's importance and profile (no ablations).
+//   prune_model           physical head pruning of a model directory (given heads, or a fraction
+//                         of the least important ones) written in either layout.
+// How a data file becomes tensors is the caller's (HeadsDataReader: the CLI tokenises with
+// train::classification_tensors, a layer this one may not use). to_json gives heads.json and
+// heads_over_training.json; the figures are report/head_plots.h's write_heads_outputs.
+#include "attnkit/analysis/heads.h"
+#include "attnkit/io/model_directory.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnkit {
+class ProgressReporter;
+}
+
+namespace attnkit::analysis {
+
+// A classification data file as the model takes it: input_ids and attention_mask [N, n] (int64),
+// labels [N], label_count distinct labels in the file.
+struct ClassificationInputs {
+  at::Tensor input_ids, attention_mask, labels;
+  int64_t label_count = 0;
+};
+// Reads `data_path` for the model loaded from `model_dir`.
+using HeadsDataReader = std::function<ClassificationInputs(
+    const std::string& data_path, const std::string& model_dir, const io::LoadedModel& model)>;
+// A progress reporter for one phase ("importance batches", ...), or null for none; the
+// experiment sets its total and ticks it.
+using HeadsProgress = std::function<std::unique_ptr<ProgressReporter>(const std::string& unit)>;
+
+// The classification task of `model` on `data_path` (read by `read`). Throws attnkit::Error when
+// the model has no classifier, the file has no examples or more labels than the classifier.
+HeadTask load_heads_task(const std::string& model_dir, const io::LoadedModel& model,
+                         const std::string& data_path, const HeadsDataReader& read,
+                         int64_t batch_size, int64_t score_examples);
+
+struct HeadsExperimentOptions {
+  std::string model;  // a model directory with a sequence classifier ...
+  std::string run;    // ... or a run directory (exactly one)
+  std::string data;   // required
+  std::string data2;  // optional second data file (with `model`): importance correlation
+  HeadsDataReader read_data;
+  int64_t batch_size = 32;
+  int64_t score_examples = 0;         // 0 = all
+  std::vector<double> fractions;      // PruningOptions::fractions (empty: 10%, ..., 100%)
+  bool exact = false;
+  int64_t min_heads = 1;
+  bool ablation = true;               // with `model` only
+  uint64_t seed = 0;                  // the random profile's
+};
+
+// One model's analysis (report/head_plots.h's HeadsReport is this).
+struct HeadsAnalysis {
+  std::string model;  // what was analysed (directory)
+  std::string metric_name;
+  HeadImportance importance;
+  HeadAblation ablation;                  // only the baseline without ablations
+  std::vector<PruningProfile> profiles;   // importance, random, reverse
+};
+
+struct CrossDataImportance {
+  std::string data;
+  HeadImportance importance;
+  Correlation correlation;  // of analysis.importance.importance and importance.importance
+};
+
+struct CheckpointHeads {
+  int64_t step = 0;
+  std::string directory;
+  HeadsAnalysis analysis;
+};
+
+struct HeadsExperiment {
+  // With a model: its analysis, and the cross-data importance when data2 was given.
+  HeadsAnalysis analysis;
+  std::optional<CrossDataImportance> cross_data;
+  // With a run: the run directory and every checkpoint by step.
+  std::string run;
+  std::vector<CheckpointHeads> checkpoints;
+};
+
+// Throws attnkit::Error (one line) for options that are not exactly one of model and run, no
+// data, no read_data, or what the analysis finds wrong.
+HeadsExperiment run_heads_experiment(const HeadsExperimentOptions& options,
+                                     const HeadsProgress& progress = nullptr);
+
+// Checkpoints of a run directory: RUN/checkpoints/*N (else RUN/*N) folders with a
+// model.safetensors, by step N. Throws attnkit::Error when there are none.
+std::vector<std::pair<int64_t, std::string>> run_checkpoints(const std::string& run);
+
+nlohmann::json to_json(const HeadsAnalysis& analysis);
+// With a model: heads.json ({model, metric, importance, ablation, profiles[, cross_data]}); with a
+// run: heads_over_training.json ({run, checkpoints: [{step, checkpoint, analysis}]}).
+nlohmann::json to_json(const HeadsExperiment& experiment);
+// The importance table of a heads.json. Throws attnkit::Error "WHAT PATH: not a heads.json of
+// attnkit analyze heads (...)" for a file without one.
+HeadTable read_heads_importance(const std::string& path, const std::string& what);
+
+struct PruneOptions {
+  std::string model, out;
+  std::string format;  // "attnkit" | "huggingface"; empty: the input's
+  // Exactly one of: the heads to remove (unpruned numbering) ...
+  std::optional<models::HeadIndices> heads;
+  // ... or a fraction of all heads, least important first, by the importance of a heads.json
+  // (importance_file) or else scored on `data` (read by read_data); exactly one of the two.
+  double fraction = -1;
+  int64_t min_heads = 1;
+  std::string importance_file;
+  std::string data;
+  HeadsDataReader read_data;
+  int64_t batch_size = 32, score_examples = 0;
+};
+
+struct PruneResult {
+  int64_t heads_before = 0, heads_after = 0;
+  int64_t parameters_before = 0, parameters_after = 0;
+  models::HeadIndices pruned_heads;  // the model's config now (unpruned numbering)
+  std::string format;                // the layout written
+};
+
+// Loads, prunes and writes options.out (tokenizer files copied along, as convert does).
+PruneResult prune_model(const PruneOptions& options, const HeadsProgress& progress = nullptr);
+
+}  // namespace attnkit::analysis

@@ -1,0 +1,64 @@
+#pragma once
+// The generation behind `attnkit generate`: a task model (causal-LM head: CausalLM; masked-LM
+// head only: UnilmLM, language_models.h), prompts as token ids, the strategy settings and a
+// per-token streaming callback in; the results with their scores out (generation.h). Token text
+// (prompts in, text out) stays with the caller.
+#include "attnkit/decode/generation.h"
+#include "attnkit/models/task_model.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnkit::decode {
+
+// A model with a masked-LM head and no causal-LM head decodes as UniLM: its prompts carry the
+// tokenizer's special tokens ([CLS] ... [SEP]) and its end token is "[SEP]".
+bool decodes_as_unilm(const models::HeadsConfig& heads);
+// The tokenizer token that ends a sequence by default: "[SEP]" (UniLM) or "<|endoftext|>".
+const char* default_end_token(const models::HeadsConfig& heads);
+
+// The end-of-sequence ids and the pad id, into config.eos_token_ids and config.pad_token_id:
+// EOS: `eos` when given; none with no_eos; else config.json's eos_token_id (an id or a list;
+// hf_config may be null or not an object), else tokenizer_eos. Pad: config.json's pad_token_id,
+// else the first EOS, else model_pad.
+void set_special_tokens(GenerationConfig& config, const nlohmann::json& hf_config,
+                        const std::vector<int64_t>& eos, bool no_eos,
+                        std::optional<int64_t> tokenizer_eos, int64_t model_pad);
+
+// Called with (prompt index, token) as each token is chosen (beam search: the best sequence's
+// tokens at the end).
+using TokenCallback = std::function<void(int64_t prompt, int64_t token)>;
+
+struct GenerationRequest {
+  models::TaskModel model{nullptr};
+  std::string name;  // the model's directory, for messages
+  int64_t condition_class = -1;  // class id of a class-conditional causal LM (-1: none)
+  std::vector<std::vector<int64_t>> prompts;  // non-empty, ids in the model's vocabulary
+  GenerationConfig config;                    // its on_token is replaced by on_token
+  TokenCallback on_token;
+};
+
+// The language model for `model`. Throws attnkit::Error when it has neither LM head, or for a
+// condition class with UniLM.
+std::unique_ptr<LanguageModel> language_model(const models::TaskModel& model,
+                                              const std::string& name,
+                                              int64_t condition_class = -1);
+
+// Checks the prompts (attnkit::Error "generate: ..." for an empty prompt or an id outside
+// [0, vocab)), then generates in eval mode without gradients: one result list per prompt.
+std::vector<std::vector<Hypothesis>> run_generation(const GenerationRequest& request);
+
+// --json's document: {"strategy", "results": [{"prompt": shown[p], "prompt_ids", "sequences":
+// [{"ids", "score"[, "text"]}]}]}, "text" when detokenize is given.
+nlohmann::json results_json(Strategy strategy, const std::vector<std::string>& shown,
+                            const std::vector<std::vector<int64_t>>& prompts,
+                            const std::vector<std::vector<Hypothesis>>& results,
+                            const std::function<std::string(const std::vector<int64_t>&)>& detokenize);
+
+}  // namespace attnkit::decode

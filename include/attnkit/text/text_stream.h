@@ -1,0 +1,33 @@
+#pragma once
+// The text of a growing token sequence, piece by piece, for printing tokens as they are generated.
+// add() decodes the whole sequence and returns the text not returned before, holding back a
+// trailing incomplete UTF-8 character (a byte-level BPE token may end inside one) until its last
+// byte arrives; while the decoded text no longer starts with what was returned (a decoder that
+// rewrites earlier text), it returns nothing. finish() returns what is still held back. No LibTorch.
+#include "attnkit/text/tokenizer.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnkit::text {
+
+// The length of the longest prefix of `text` that does not end inside a UTF-8 sequence.
+size_t complete_utf8_prefix(const std::string& text);
+
+class TextStream {
+ public:
+  explicit TextStream(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  std::string add(int64_t token);
+  std::string finish() const;
+
+ private:
+  std::string decoded() const;
+
+  const Tokenizer& tokenizer_;
+  std::vector<uint32_t> tokens_;
+  std::string returned_;  // the text returned so far
+};
+
+}  // namespace attnkit::text

@@ -1,0 +1,201 @@
+#include "attnkit/analysis/heads_experiment.h"
+
+#include "attnkit/error.h"
+#include "attnkit/file.h"
+#include "attnkit/progress.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+namespace attnkit::analysis {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::unique_ptr<ProgressReporter> phase(const HeadsProgress& progress, const std::string& unit,
+                                        int64_t total) {
+  if (!progress) return nullptr;
+  auto reporter = progress(unit);
+  if (reporter) reporter->set_total(total);
+  return reporter;
+}
+
+HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions& o, bool ablation,
+                      const HeadsProgress& progress) {
+  const auto loaded = io::load_model(model_dir);
+  auto task = load_heads_task(model_dir, loaded, o.data, o.read_data, o.batch_size, o.score_examples);
+  HeadsAnalysis r;
+  r.model = model_dir;
+  r.metric_name = task.metric_name;
+  {
+    auto bar = phase(progress, "importance batches", task.batches);
+    r.importance = head_importance(task, full_mask(*task.model), {}, bar.get());
+  }
+  if (ablation) {
+    int64_t heads = 0;
+    for (int64_t h : task.model->heads_per_layer()) heads += h;
+    auto bar = phase(progress, "evaluations (ablation)", 1 + 2 * heads);
+    r.ablation = head_ablation(task, bar.get());
+  } else {
+    torch::NoGradGuard no_grad;
+    r.ablation.baseline = task.metric();
+  }
+  for (auto order : {PruningOrder::Importance, PruningOrder::Random, PruningOrder::Reverse}) {
+    PruningOptions options;
+    options.fractions = o.fractions;
+    options.exact = o.exact;
+    options.min_heads_per_layer = o.min_heads;
+    options.order = order;
+    options.seed = o.seed;
+    auto bar = phase(progress, fmt::format("profile steps ({})", to_string(order)),
+                     int64_t(options.fractions.empty() ? 10 : options.fractions.size()) + 1);
+    r.profiles.push_back(pruning_profile(task, options, bar.get()));
+  }
+  return r;
+}
+
+}  // namespace
+
+HeadTask load_heads_task(const std::string& model_dir, const io::LoadedModel& model,
+                         const std::string& data_path, const HeadsDataReader& read,
+                         int64_t batch_size, int64_t score_examples) {
+  if (model.heads.sequence_labels <= 0)
+    throw Error(fmt::format("{}: analyze heads needs a sequence classifier (the model has no "
+                            "classification head; fine-tune one with attnkit train --init)",
+                            model_dir));
+  if (!read) throw Error("analyze heads: no data reader");
+  const auto data = read(data_path, model_dir, model);
+  if (!data.labels.defined() || data.labels.size(0) == 0)
+    throw Error(fmt::format("{}: no examples", data_path));
+  if (data.label_count > model.heads.sequence_labels)
+    throw Error(fmt::format("{}: {} labels, but the model's classifier has {}", data_path,
+                            data.label_count, model.heads.sequence_labels));
+  return classification_task(model.task, data.input_ids, data.attention_mask, data.labels,
+                             batch_size, score_examples);
+}
+
+HeadsExperiment run_heads_experiment(const HeadsExperimentOptions& o, const HeadsProgress& progress) {
+  if (o.model.empty() == o.run.empty())
+    throw Error("analyze heads: give exactly one of --model DIR and --run RUN_DIR");
+  if (o.data.empty()) throw Error("analyze heads: --data FILE is required");
+  HeadsExperiment e;
+  if (!o.model.empty()) {
+    e.analysis = analyze(o.model, o, o.ablation, progress);
+    if (!o.data2.empty()) {
+      const auto loaded = io::load_model(o.model);
+      auto task = load_heads_task(o.model, loaded, o.data2, o.read_data, o.batch_size, o.score_examples);
+      CrossDataImportance cross;
+      cross.data = o.data2;
+      cross.importance = head_importance(task, full_mask(*task.model));
+      cross.correlation =
+          importance_correlation(e.analysis.importance.importance, cross.importance.importance);
+      e.cross_data = std::move(cross);
+    }
+    return e;
+  }
+  e.run = o.run;
+  for (const auto& [step, dir] : run_checkpoints(o.run))
+    e.checkpoints.push_back({step, dir, analyze(dir, o, false, progress)});
+  return e;
+}
+
+std::vector<std::pair<int64_t, std::string>> run_checkpoints(const std::string& run) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  if (!fs::is_directory(run)) throw Error(fmt::format("--run {}: not a directory", run));
+  const std::regex step(R"(.*?(\d+)$)");
+  for (const auto* base : {"checkpoints", ""}) {
+    const fs::path dir = fs::path(run) / base;
+    if (!fs::is_directory(dir)) continue;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      std::smatch m;
+      const std::string name = entry.path().filename().string();
+      if (!entry.is_directory() || !std::regex_match(name, m, step)) continue;
+      if (!fs::exists(entry.path() / "model.safetensors")) continue;
+      out.emplace_back(std::stoll(m[1]), entry.path().string());
+    }
+    if (!out.empty()) break;
+  }
+  if (out.empty())
+    throw Error(fmt::format("--run {}: no checkpoints (folders ending in a step number with a "
+                            "model.safetensors)",
+                            run));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+json to_json(const HeadsAnalysis& r) {
+  json profiles = json::array();
+  for (const auto& p : r.profiles) profiles.push_back(to_json(p));
+  return {{"model", r.model},
+          {"metric", r.metric_name},
+          {"importance", to_json(r.importance)},
+          {"ablation", to_json(r.ablation)},
+          {"profiles", profiles}};
+}
+
+json to_json(const HeadsExperiment& e) {
+  if (!e.run.empty()) {
+    json per = json::array();
+    for (const auto& c : e.checkpoints)
+      per.push_back({{"step", c.step}, {"checkpoint", c.directory}, {"analysis", to_json(c.analysis)}});
+    return {{"run", e.run}, {"checkpoints", per}};
+  }
+  json j = to_json(e.analysis);
+  if (e.cross_data)
+    j["cross_data"] = {{"data", e.cross_data->data},
+                       {"importance", to_json(e.cross_data->importance)},
+                       {"pearson", e.cross_data->correlation.pearson},
+                       {"spearman", e.cross_data->correlation.spearman}};
+  return j;
+}
+
+HeadTable read_heads_importance(const std::string& path, const std::string& what) {
+  const std::string text = read_file(path);
+  try {
+    return json::parse(text).at("importance").at("importance").get<HeadTable>();
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{} {}: not a heads.json of attnkit analyze heads ({})", what, path,
+                            e.what()));
+  }
+}
+
+PruneResult prune_model(const PruneOptions& o, const HeadsProgress& progress) {
+  const int given = int(o.heads.has_value()) + int(o.fraction >= 0);
+  if (given != 1) throw Error("prune: give exactly one of --heads JSON and --fraction F");
+  if (o.fraction >= 0 && o.data.empty() == o.importance_file.empty())
+    throw Error("prune: --fraction needs the importance from --data FILE or --importance heads.json");
+  auto loaded = io::load_model(o.model);
+  auto& model = *loaded.model;
+  PruneResult r;
+  r.parameters_before = models::parameter_count(*loaded.task);
+  models::HeadIndices prune;
+  if (o.heads) {
+    prune = *o.heads;
+  } else {
+    HeadTable importance;
+    if (!o.importance_file.empty()) {
+      importance = read_heads_importance(o.importance_file, "--importance");
+    } else {
+      auto task = load_heads_task(o.model, loaded, o.data, o.read_data, o.batch_size, o.score_examples);
+      auto bar = phase(progress, "importance batches", task.batches);
+      importance = head_importance(task, full_mask(model), {}, bar.get()).importance;
+    }
+    prune = to_original_numbering(model, heads_to_prune(model, importance, o.fraction, o.min_heads));
+  }
+  model.prune_heads(prune);
+  r.format = o.format.empty() ? loaded.format : o.format;
+  io::save_model(loaded, o.model, o.out, r.format);
+  for (int64_t h : model.heads_per_layer()) r.heads_after += h;
+  r.heads_before = model.config().layers * model.config().heads;
+  r.pruned_heads = model.config().pruned_heads;
+  r.parameters_after = models::parameter_count(*loaded.task);
+  return r;
+}
+
+}  // namespace attnkit::analysis
