@@ -109,10 +109,6 @@ class FeatureState : public AttentionState {
   at::Tensor step(MultiHeadAttentionImpl& attention, const at::Tensor& x, const at::Tensor& valid,
                   bool causal) override {
     check_step(attention, x, valid);
-    if (!causal)
-      throw Error(fmt::format("decode: '{}' decodes causally only (a bidirectional prefix such as "
-                              "a UniLM source needs a softmax kind)",
-                              attention.options().spec().to_string()));
     const int64_t B = x.size(0), n = x.size(1), H = attention.heads();
     check_horizon(length_, n, horizon_);
     at::Tensor qh = split_heads(attention.q->forward(x), H);
@@ -133,6 +129,18 @@ class FeatureState : public AttentionState {
     at::Tensor v1 = at::cat({vh, at::ones_like(vh.narrow(3, 0, 1))}, 3);  // [B, H, n, dv + 1]
     if (!sums_.defined())
       sums_ = at::zeros({B, H, phi_k.size(3), v1.size(3)}, v1.options());
+    if (!causal) {
+      // A bidirectional segment (a UniLM source, a prefix-LM prefix): every new column sees all
+      // of them and everything before; the sums then hold the prefix summary that the causal
+      // columns after it start from (ops::prefix_linear_attention's recurrent form).
+      sums_ = sums_ + at::matmul(phi_k.transpose(-2, -1), v1);
+      at::Tensor read = at::matmul(phi_q, sums_);
+      const int64_t dv = vh.size(3);
+      at::Tensor den = read.narrow(3, dv, 1);
+      den = cosformer_ ? den.clamp_min(kFeatureEpsilon) : den + kFeatureEpsilon;
+      length_ += n;
+      return finish(attention, read.narrow(3, 0, dv) / den);
+    }
     std::vector<at::Tensor> reads;
     for (int64_t start = 0; start < n; start += kFeatureBlock) {
       const int64_t c = std::min(kFeatureBlock, n - start);

@@ -258,8 +258,20 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
     dropout.seed = static_cast<uint64_t>(
         at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
   }
+  if (in.prefix_lengths) {
+    const auto& pl = *in.prefix_lengths;
+    if (memory || L != S || pl.dim() != 1 || pl.size(0) != x.size(0))
+      throw Error(fmt::format("attention: prefix_lengths must be [{}] for self attention, got [{}]{}",
+                              x.size(0), fmt::join(pl.sizes(), ", "),
+                              memory ? " with a memory (cross attention)" : ""));
+  }
+  // The prefix-LM mask written out, for the kinds that need it explicitly.
+  auto explicit_mask = [&]() -> c10::optional<at::Tensor> {
+    if (in.mask || !in.prefix_lengths || spec.causal) return in.mask;
+    return ops::prefix_lm_mask(*in.prefix_lengths, L).to(x.device());
+  };
   if (spec.uses_logits()) {
-    const auto mask = merged_mask(in.mask, in.key_padding);
+    const auto mask = merged_mask(explicit_mask(), in.key_padding);
     if (spec.talking_heads || in.need_weights) {
       at::Tensor scores = logits(qh, kh, spec.kind, L, S);
       // Token-independent logits ([1, H, L, S], random synthesizers) meet a per-batch mask.
@@ -277,16 +289,26 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
                                            dropout);
     }
   } else {
-    if (in.mask)
-      throw Error(fmt::format("attention: '{}' takes causality and key padding only, not an "
-                              "arbitrary mask (use a softmax or synthesizer kind for "
-                              "UniLM/XLNet/prefix masks)",
+    if (in.mask && !in.prefix_lengths)
+      throw Error(fmt::format("attention: '{}' takes causality, key padding and prefix lengths "
+                              "(prefix LM, UniLM) only, not an arbitrary mask (use a softmax or "
+                              "synthesizer kind for XLNet or other masks)",
                               spec.to_string()));
+    const bool prefix = in.prefix_lengths && !spec.causal;
     if (spec.kind == AttentionKind::Linear)
-      context = ops::linear_attention(qh, kh, vh, *feature_map_, spec.causal, in.key_padding);
+      context = prefix ? ops::prefix_linear_attention(qh, kh, vh, *feature_map_,
+                                                      *in.prefix_lengths, in.key_padding)
+                       : ops::linear_attention(qh, kh, vh, *feature_map_, spec.causal,
+                                               in.key_padding);
     else
-      context = ops::cosformer_attention(qh, kh, vh, spec.causal, in.key_padding);
-    if (in.need_weights) result.weights = explicit_weights(qh, kh, c10::nullopt, in.key_padding);
+      context = prefix ? ops::prefix_cosformer_attention(qh, kh, vh, *in.prefix_lengths,
+                                                         in.key_padding)
+                       : ops::cosformer_attention(qh, kh, vh, spec.causal, in.key_padding);
+    if (in.need_weights)
+      result.weights = explicit_weights(
+          qh, kh, prefix ? c10::optional<at::Tensor>(ops::prefix_lm_mask(*in.prefix_lengths, L))
+                         : c10::nullopt,
+          in.key_padding);
   }
   if (in.need_head_contexts) result.head_contexts = context;
   if (head_gates_.defined()) context = ops::apply_head_gates(context, head_gates_.to(context.dtype()));

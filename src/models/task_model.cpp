@@ -272,7 +272,18 @@ UnilmBatch unilm_batch(const std::vector<std::vector<int64_t>>& sources,
     }
   }
   out.mask = ops::unilm_mask(out.token_type_ids);
+  out.prefix_lengths = ops::unilm_prefix_lengths(out.token_type_ids);
   return out;
+}
+
+TaskInputs UnilmBatch::inputs() const {
+  TaskInputs in;
+  in.input_ids = input_ids;
+  in.token_type_ids = token_type_ids;
+  in.attention_mask = attention_mask;
+  in.mask = mask;
+  in.prefix_lengths = prefix_lengths;
+  return in;
 }
 
 }  // namespace attnkit::models

@@ -219,6 +219,7 @@ ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {
     block_inputs.self.key_padding = in.attention_mask->to(at::kBool);
   }
   block_inputs.self.mask = in.mask;
+  block_inputs.self.prefix_lengths = in.prefix_lengths;
   block_inputs.self.need_weights = in.output_attentions;
   block_inputs.self.need_head_contexts = in.output_head_contexts;
   block_inputs.memory = in.memory;

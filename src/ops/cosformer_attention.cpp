@@ -4,6 +4,8 @@
 #include "feature_attention.h"
 #include "fused_feature_attention.h"
 
+#include "attnkit/ops/masks.h"
+
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -36,6 +38,25 @@ at::Tensor cosformer_attention(const at::Tensor& q, const at::Tensor& k, const a
   auto phi_k = detail::zero_padded_keys(cosformer_features(k, cosformer_angles(S, 0, M, dtype)),
                                         key_padding_mask);
   return detail::feature_attention(phi_q, phi_k, v, causal, detail::Denominator::ClampEpsilon);
+}
+
+at::Tensor prefix_cosformer_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& prefix_lengths,
+                                      const c10::optional<at::Tensor>& key_padding_mask) {
+  const char* op = "prefix_cosformer_attention";
+  detail::check_feature_attention_inputs(op, q, k, v, /*causal=*/false, key_padding_mask);
+  const auto lengths = detail::check_prefix_lengths(op, q, k, prefix_lengths);
+  const int64_t n = q.size(2), M = std::max<int64_t>(n, 1);
+  if (detail::fused_prefix_feature_applies(q, FeatureMapKind::CosRelu))
+    return detail::fused_prefix_feature_attention(q, k, v, lengths, key_padding_mask,
+                                                  FeatureMapKind::CosRelu,
+                                                  M_PI / 2.0 / static_cast<double>(M),
+                                                  /*clamp=*/true);
+  const auto angles = cosformer_angles(n, 0, M, q.scalar_type());
+  auto phi_k = detail::zero_padded_keys(cosformer_features(k, angles), key_padding_mask);
+  return detail::masked_feature_attention(cosformer_features(q, angles), phi_k, v,
+                                          prefix_lm_mask(lengths, n).to(q.device()),
+                                          detail::Denominator::ClampEpsilon);
 }
 
 }  // namespace attnkit::ops

@@ -106,6 +106,40 @@ at::Tensor feature_attention(const at::Tensor& phi_q, const at::Tensor& phi_k, c
   return num / den;
 }
 
+at::Tensor masked_feature_attention(const at::Tensor& phi_q, const at::Tensor& phi_k,
+                                    const at::Tensor& v, const at::Tensor& allowed,
+                                    Denominator denominator) {
+  auto scores = at::matmul(phi_q, phi_k.transpose(-2, -1)) * allowed.to(phi_q.scalar_type());
+  auto den = scores.sum(-1, /*keepdim=*/true);
+  den = denominator == Denominator::AddEpsilon ? den + kFeatureAttentionEpsilon
+                                               : den.clamp_min(kFeatureAttentionEpsilon);
+  return at::matmul(scores, v) / den;
+}
+
+at::Tensor check_prefix_lengths(const char* op, const at::Tensor& q, const at::Tensor& k,
+                                const at::Tensor& prefix_lengths) {
+  if (q.size(2) != k.size(2))
+    fail(op, fmt::format("prefix-LM attention is self attention (L = S), but q has shape {} and k "
+                         "has shape {}",
+                         shape_str(q), shape_str(k)));
+  check_defined(op, "prefix_lengths", prefix_lengths);
+  if (prefix_lengths.dim() != 1 || prefix_lengths.size(0) != q.size(0) ||
+      at::isFloatingType(prefix_lengths.scalar_type()) ||
+      prefix_lengths.scalar_type() == at::kBool)
+    fail(op, fmt::format("prefix_lengths must be an integer tensor of shape [{}] (one length per "
+                         "batch row), got {} of dtype {}",
+                         q.size(0), shape_str(prefix_lengths),
+                         c10::toString(prefix_lengths.scalar_type())));
+  auto lengths = prefix_lengths.to(at::kCPU).to(at::kLong).contiguous();
+  const int64_t n = q.size(2);
+  if (lengths.numel() > 0 &&
+      (lengths.min().item<int64_t>() < 0 || lengths.max().item<int64_t>() > n))
+    fail(op, fmt::format("prefix_lengths must lie in [0, {}] (the sequence length), got values "
+                         "from {} to {}",
+                         n, lengths.min().item<int64_t>(), lengths.max().item<int64_t>()));
+  return lengths;
+}
+
 void check_feature_attention_inputs(const char* op, const at::Tensor& q, const at::Tensor& k,
                                     const at::Tensor& v, bool causal,
                                     const c10::optional<at::Tensor>& key_padding_mask) {

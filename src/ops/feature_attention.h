@@ -22,6 +22,18 @@ constexpr double kFeatureAttentionEpsilon = 1e-6;
 at::Tensor feature_attention(const at::Tensor& phi_q, const at::Tensor& phi_k, const at::Tensor& v,
                              bool causal, Denominator denominator);
 
+// The same over an explicit bool mask `allowed` broadcastable to [B, H, L, S] (true = may
+// attend), written out as an L×S matrix: the unfused path of prefix-LM / UniLM feature attention
+// (FAVOR, other dtypes, create_graph backwards).
+at::Tensor masked_feature_attention(const at::Tensor& phi_q, const at::Tensor& phi_k,
+                                    const at::Tensor& v, const at::Tensor& allowed,
+                                    Denominator denominator);
+
+// Checks of the prefix-LM entry points: self attention (L = S = n) and prefix_lengths a [B]
+// integer tensor with values in [0, n]. Returns prefix_lengths as contiguous int64.
+at::Tensor check_prefix_lengths(const char* op, const at::Tensor& q, const at::Tensor& k,
+                                const at::Tensor& prefix_lengths);
+
 // Checks shared by linear_attention and cosformer_attention (qkv, causal L <= S, padding mask).
 void check_feature_attention_inputs(const char* op, const at::Tensor& q, const at::Tensor& k,
                                     const at::Tensor& v, bool causal,

@@ -5,6 +5,8 @@
 #include "cpu/fused_feature_attention_kernel.h"
 #include "feature_attention.h"
 
+#include "attnkit/ops/masks.h"
+
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -29,8 +31,9 @@ cpu::FeatureProblem feature_problem(const at::Tensor& q, const at::Tensor& v, Fe
 
 // The same attention from ATen ops (differentiable to any order): the path for create_graph.
 at::Tensor unfused_feature_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                     const at::Tensor& keep, FeatureMapKind feature,
-                                     double angle_step, bool clamp, bool causal) {
+                                     const at::Tensor& keep, const at::Tensor& prefix,
+                                     FeatureMapKind feature, double angle_step, bool clamp,
+                                     bool causal) {
   auto phi = [&](const at::Tensor& x) {
     switch (feature) {
       case FeatureMapKind::Elu: return at::elu(x) + 1;
@@ -44,11 +47,15 @@ at::Tensor unfused_feature_attention(const at::Tensor& q, const at::Tensor& k, c
   auto phi_k = phi(k);
   if (keep.defined())
     phi_k = phi_k * keep.to(phi_k.scalar_type()).view({keep.size(0), 1, keep.size(1), 1});
-  return feature_attention(phi(q), phi_k, v, causal,
-                           clamp ? Denominator::ClampEpsilon : Denominator::AddEpsilon);
+  const auto denominator = clamp ? Denominator::ClampEpsilon : Denominator::AddEpsilon;
+  if (prefix.defined())  // prefix-LM: through the explicit [B, 1, n, n] mask
+    return masked_feature_attention(phi(q), phi_k, v, prefix_lm_mask(prefix, q.size(2)),
+                                    denominator);
+  return feature_attention(phi(q), phi_k, v, causal, denominator);
 }
 
-size_t workspace_size(const cpu::FeatureProblem& p, bool causal) {
+size_t workspace_size(const cpu::FeatureProblem& p, bool causal, bool prefix) {
+  if (prefix) return cpu::prefix_workspace(p);
   return causal ? cpu::feature_attention_workspace(p) : cpu::non_causal_workspace(p);
 }
 
@@ -64,17 +71,20 @@ FusedSettings settings_of(torch::autograd::AutogradContext* ctx) {
           ctx->saved_data["causal"].toBool()};
 }
 
-// Causal (L = S) or non-causal (any L, S; optional key padding) feature attention with the
-// feature map inside the chunked kernels.
+// Causal (L = S), non-causal (any L, S; optional key padding) or prefix-LM (L = S, prefix
+// lengths defined; optional key padding) feature attention with the feature map inside the
+// chunked kernels.
 class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAttention> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q_in,
                             const at::Tensor& k_in, const at::Tensor& v_in,
-                            const c10::optional<at::Tensor>& keep_in, int64_t feature,
-                            double angle_step, bool clamp, bool causal) {
+                            const c10::optional<at::Tensor>& keep_in,
+                            const c10::optional<at::Tensor>& prefix_in, int64_t feature, double angle_step, bool clamp, bool causal) {
     auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
     at::Tensor keep;
     if (keep_in.has_value() && keep_in->defined()) keep = keep_in->contiguous();
+    at::Tensor prefix;  // int64 [B] (prefix-LM mode) or undefined
+    if (prefix_in.has_value() && prefix_in->defined()) prefix = prefix_in->contiguous();
     const auto p = feature_problem(q, v, static_cast<FeatureMapKind>(feature), angle_step, clamp);
     const int64_t B = q.size(0), H = q.size(1), S = k.size(2);
     auto y = at::empty({B, H, p.n, p.e}, v.options());
@@ -82,16 +92,21 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
     if (y.numel() > 0) {
       cpu::SingleThreadedBlas single_threaded_blas;
       const bool* kp_keep = keep.defined() ? keep.data_ptr<bool>() : nullptr;
+      const int64_t* prefix_of = prefix.defined() ? prefix.data_ptr<int64_t>() : nullptr;
       AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "feature_attention", [&] {
         const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(),
                        *vp = v.data_ptr<scalar_t>();
         scalar_t *yp = y.data_ptr<scalar_t>(), *dp = den.data_ptr<scalar_t>();
         at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-          std::vector<scalar_t> workspace(workspace_size(p, causal));
+          std::vector<scalar_t> workspace(workspace_size(p, causal, prefix_of != nullptr));
           for (int64_t i = begin; i < end; ++i) {
             const scalar_t *qi = qp + i * p.n * p.d, *ki = kp + i * S * p.d, *vi = vp + i * S * p.e;
             scalar_t *yi = yp + i * p.n * p.e, *di = dp + i * p.n;
-            if (causal)
+            if (prefix_of)
+              cpu::prefix_feature_attention_forward(p, prefix_of[i / H], qi, ki, vi,
+                                                    kp_keep ? kp_keep + (i / H) * S : nullptr, yi,
+                                                    di, workspace.data());
+            else if (causal)
               cpu::causal_feature_attention_forward(p, qi, ki, vi, yi, di, workspace.data());
             else
               cpu::feature_attention_forward(p, S, qi, ki, vi, kp_keep ? kp_keep + (i / H) * S : nullptr,
@@ -103,7 +118,7 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
       y.zero_();
     }
     // The inputs as given (views stay views: no second copy is kept alive).
-    ctx->save_for_backward({q_in, k_in, v_in, y, den, keep});
+    ctx->save_for_backward({q_in, k_in, v_in, y, den, keep, prefix});
     ctx->saved_data["feature"] = feature;
     ctx->saved_data["angle_step"] = angle_step;
     ctx->saved_data["clamp"] = clamp;
@@ -114,9 +129,9 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &y = saved[3], &den = saved[4], &keep = saved[5];
+    const auto &y = saved[3], &den = saved[4], &keep = saved[5], &prefix = saved[6];
     const auto set = settings_of(ctx);
-    torch::autograd::variable_list result(8);
+    torch::autograd::variable_list result(9);
     if (at::GradMode::is_enabled()) {
       // create_graph: differentiate the composition so that the gradient has a graph too.
       torch::autograd::variable_list inputs;
@@ -127,8 +142,8 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
           which.push_back(i);
         }
       if (inputs.empty()) return result;
-      auto out = unfused_feature_attention(saved[0], saved[1], saved[2], keep, set.feature,
-                                           set.angle_step, set.clamp, set.causal);
+      auto out = unfused_feature_attention(saved[0], saved[1], saved[2], keep, prefix,
+                                           set.feature, set.angle_step, set.clamp, set.causal);
       auto g = torch::autograd::grad({out}, inputs, {grads[0]}, /*retain_graph=*/true,
                                      /*create_graph=*/true, /*allow_unused=*/true);
       for (size_t j = 0; j < which.size(); ++j) result[which[j]] = g[j];
@@ -142,6 +157,7 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
     if (y.numel() > 0 && S > 0) {
       cpu::SingleThreadedBlas single_threaded_blas;
       const bool* kp_keep = keep.defined() ? keep.data_ptr<bool>() : nullptr;
+      const int64_t* prefix_of = prefix.defined() ? prefix.data_ptr<int64_t>() : nullptr;
       AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "feature_attention_backward", [&] {
         const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(),
                        *vp = v.data_ptr<scalar_t>(), *yp = y.data_ptr<scalar_t>(),
@@ -149,10 +165,15 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
         scalar_t *dqp = dq.data_ptr<scalar_t>(), *dkp = dk.data_ptr<scalar_t>(),
                  *dvp = dv.data_ptr<scalar_t>();
         at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-          std::vector<scalar_t> workspace(workspace_size(p, set.causal));
+          std::vector<scalar_t> workspace(workspace_size(p, set.causal, prefix_of != nullptr));
           for (int64_t i = begin; i < end; ++i) {
             const int64_t qo = i * p.n * p.d, ko = i * S * p.d, vo = i * S * p.e, yo = i * p.n * p.e;
-            if (set.causal)
+            if (prefix_of)
+              cpu::prefix_feature_attention_backward(
+                  p, prefix_of[i / H], qp + qo, kp + ko, vp + vo,
+                  kp_keep ? kp_keep + (i / H) * S : nullptr, yp + yo, dp + i * p.n, gp + yo,
+                  dqp + qo, dkp + ko, dvp + vo, workspace.data());
+            else if (set.causal)
               cpu::causal_feature_attention_backward(p, qp + qo, kp + ko, vp + vo, yp + yo,
                                                      dp + i * p.n, gp + yo, dqp + qo, dkp + ko,
                                                      dvp + vo, workspace.data());
@@ -188,8 +209,24 @@ at::Tensor fused_feature_attention(const at::Tensor& q, const at::Tensor& k, con
                                    const c10::optional<at::Tensor>& key_padding_mask,
                                    FeatureMapKind feature, double angle_step, bool clamp,
                                    bool causal) {
-  return FusedFeatureAttention::apply(q, k, v, key_padding_mask, static_cast<int64_t>(feature),
-                                      angle_step, clamp, causal);
+  return FusedFeatureAttention::apply(q, k, v, key_padding_mask, c10::optional<at::Tensor>(),
+                                      static_cast<int64_t>(feature), angle_step, clamp, causal);
+}
+
+bool fused_prefix_feature_applies(const at::Tensor& q, FeatureMapKind feature) {
+  if (feature == FeatureMapKind::Favor) return false;
+  const auto dtype = q.scalar_type();
+  return (dtype == at::kFloat || dtype == at::kDouble) && q.device().is_cpu();
+}
+
+at::Tensor fused_prefix_feature_attention(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v, const at::Tensor& prefix_lengths,
+                                          const c10::optional<at::Tensor>& key_padding_mask,
+                                          FeatureMapKind feature, double angle_step, bool clamp) {
+  const auto prefix = prefix_lengths.to(at::kLong).contiguous();
+  return FusedFeatureAttention::apply(q, k, v, key_padding_mask, c10::optional<at::Tensor>(prefix),
+                                      static_cast<int64_t>(feature), angle_step, clamp,
+                                      /*causal=*/false);
 }
 
 }  // namespace attnkit::ops::detail

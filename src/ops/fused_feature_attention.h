@@ -27,4 +27,17 @@ at::Tensor fused_feature_attention(const at::Tensor& q, const at::Tensor& k, con
                                    FeatureMapKind feature, double angle_step, bool clamp,
                                    bool causal);
 
+// Prefix-LM mode (the O(n) form of ops/masks.h prefix_lm_mask and, with key padding, of the
+// UniLM mask): q, k [B, H, n, d], v [B, H, n, e], prefix_lengths [B] int64 in [0, n] (checked by
+// the caller), optional key_padding_mask [B, n]. Query i < p_b sees the real keys j < p_b, query
+// i >= p_b the real keys j < p_b and p_b..i. Same features, kernels' memory and create_graph
+// fallback (through the explicit mask) as above.
+at::Tensor fused_prefix_feature_attention(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v, const at::Tensor& prefix_lengths,
+                                          const c10::optional<at::Tensor>& key_padding_mask,
+                                          FeatureMapKind feature, double angle_step, bool clamp);
+
+// Whether the fused prefix mode covers a call: Elu, Relu or CosRelu, float32/float64 on the CPU.
+bool fused_prefix_feature_applies(const at::Tensor& q, FeatureMapKind feature);
+
 }  // namespace attnkit::ops::detail

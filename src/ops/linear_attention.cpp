@@ -5,6 +5,8 @@
 #include "feature_attention.h"
 #include "fused_feature_attention.h"
 
+#include "attnkit/ops/masks.h"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -124,6 +126,21 @@ at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::
   auto phi_q = feature_map.apply(q);
   auto phi_k = detail::zero_padded_keys(feature_map.apply(k), key_padding_mask);
   return detail::feature_attention(phi_q, phi_k, v, causal, detail::Denominator::AddEpsilon);
+}
+
+at::Tensor prefix_linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const FeatureMap& feature_map, const at::Tensor& prefix_lengths,
+                                   const c10::optional<at::Tensor>& key_padding_mask) {
+  const char* op = "prefix_linear_attention";
+  detail::check_feature_attention_inputs(op, q, k, v, /*causal=*/false, key_padding_mask);
+  const auto lengths = detail::check_prefix_lengths(op, q, k, prefix_lengths);
+  if (detail::fused_prefix_feature_applies(q, feature_map.kind()))
+    return detail::fused_prefix_feature_attention(q, k, v, lengths, key_padding_mask,
+                                                  feature_map.kind(), 0.0, /*clamp=*/false);
+  auto phi_k = detail::zero_padded_keys(feature_map.apply(k), key_padding_mask);
+  return detail::masked_feature_attention(feature_map.apply(q), phi_k, v,
+                                          prefix_lm_mask(lengths, q.size(2)).to(q.device()),
+                                          detail::Denominator::AddEpsilon);
 }
 
 at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -65,6 +65,24 @@ at::Tensor unilm_mask(const at::Tensor& segment_ids) {
   return c.unsqueeze(1).le(c.unsqueeze(2)).unsqueeze(1);
 }
 
+at::Tensor unilm_prefix_lengths(const at::Tensor& segment_ids) {
+  check_int_tensor("unilm_prefix_lengths", "segment_ids", segment_ids, 2);
+  auto seg = segment_ids.to(at::kCPU).to(at::kLong);
+  const int64_t n = seg.size(1);
+  if (seg.numel() > 0) {
+    const bool binary = seg.eq(0).logical_or(seg.eq(1)).all().item<bool>();
+    // 0…0 1…1: never a 0 right after a 1.
+    const bool ordered =
+        n < 2 || !seg.narrow(1, 1, n - 1).lt(seg.narrow(1, 0, n - 1)).any().item<bool>();
+    if (!binary || !ordered)
+      fail("unilm_prefix_lengths",
+           fmt::format("segment_ids of shape {} must be 0…0 1…1 in every row (source, then "
+                       "target); use unilm_mask for other layouts",
+                       shape_str(segment_ids)));
+  }
+  return (n - seg.sum(1)).contiguous();
+}
+
 XLNetMasks xlnet_masks(const at::Tensor& permutation) {
   detail::check_defined("xlnet_masks", "permutation", permutation);
   auto perm = permutation.dim() == 1 ? permutation.unsqueeze(0) : permutation;

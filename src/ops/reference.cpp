@@ -99,15 +99,17 @@ at::Tensor feature_map(const ops::FeatureMap& fm, const at::Tensor& x_in) {
 
 at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const ops::FeatureMap& fm, bool causal,
-                            const c10::optional<at::Tensor>& key_padding_mask) {
+                            const c10::optional<at::Tensor>& key_padding_mask,
+                            const c10::optional<at::Tensor>& mask) {
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2);
   auto w = at::matmul(feature_map(fm, q), feature_map(fm, k).transpose(-2, -1));
-  auto allowed = allowed_matrix(B, H, L, S, c10::nullopt, causal, key_padding_mask);
+  auto allowed = allowed_matrix(B, H, L, S, bool_part(mask), causal, key_padding_mask);
   return weighted_average(w * allowed.to(at::kDouble), v, /*clamp=*/false);
 }
 
 at::Tensor cosformer_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                               bool causal, const c10::optional<at::Tensor>& key_padding_mask) {
+                               bool causal, const c10::optional<at::Tensor>& key_padding_mask,
+                               const c10::optional<at::Tensor>& mask) {
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2);
   const double M = static_cast<double>(std::max<int64_t>({L, S, 1}));
   auto dot = at::matmul(at::relu(f64(q)), at::relu(f64(k)).transpose(-2, -1));
@@ -118,7 +120,7 @@ at::Tensor cosformer_attention(const at::Tensor& q, const at::Tensor& k, const a
     for (int64_t j = 0; j < S; ++j)
       c[i][j] = std::cos(M_PI / 2.0 * (pi_pos - static_cast<double>(j + 1)) / M);
   }
-  auto allowed = allowed_matrix(B, H, L, S, c10::nullopt, causal, key_padding_mask);
+  auto allowed = allowed_matrix(B, H, L, S, bool_part(mask), causal, key_padding_mask);
   return weighted_average(dot * cosw * allowed.to(at::kDouble), v, /*clamp=*/true);
 }
 

@@ -40,8 +40,8 @@ class AttentionState {
  public:
   virtual ~AttentionState() = default;
   // x [batch, n, hidden] (the attention sub-layer's input), valid [batch, n] bool. causal:
-  // the n new columns see each other causally (false: all of them, e.g. a UniLM source segment;
-  // only the softmax cache supports that). Returns the sub-layer output [batch, n, hidden].
+  // the n new columns see each other causally (false: all of them, e.g. a UniLM source segment
+  // or a prefix-LM prefix; the softmax cache and the linear/cosFormer sums support both). Returns the sub-layer output [batch, n, hidden].
   virtual at::Tensor step(layers::MultiHeadAttentionImpl& attention, const at::Tensor& x,
                           const at::Tensor& valid, bool causal) = 0;
   // Keeps rows `index` (int64 [new_batch], repeats allowed) in that order.

@@ -29,8 +29,17 @@ struct MultiHeadAttentionOptions {
 struct AttentionInputs {
   // bool (true = may attend) or additive (floating, same dtype as x, added to the logits),
   // broadcastable to [batch, heads, L, S]. Only kinds with explicit logits (softmax,
-  // synthesizers, mixtures) accept it; linear/cosFormer take causal + padding.
+  // synthesizers, mixtures) accept it alone; linear/cosFormer take causal, padding and
+  // prefix_lengths.
   c10::optional<at::Tensor> mask;
+  // [batch] integer, self attention only: the prefix-LM mask ops/masks.h prefix_lm_mask
+  // (query i < p_b sees keys j < p_b, query i >= p_b sees j < p_b and j <= i); UniLM is
+  // ops::unilm_prefix_lengths(token types) with the padding in key_padding. Linear attention and
+  // cosFormer run it in O(n) (ops::prefix_linear_attention, prefix_cosformer_attention); the
+  // logit kinds use `mask` when it is given (it must then be the same mask, e.g. unilm_mask),
+  // else prefix_lm_mask(prefix_lengths, L). With a causal spec the prefix changes nothing
+  // (causal ∧ prefix = causal).
+  c10::optional<at::Tensor> prefix_lengths;
   // bool [batch, S], true = real key.
   c10::optional<at::Tensor> key_padding;
   bool need_weights = false;        // fill AttentionResult::weights

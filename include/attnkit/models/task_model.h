@@ -121,9 +121,13 @@ at::Tensor span_loss(const at::Tensor& start_logits, const at::Tensor& end_logit
 
 // UniLM seq2seq batch (Dong et al. 2019, as bert4keras trains it): input [CLS] src [SEP] tgt
 // [SEP], token types 0 / 1, the UniLM mask, and next-token targets on the target segment only
-// (kIgnoreLabel elsewhere), padded to the longest pair with pad_id.
+// (kIgnoreLabel elsewhere), padded to the longest pair with pad_id. prefix_lengths [batch] is the
+// same mask as ModelInputs::prefix_lengths take it (the source segment's length, [CLS] and [SEP]
+// included), the form linear attention and cosFormer run in O(n); set both `mask` and
+// `prefix_lengths` (inputs()) and every attention kind sees the UniLM mask.
 struct UnilmBatch {
-  at::Tensor input_ids, token_type_ids, attention_mask, mask, targets;
+  at::Tensor input_ids, token_type_ids, attention_mask, mask, targets, prefix_lengths;
+  TaskInputs inputs() const;  // ids, token types, attention mask, mask and prefix lengths
 };
 UnilmBatch unilm_batch(const std::vector<std::vector<int64_t>>& sources,
                        const std::vector<std::vector<int64_t>>& targets, int64_t cls_id,

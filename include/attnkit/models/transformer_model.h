@@ -20,6 +20,10 @@ struct ModelInputs {
   c10::optional<at::Tensor> token_type_ids;  // [batch, n]
   c10::optional<at::Tensor> attention_mask;  // [batch, n], nonzero/true = real token
   c10::optional<at::Tensor> mask;            // extra bool mask [batch|1, 1|heads, n, n] (UniLM, ...)
+  // [batch] integer: the prefix-LM / UniLM mask as prefix lengths (layers::AttentionInputs::
+  // prefix_lengths): linear attention and cosFormer run it in O(n); the logit kinds use `mask` if
+  // given (then the same mask, e.g. unilm_mask), else ops::prefix_lm_mask of these lengths.
+  c10::optional<at::Tensor> prefix_lengths;
   c10::optional<at::Tensor> condition;       // [batch, condition_size] for Conditional LN
   c10::optional<at::Tensor> memory;          // encoder output for cross attention
   c10::optional<at::Tensor> memory_padding;  // [batch, S] bool

@@ -15,6 +15,16 @@ at::Tensor cosformer_attention(const at::Tensor& q, const at::Tensor& k, const a
                                bool causal = false,
                                const c10::optional<at::Tensor>& key_padding_mask = c10::nullopt);
 
+// Prefix-LM cosFormer, self attention over n tokens (M = n, query and key i at position i+1):
+// the weights above restricted to ops/masks.h prefix_lm_mask(prefix_lengths, n) and the optional
+// key padding, in O(n) (see prefix_linear_attention in linear_attention.h; cos(a−b) splits over the
+// cos/sin feature halves, so the prefix summary and the causal running sum carry over).
+// prefix_lengths [batch] integer, each in [0, n].
+at::Tensor prefix_cosformer_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& prefix_lengths,
+                                      const c10::optional<at::Tensor>& key_padding_mask =
+                                          c10::nullopt);
+
 // The re-weighting angles π/2 · position / M for `count` positions starting at 1 + first_offset,
 // as a [count] tensor of the given dtype. Shared with the recurrent (decoding) form.
 at::Tensor cosformer_angles(int64_t count, int64_t first_offset, int64_t M, at::ScalarType dtype);
@@ -24,4 +34,4 @@ at::Tensor cosformer_angles(int64_t count, int64_t first_offset, int64_t M, at::
 at::Tensor cosformer_features(const at::Tensor& x, const at::Tensor& angles);
 
 }  // namespace attnkit::ops
-// Kernel: src/ops/cpu/fused_feature_attention_kernel.cpp (through src/ops/fused_feature_attention.cpp; src/ops/feature_attention.cpp where the fused op does not apply). Tests: tests/ops/fused_kernels_test.cpp (FusedKernels.*), tests/ops/attention_ops_test.cpp (Cosformer.*), tests/ops/variant_oracle_test.cpp (VariantOracle.*).
+// Kernel: src/ops/cpu/fused_feature_attention_kernel.cpp (through src/ops/fused_feature_attention.cpp; src/ops/feature_attention.cpp where the fused op does not apply). Tests: tests/ops/fused_kernels_test.cpp (FusedKernels.*), tests/ops/prefix_feature_attention_test.cpp (PrefixFeatureAttention.*), tests/ops/attention_ops_test.cpp (Cosformer.*), tests/ops/variant_oracle_test.cpp (VariantOracle.*).

@@ -3,7 +3,8 @@
 // Layout: q [batch, heads, L, dk], k [batch, heads, S, dk], v [batch, heads, S, dv].
 // causal: prefix sums over keys (the RNN form); query i sees keys j <= i + (S - L), so L <= S.
 // key_padding_mask [batch, S] bool (true = real key): padded keys contribute nothing.
-// Other masks cannot be expressed in the linear form; the layers reject them with an error.
+// prefix_linear_attention: the prefix-LM / UniLM mask in O(n) (below). Other masks cannot be
+// expressed in the linear form; the layers reject them with an error.
 #include "attnkit/attention_kind.h"
 
 #include <ATen/core/Tensor.h>
@@ -63,5 +64,18 @@ at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::
                             const std::string& feature_map = "elu", bool causal = false,
                             const c10::optional<at::Tensor>& key_padding_mask = c10::nullopt);
 
+// Prefix-LM linear attention, self attention over n tokens (q, k, v share n): prefix_lengths
+// [batch] (integer, each in [0, n]); query i < p_b sees keys j < p_b (bidirectional over the
+// prefix), query i >= p_b sees keys j < p_b and p_b..i — the mask ops/masks.h prefix_lm_mask
+// writes out, here in O(n·d·e) from the prefix summary Σ_{j<p} φ(k_j) v_jᵀ, Σ_{j<p} φ(k_j) and a
+// causal running sum. p_b = 0 is causal attention, p_b = n non-causal. key_padding_mask
+// [batch, n] (true = real key) removes padded keys, so UniLM ([CLS] src [SEP] tgt [SEP] + padding;
+// ops/masks.h unilm_mask) is prefix_lengths = unilm_prefix_lengths(token types) with the padding
+// mask. Elu/relu in float32/float64 run the fused kernels (forward and backward); favor and
+// other dtypes go through the explicit n×n mask.
+at::Tensor prefix_linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const FeatureMap& feature_map, const at::Tensor& prefix_lengths,
+                                   const c10::optional<at::Tensor>& key_padding_mask = c10::nullopt);
+
 }  // namespace attnkit::ops
-// Kernel: src/ops/cpu/fused_feature_attention_kernel.cpp for elu/relu (through src/ops/fused_feature_attention.cpp); favor: src/ops/feature_attention.cpp with src/ops/cpu/causal_product_kernel.cpp. Tests: tests/ops/fused_kernels_test.cpp (FusedKernels.*), tests/ops/attention_ops_test.cpp (FeatureMaps.*), tests/ops/variant_oracle_test.cpp (VariantOracle.*).
+// Kernel: src/ops/cpu/fused_feature_attention_kernel.cpp for elu/relu (through src/ops/fused_feature_attention.cpp); favor: src/ops/feature_attention.cpp with src/ops/cpu/causal_product_kernel.cpp. Tests: tests/ops/fused_kernels_test.cpp (FusedKernels.*), tests/ops/prefix_feature_attention_test.cpp (PrefixFeatureAttention.*), tests/ops/attention_ops_test.cpp (FeatureMaps.*), tests/ops/variant_oracle_test.cpp (VariantOracle.*).

@@ -28,6 +28,13 @@ at::Tensor prefix_lm_mask(int64_t prefix_length, int64_t n);  // -> [1, 1, n, n]
 // source and the target so far. -> [batch, 1, n, n].
 at::Tensor unilm_mask(const at::Tensor& segment_ids);
 
+// The prefix lengths [batch] (int64) of UniLM segment ids [batch, n] of the form 0…0 1…1 (source,
+// then target and its padding, as models::unilm_batch writes them): the index of each row's first
+// 1 (n when there is none). Then unilm_mask(segment_ids) = prefix_lm_mask(lengths, n), the form
+// the linear kinds take in O(n) (prefix_linear_attention). Throws attnkit::Error for a row with a
+// 0 after a 1 or a value other than 0 and 1.
+at::Tensor unilm_prefix_lengths(const at::Tensor& segment_ids);
+
 // XLNet permutation LM masks. permutation [n] or [batch, n] lists positions in factorisation
 // order (permutation[t] is the position predicted at step t). With rank[permutation[t]] = t:
 // content stream: i may attend j iff rank[j] <= rank[i]; query stream: iff rank[j] < rank[i].

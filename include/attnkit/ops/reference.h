@@ -30,13 +30,17 @@ at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at:
 // φ(x) written out from the definition (elu+1, relu, favor with the map's projection).
 at::Tensor feature_map(const ops::FeatureMap& fm, const at::Tensor& x);
 
+// `mask`: an extra bool mask broadcastable to [B, H, L, S] (true = may attend), e.g. the
+// prefix-LM or UniLM mask of ops/masks.h.
 at::Tensor linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const ops::FeatureMap& fm, bool causal = false,
-                            const c10::optional<at::Tensor>& key_padding_mask = c10::nullopt);
+                            const c10::optional<at::Tensor>& key_padding_mask = c10::nullopt,
+                            const c10::optional<at::Tensor>& mask = c10::nullopt);
 
 at::Tensor cosformer_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                bool causal = false,
-                               const c10::optional<at::Tensor>& key_padding_mask = c10::nullopt);
+                               const c10::optional<at::Tensor>& key_padding_mask = c10::nullopt,
+                               const c10::optional<at::Tensor>& mask = c10::nullopt);
 
 // Synthesizer logits, element by element.
 at::Tensor dense_synthesizer_logits(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1,

@@ -26,7 +26,8 @@ struct VariantInfo {
   bool reads_queries = true;
   bool reads_keys = true;
   // Takes an arbitrary bool mask (UniLM, XLNet, prefix LM); false: causality and key padding
-  // only, and a mask is refused with an error.
+  // only, and a mask is refused with an error (linear kinds and cosFormer take the prefix-LM and
+  // UniLM masks as prefix lengths instead: prefix_linear_attention, prefix_cosformer_attention).
   bool general_mask = true;
   // Causal with more queries than keys (L > S, bottom-right aligned: the first L − S queries see
   // no key and give zeros); false: refused with an error naming L <= S.

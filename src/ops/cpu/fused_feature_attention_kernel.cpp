@@ -97,23 +97,30 @@ ATTNKIT_INLINE void feature_grad_rows(const FeatureProblem& p, const T* x, int64
   }
 }
 
+// Zeroes the rows of f [c × m] whose key (rows [s0, s0 + c)) is padding.
 template <typename T>
-ATTNKIT_INLINE void feature_forward_impl(const FeatureProblem& p, const T* q, const T* k,
-                                         const T* v, T* y, T* den, T* workspace) {
+ATTNKIT_INLINE void drop_padded_rows(const bool* keep, int64_t s0, int64_t c, int64_t m, T* f) {
+  if (!keep) return;
+  for (int64_t i = 0; i < c; ++i)
+    if (!keep[s0 + i]) std::fill(f + i * m, f + (i + 1) * m, T(0));
+}
+
+// The causal chunks of rows [t_begin, n): query t sees the keys t_begin..t on top of what
+// `state` and `z` already hold (zero for plain causal attention, the prefix summary for prefix
+// attention). Keys whose keep entry is false contribute nothing (keep = nullptr keeps all).
+template <typename T>
+ATTNKIT_INLINE void causal_forward_rows(const FeatureProblem& p, int64_t t_begin, const T* q,
+                                        const T* k, const T* v, const bool* keep, T* y, T* den,
+                                        T* fq, T* fk, T* block, T* state, T* z) {
   const int64_t n = p.n, e = p.e, m = p.features(), C = kFeatureChunk;
-  T* fq = workspace;        // [C × m]
-  T* fk = fq + C * m;       // [C × m]
-  T* block = fk + C * m;    // [C × C]
-  T* state = block + C * C; // Σ φk_s v_sᵀ over earlier chunks [m × e]
-  T* z = state + m * e;     // Σ φk_s over earlier chunks [m]
-  std::fill(state, state + m * e + m, T(0));
-  for (int64_t t0 = 0; t0 < n; t0 += C) {
+  for (int64_t t0 = t_begin; t0 < n; t0 += C) {
     const int64_t c = std::min(C, n - t0);
     const T* vc = v + t0 * e;
     T* yc = y + t0 * e;
     T* dc = den + t0;
     feature_rows(p, q, t0, c, fq);
     feature_rows(p, k, t0, c, fk);
+    drop_padded_rows(keep, t0, c, m, fk);
     // Earlier chunks through the state.
     gemm(false, false, c, e, m, T(1), fq, m, state, e, T(0), yc, e);
     for (int64_t i = 0; i < c; ++i) dc[i] = dot(fq + i * m, z, m);
@@ -137,6 +144,20 @@ ATTNKIT_INLINE void feature_forward_impl(const FeatureProblem& p, const T* q, co
   }
 }
 
+template <typename T>
+ATTNKIT_INLINE void feature_forward_impl(const FeatureProblem& p, const T* q, const T* k,
+                                         const T* v, T* y, T* den, T* workspace) {
+  const int64_t e = p.e, m = p.features(), C = kFeatureChunk;
+  T* fq = workspace;        // [C × m]
+  T* fk = fq + C * m;       // [C × m]
+  T* block = fk + C * m;    // [C × C]
+  T* state = block + C * C; // Σ φk_s v_sᵀ over earlier chunks [m × e]
+  T* z = state + m * e;     // Σ φk_s over earlier chunks [m]
+  std::fill(state, state + m * e + m, T(0));
+  causal_forward_rows(p, 0, q, k, v, static_cast<const bool*>(nullptr), y, den, fq, fk, block,
+                      state, z);
+}
+
 // Rows [t0, t0 + c) of the gradients reaching the numerator, gn = g / D [c × e], and the raw
 // denominator, gd = −(g·y) / D [c] (0 where the denominator was clamped).
 template <typename T>
@@ -152,35 +173,54 @@ ATTNKIT_INLINE void output_gradient_rows(const FeatureProblem& p, const T* y, co
   }
 }
 
-// Per causal backward chunk: the features of q and k and the output-gradient pair.
+// Per causal backward chunk: the features of q and k (padded keys zeroed) and the
+// output-gradient pair.
 template <typename T>
 ATTNKIT_INLINE void backward_chunk_inputs(const FeatureProblem& p, const T* q, const T* k,
-                                          const T* y, const T* den, const T* g, int64_t t0,
-                                          int64_t c, T* fq, T* fk, T* gn, T* gd) {
+                                          const bool* keep, const T* y, const T* den, const T* g,
+                                          int64_t t0, int64_t c, T* fq, T* fk, T* gn, T* gd) {
   feature_rows(p, q, t0, c, fq);
   feature_rows(p, k, t0, c, fk);
+  drop_padded_rows(keep, t0, c, p.features(), fk);
   output_gradient_rows(p, y, den, g, t0, c, gn, gd);
 }
 
+// The scratch of one causal backward pass.
 template <typename T>
-ATTNKIT_INLINE void feature_backward_impl(const FeatureProblem& p, const T* q, const T* k,
-                                          const T* v, const T* y, const T* den, const T* g, T* dq,
-                                          T* dk, T* dv, T* workspace) {
+struct CausalBackwardScratch {
+  T *fq, *fk, *df, *block, *gn, *gd, *state, *z;
+};
+
+template <typename T>
+ATTNKIT_INLINE CausalBackwardScratch<T> causal_backward_scratch(const FeatureProblem& p,
+                                                                T* workspace) {
+  const int64_t e = p.e, m = p.features(), C = kFeatureChunk;
+  CausalBackwardScratch<T> w;
+  w.fq = workspace;         // [C × m]
+  w.fk = w.fq + C * m;      // [C × m]
+  w.df = w.fk + C * m;      // feature gradient [C × m]
+  w.block = w.df + C * m;   // [C × C]
+  w.gn = w.block + C * C;   // ∂L/∂numerator = g / D [C × e]
+  w.gd = w.gn + C * e;      // ∂L/∂(raw denominator) = −(g·y) / D, 0 where clamped [C]
+  w.state = w.gd + C;       // [m × e]
+  w.z = w.state + m * e;    // [m]
+  return w;
+}
+
+// Forward in time over rows [t_begin, n): ∂L/∂φq_t = Σ_{s<=t} (gn_t·v_s + gd_t) φk_s plus what
+// w.state (Σ φk_s v_sᵀ) and w.z (Σ φk_s) hold on entry (zero, or the prefix summary) -> dq rows.
+template <typename T>
+ATTNKIT_INLINE void causal_query_pass(const FeatureProblem& p, int64_t t_begin, const T* q,
+                                      const T* k, const T* v, const bool* keep, const T* y,
+                                      const T* den, const T* g, T* dq,
+                                      const CausalBackwardScratch<T>& w) {
   const int64_t n = p.n, e = p.e, m = p.features(), C = kFeatureChunk;
-  T* fq = workspace;        // [C × m]
-  T* fk = fq + C * m;       // [C × m]
-  T* df = fk + C * m;       // feature gradient [C × m]
-  T* block = df + C * m;    // [C × C]
-  T* gn = block + C * C;    // ∂L/∂numerator = g / D [C × e]
-  T* gd = gn + C * e;       // ∂L/∂(raw denominator) = −(g·y) / D, 0 where clamped [C]
-  T* state = gd + C;        // [m × e]
-  T* z = state + m * e;     // [m]
-  // Forward in time: ∂L/∂φq_t = Σ_{s<=t} (gn_t·v_s + gd_t) φk_s, state Σ φk_s v_sᵀ and Σ φk_s.
-  std::fill(state, state + m * e + m, T(0));
-  for (int64_t t0 = 0; t0 < n; t0 += C) {
+  T *fq = w.fq, *fk = w.fk, *df = w.df, *block = w.block, *gn = w.gn, *gd = w.gd,
+    *state = w.state, *z = w.z;
+  for (int64_t t0 = t_begin; t0 < n; t0 += C) {
     const int64_t c = std::min(C, n - t0);
     const T* vc = v + t0 * e;
-    backward_chunk_inputs(p, q, k, y, den, g, t0, c, fq, fk, gn, gd);
+    backward_chunk_inputs(p, q, k, keep, y, den, g, t0, c, fq, fk, gn, gd);
     gemm(false, true, c, m, e, T(1), gn, e, state, e, T(0), df, m);
     for (int64_t i = 0; i < c; ++i)
       for (int64_t j = 0; j < m; ++j) df[i * m + j] += gd[i] * z[j];
@@ -194,16 +234,26 @@ ATTNKIT_INLINE void feature_backward_impl(const FeatureProblem& p, const T* q, c
       for (int64_t j = 0; j < m; ++j) z[j] += fk[i * m + j];
     feature_grad_rows(p, q, t0, c, fq, df, dq);
   }
+}
 
-  // Reversed: ∂L/∂φk_s = Σ_{t>=s} (gn_t·v_s + gd_t) φq_t and ∂L/∂v_s = Σ_{t>=s} (φk_s·φq_t) gn_t,
-  // state Σ φq_t gn_tᵀ and Σ φq_t gd_t over later chunks.
+// Reversed over rows [t_begin, n): ∂L/∂φk_s = Σ_{t>=s} (gn_t·v_s + gd_t) φq_t and
+// ∂L/∂v_s = Σ_{t>=s} (φk_s·φq_t) gn_t (zero for padded keys) -> dk, dv rows. w.state and w.z
+// start at zero and end as Σ_{t>=t_begin} φq_t gn_tᵀ and Σ_{t>=t_begin} φq_t gd_t.
+template <typename T>
+ATTNKIT_INLINE void causal_key_pass(const FeatureProblem& p, int64_t t_begin, const T* q,
+                                    const T* k, const T* v, const bool* keep, const T* y,
+                                    const T* den, const T* g, T* dk, T* dv,
+                                    const CausalBackwardScratch<T>& w) {
+  const int64_t n = p.n, e = p.e, m = p.features(), C = kFeatureChunk;
+  T *fq = w.fq, *fk = w.fk, *df = w.df, *block = w.block, *gn = w.gn, *gd = w.gd,
+    *state = w.state, *z = w.z;
   std::fill(state, state + m * e + m, T(0));
-  const int64_t chunks = (n + C - 1) / C;
+  const int64_t chunks = (n - t_begin + C - 1) / C;
   for (int64_t ci = chunks - 1; ci >= 0; --ci) {
-    const int64_t t0 = ci * C, c = std::min(C, n - t0);
+    const int64_t t0 = t_begin + ci * C, c = std::min(C, n - t0);
     const T* vc = v + t0 * e;
     T* dvc = dv + t0 * e;
-    backward_chunk_inputs(p, q, k, y, den, g, t0, c, fq, fk, gn, gd);
+    backward_chunk_inputs(p, q, k, keep, y, den, g, t0, c, fq, fk, gn, gd);
     gemm(false, true, c, m, e, T(1), vc, e, state, e, T(0), df, m);
     for (int64_t i = 0; i < c; ++i)
       for (int64_t j = 0; j < m; ++j) df[i * m + j] += z[j];
@@ -214,6 +264,7 @@ ATTNKIT_INLINE void feature_backward_impl(const FeatureProblem& p, const T* q, c
       for (int64_t j = i; j < c; ++j) block[i * c + j] += gd[j];
     keep_triangle(block, c, /*upper=*/true);
     gemm(false, false, c, m, c, T(1), block, c, fq, m, T(1), df, m);
+    drop_padded_rows(keep, t0, c, m, df);
     // block[s, t] = φk_s·φq_t for t >= s.
     gemm(false, true, c, c, m, T(1), fk, m, fq, m, T(0), block, c);
     keep_triangle(block, c, /*upper=*/true);
@@ -225,12 +276,15 @@ ATTNKIT_INLINE void feature_backward_impl(const FeatureProblem& p, const T* q, c
   }
 }
 
-// Zeroes the rows of f [c × m] whose key (rows [s0, s0 + c)) is padding.
 template <typename T>
-ATTNKIT_INLINE void drop_padded_rows(const bool* keep, int64_t s0, int64_t c, int64_t m, T* f) {
-  if (!keep) return;
-  for (int64_t i = 0; i < c; ++i)
-    if (!keep[s0 + i]) std::fill(f + i * m, f + (i + 1) * m, T(0));
+ATTNKIT_INLINE void feature_backward_impl(const FeatureProblem& p, const T* q, const T* k,
+                                          const T* v, const T* y, const T* den, const T* g, T* dq,
+                                          T* dk, T* dv, T* workspace) {
+  const auto w = causal_backward_scratch(p, workspace);
+  const bool* no_padding = nullptr;
+  std::fill(w.state, w.state + p.features() * p.e + p.features(), T(0));
+  causal_query_pass(p, 0, q, k, v, no_padding, y, den, g, dq, w);
+  causal_key_pass(p, 0, q, k, v, no_padding, y, den, g, dk, dv, w);
 }
 
 // state [m × e] = Σ_s φk_s v_sᵀ and z [m] = Σ_s φk_s over all (kept) keys, chunk by chunk.
@@ -315,7 +369,85 @@ ATTNKIT_INLINE void non_causal_backward_impl(const FeatureProblem& p, int64_t S,
   }
 }
 
+// Prefix attention (one sequence, L = S = n, prefix length P in [0, n]): query t < P sees the
+// keys s < P, query t >= P the keys s < P and P..t; padded keys (keep false) are never seen.
+// The forward runs the prefix summary (Σ_{s<P} φk_s v_sᵀ, Σ_{s<P} φk_s), the prefix queries
+// against it, and the causal chunks of rows P..n-1 started from it.
+template <typename T>
+ATTNKIT_INLINE void prefix_forward_impl(const FeatureProblem& p, int64_t P, const T* q, const T* k,
+                                        const T* v, const bool* keep, T* y, T* den, T* workspace) {
+  const int64_t e = p.e, m = p.features(), C = kFeatureChunk;
+  T* fq = workspace;        // [C × m]
+  T* fk = fq + C * m;       // [C × m]
+  T* block = fk + C * m;    // [C × C]
+  T* state = block + C * C; // [m × e]
+  T* z = state + m * e;     // [m]
+  key_summary(p, P, k, v, keep, fk, state, z);
+  for (int64_t t0 = 0; t0 < P; t0 += C) {
+    const int64_t c = std::min(C, P - t0);
+    T* yc = y + t0 * e;
+    feature_rows(p, q, t0, c, fq);
+    gemm(false, false, c, e, m, T(1), fq, m, state, e, T(0), yc, e);
+    for (int64_t i = 0; i < c; ++i) {
+      den[t0 + i] = dot(fq + i * m, z, m);
+      const T D = denominator(p, den[t0 + i]);
+      for (int64_t j = 0; j < e; ++j) yc[i * e + j] /= D;
+    }
+  }
+  causal_forward_rows(p, P, q, k, v, keep, y, den, fq, fk, block, state, z);
+}
+
+// The backward of prefix_forward_impl: (1) the prefix summary and the prefix queries' dq, while
+// summing what they ask of the prefix keys (Σ φq_t gn_tᵀ, Σ φq_t gd_t); (2) the causal query
+// pass over rows P..n-1 from the prefix summary; (3) the reversed causal key pass over rows
+// P..n-1, which ends holding what the causal queries ask of the prefix keys; (4) the prefix keys'
+// dk and dv from both sums.
+template <typename T>
+ATTNKIT_INLINE void prefix_backward_impl(const FeatureProblem& p, int64_t P, const T* q,
+                                         const T* k, const T* v, const bool* keep, const T* y,
+                                         const T* den, const T* g, T* dq, T* dk, T* dv,
+                                         T* workspace) {
+  const int64_t e = p.e, m = p.features(), C = kFeatureChunk;
+  const auto w = causal_backward_scratch(p, workspace);
+  T* dstate = workspace + feature_attention_workspace(p);  // Σ_t φq_t gn_tᵀ [m × e]
+  T* dz = dstate + m * e;                                  // Σ_t φq_t gd_t [m]
+  key_summary(p, P, k, v, keep, w.fk, w.state, w.z);
+  std::fill(dstate, dstate + m * e + m, T(0));
+  for (int64_t t0 = 0; t0 < P; t0 += C) {
+    const int64_t c = std::min(C, P - t0);
+    feature_rows(p, q, t0, c, w.fq);
+    output_gradient_rows(p, y, den, g, t0, c, w.gn, w.gd);
+    gemm(false, true, c, m, e, T(1), w.gn, e, w.state, e, T(0), w.df, m);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) w.df[i * m + j] += w.gd[i] * w.z[j];
+    gemm(true, false, m, e, c, T(1), w.fq, m, w.gn, e, T(1), dstate, e);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) dz[j] += w.fq[i * m + j] * w.gd[i];
+    feature_grad_rows(p, q, t0, c, w.fq, w.df, dq);
+  }
+  causal_query_pass(p, P, q, k, v, keep, y, den, g, dq, w);
+  causal_key_pass(p, P, q, k, v, keep, y, den, g, dk, dv, w);
+  for (int64_t j = 0; j < m * e + m; ++j) dstate[j] += w.state[j];  // dz follows dstate
+  // Prefix keys: ∂L/∂φk_s = dstate v_s + dz, ∂L/∂v_s = dstateᵀ φk_s (zero for padded keys).
+  for (int64_t s0 = 0; s0 < P; s0 += C) {
+    const int64_t c = std::min(C, P - s0);
+    feature_rows(p, k, s0, c, w.fk);
+    drop_padded_rows(keep, s0, c, m, w.fk);
+    gemm(false, true, c, m, e, T(1), v + s0 * e, e, dstate, e, T(0), w.df, m);
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t j = 0; j < m; ++j) w.df[i * m + j] += dz[j];
+    drop_padded_rows(keep, s0, c, m, w.df);
+    gemm(false, false, c, e, m, T(1), w.fk, m, dstate, e, T(0), dv + s0 * e, e);
+    feature_grad_rows(p, k, s0, c, w.fk, w.df, dk);
+  }
+}
+
 }  // namespace
+
+size_t prefix_workspace(const FeatureProblem& p) {
+  const int64_t m = p.features();
+  return feature_attention_workspace(p) + static_cast<size_t>(m * p.e + m);
+}
 
 size_t non_causal_workspace(const FeatureProblem& p) {
   const int64_t C = kFeatureChunk, m = p.features();
@@ -323,6 +455,15 @@ size_t non_causal_workspace(const FeatureProblem& p) {
 }
 
 #define ATTNKIT_FEATURE_ENTRIES(T)                                                                \
+  ATTNKIT_KERNEL_ENTRY(prefix_feature_attention_forward, prefix_forward_impl,                     \
+                       (const FeatureProblem& p, int64_t P, const T* q, const T* k, const T* v,   \
+                        const bool* keep, T* y, T* den, T* workspace),                            \
+                       (p, P, q, k, v, keep, y, den, workspace))                                  \
+  ATTNKIT_KERNEL_ENTRY(prefix_feature_attention_backward, prefix_backward_impl,                   \
+                       (const FeatureProblem& p, int64_t P, const T* q, const T* k, const T* v,   \
+                        const bool* keep, const T* y, const T* den, const T* g, T* dq, T* dk,     \
+                        T* dv, T* workspace),                                                     \
+                       (p, P, q, k, v, keep, y, den, g, dq, dk, dv, workspace))                   \
   ATTNKIT_KERNEL_ENTRY(feature_attention_forward, non_causal_forward_impl,                        \
                        (const FeatureProblem& p, int64_t S, const T* q, const T* k, const T* v,   \
                         const bool* keep, T* y, T* den, T* workspace),                            \

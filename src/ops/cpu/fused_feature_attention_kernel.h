@@ -72,4 +72,27 @@ void feature_attention_backward(const FeatureProblem& p, int64_t S, const double
                                 const double* y, const double* den, const double* g, double* dq,
                                 double* dk, double* dv, double* workspace);
 
+// Prefix-LM feature attention over one sequence (L = S = p.n), the O(n) form of the
+// prefix-LM / UniLM mask: with prefix length P (0 <= P <= n), query t < P sees the keys s < P
+// (bidirectional over the prefix) and query t >= P sees the keys s < P and P..t (the prefix
+// summary Σ_{s<P} φk_s v_sᵀ, Σ_{s<P} φk_s plus a causal running sum). Keys whose `keep` entry is
+// false (padding) contribute nothing; keep = nullptr keeps all. P = 0 is causal attention,
+// P = n non-causal. cosFormer angles from position 1 on both sides. Same y / den / gradient
+// contract as the causal kernels; prefix_workspace elements of scratch.
+size_t prefix_workspace(const FeatureProblem& p);
+void prefix_feature_attention_forward(const FeatureProblem& p, int64_t P, const float* q,
+                                      const float* k, const float* v, const bool* keep, float* y,
+                                      float* den, float* workspace);
+void prefix_feature_attention_forward(const FeatureProblem& p, int64_t P, const double* q,
+                                      const double* k, const double* v, const bool* keep,
+                                      double* y, double* den, double* workspace);
+void prefix_feature_attention_backward(const FeatureProblem& p, int64_t P, const float* q,
+                                       const float* k, const float* v, const bool* keep,
+                                       const float* y, const float* den, const float* g,
+                                       float* dq, float* dk, float* dv, float* workspace);
+void prefix_feature_attention_backward(const FeatureProblem& p, int64_t P, const double* q,
+                                       const double* k, const double* v, const bool* keep,
+                                       const double* y, const double* den, const double* g,
+                                       double* dq, double* dk, double* dv, double* workspace);
+
 }  // namespace attnkit::ops::cpu

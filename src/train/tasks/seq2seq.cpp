@@ -14,7 +14,8 @@ namespace {
 
 // UniLM seq2seq (Dong et al. 2019) on "source<TAB>target" pairs: a BERT-family model whose
 // masked-LM head predicts the next target token under the UniLM mask (token types 0 = source,
-// 1 = target; see models::unilm_batch). A pair longer than task.truncate loses tokens from the end
+// 1 = target; see models::unilm_batch). Every attention kind trains it: linear attention and
+// cosFormer take the mask as prefix lengths, in O(n), and decode from the source's summary. A pair longer than task.truncate loses tokens from the end
 // of its longer side first. Evaluation: loss, perplexity and token accuracy of the target under
 // teacher forcing, and corpus BLEU (4-gram) of greedy decodes against the (possibly cut) target,
 // both taken as the whitespace-separated words of the tokenizer's decoded text. Decoding stops at
@@ -84,12 +85,9 @@ class Seq2SeqTask : public ModelTask {
       targets.push_back(r->target);
     }
     auto batch = models::unilm_batch(sources, targets, cls_, sep_, pad_);
-    models::TaskInputs in;
-    in.input_ids = batch.input_ids;
-    in.token_type_ids = batch.token_type_ids;
-    in.attention_mask = batch.attention_mask;
-    in.mask = batch.mask;
-    return {model_->forward(in).masked_lm_logits, std::move(batch)};
+    // The UniLM mask explicitly (softmax, synthesizers) and as prefix lengths (linear attention
+    // and cosFormer run it in O(n)).
+    return {model_->forward(batch.inputs()).masked_lm_logits, std::move(batch)};
   }
   text::Tokenizer tokenizer_;
   std::vector<PairRow> train_, val_;
@@ -104,11 +102,6 @@ std::unique_ptr<TrainingTask> make_seq2seq(const RunConfig& config) {
   const auto& t = config.task;
   if (t.data.empty()) throw Error("task 'seq2seq' needs task.data (the training TSV: source<TAB>target)");
   if (t.truncate < 5) throw Error("task 'seq2seq' needs task.truncate >= 5 ([CLS] src [SEP] tgt [SEP])");
-  const auto spec = layers::AttentionSpec::parse(config.model.attention);
-  if (spec.kind == layers::AttentionKind::Linear || spec.kind == layers::AttentionKind::Cosformer)
-    throw Error(fmt::format("task 'seq2seq' trains UniLM, whose source/target mask needs a softmax "
-                            "or synthesizer attention kind (model.attention = '{}')",
-                            config.model.attention));
   auto tokenizer = task_tokenizer(config);
   const auto cls = special_id(tokenizer, {"[CLS]", "<s>"});
   const auto sep = special_id(tokenizer, {"[SEP]", "</s>"});
