@@ -4,6 +4,7 @@
 // masking them), and the inference speed-up of pruning half the heads of a BERT-base-shaped model
 // (bench/heads_bench.cpp, one process per case, as `make bench` runs it).
 #include "attnkit/analysis/heads.h"
+#include "attnkit/analysis/heads_experiment.h"
 #include "attnkit/demo/demo.h"
 #include "attnkit/error.h"
 #include "attnkit/io/model_directory.h"
@@ -63,40 +64,32 @@ report::Section heads_stage(const StageContext& context) {
   const size_t examples = o.quick ? 200 : 1000;
   const auto batch = train::make_listops_batch(train::generate_listops(listops, o.seed * 2 + 7, examples),
                                                config.task.truncate);
-  const auto mask = at::arange(batch.ids.size(1)).unsqueeze(0) < batch.lengths.unsqueeze(1);
+  const auto mask = (at::arange(batch.ids.size(1)).unsqueeze(0) < batch.lengths.unsqueeze(1)).to(at::kLong);
   auto task = analysis::classification_task(loaded.task, batch.ids, mask, batch.labels, 50);
 
-  auto bar = [&](const std::string& unit, int64_t total) {
+  // The experiment of `attnkit analyze heads` (importance, ablations, the three pruning profiles)
+  // on these tensors instead of a data file.
+  analysis::HeadsExperimentOptions options;
+  options.model = best.parent_path().string();
+  options.data = fmt::format("{} generated ListOps expressions", examples);
+  options.read_data = [&](const std::string&, const std::string&, const io::LoadedModel&) {
+    return analysis::ClassificationInputs{batch.ids, mask, batch.labels, train::ListOpsVocabulary::kNumClasses};
+  };
+  options.batch_size = 50;
+  options.seed = o.seed;
+  const auto experiment = analysis::run_heads_experiment(options, [&](const std::string& unit) {
     ProgressOptions p;
     p.unit = unit;
-    p.total = total;
     p.log_every = 0;
     p.quiet = o.quiet;
-    return p;
-  };
-  report::HeadsReport heads;
+    return std::make_unique<ProgressReporter>(p);
+  });
+  auto heads = experiment.analysis;
   heads.model = fmt::format("the ListOps softmax model of the training stage ({} layers x {} heads, best "
                             "validation checkpoint), on {} fresh ListOps expressions of {}-{} tokens",
                             loaded.config.layers, loaded.config.heads, examples, listops.min_length,
                             listops.max_length);
-  heads.metric_name = task.metric_name;
   const int64_t all_heads = analysis::count_heads(analysis::full_mask(*loaded.model));
-  {
-    ProgressReporter progress(bar("importance batches", task.batches));
-    heads.importance = analysis::head_importance(task, analysis::full_mask(*loaded.model), {}, &progress);
-  }
-  {
-    ProgressReporter progress(bar("evaluations (ablation)", 1 + 2 * all_heads));
-    heads.ablation = analysis::head_ablation(task, &progress);
-  }
-  for (auto order : {analysis::PruningOrder::Importance, analysis::PruningOrder::Random,
-                     analysis::PruningOrder::Reverse}) {
-    ProgressReporter progress(bar(fmt::format("profile steps ({})", analysis::to_string(order)), 11));
-    analysis::PruningOptions pruning;
-    pruning.order = order;
-    pruning.seed = o.seed;
-    heads.profiles.push_back(analysis::pruning_profile(task, pruning, &progress));
-  }
   auto section = report::heads_section(heads);
   section.headlines.clear();
 
