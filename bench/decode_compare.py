@@ -65,7 +65,7 @@ def compare_greedy(a, binary, shape):
           f"new tokens, batch 1, {a.threads} threads"
           f"{', same weights (' + model + ')' if model else ', random weights'} ==")
     same = True
-    for name in ("eager", "ct2"):
+    for name in ("eager", "ct2") if model else ():
         if name not in results:
             continue
         r = results[name]
