@@ -6,7 +6,7 @@
 //                   (decode::generate, CausalLM), tokens per second, batch 1. --model DIR loads
 //                   a Hugging Face GPT-2 directory instead of the random model (the weights the
 //                   peers run), --prompt gives the prompt ids; the generated ids are printed.
-//   --mode bandwidth  memory read bandwidth: the best of --repeats sums over a float buffer of
+//   --mode bandwidth  memory read bandwidth: the best of --repeats XOR-reductions over a buffer of
 //                   --bytes bytes (a STREAM-like read, --threads threads), the floor of a
 //                   decoding step that reads every weight once.
 // Prints one JSON object per line.
@@ -22,6 +22,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <sstream>
@@ -86,13 +87,26 @@ int main(int argc, char** argv) {
     return out;
   };
   if (mode == "bandwidth") {
-    at::Tensor buffer = at::ones({bytes / 4}, at::kFloat);
+    // XOR of 64-bit words: an integer reduction the compiler vectorises (a float sum does not
+    // without -ffast-math, and at::sum was compute-bound at ~5 GB/s per thread here), so the
+    // loop is limited by how fast memory (or cache) delivers the bytes.
+    const int64_t words = bytes / 8;
+    at::Tensor buffer = at::randint(1 << 30, {words}, at::kLong);
+    const auto* data = reinterpret_cast<const uint64_t*>(buffer.data_ptr<int64_t>());
     std::vector<double> times;
+    uint64_t sink = 0;
     for (int64_t r = 0; r < repeats; ++r) {
+      std::atomic<uint64_t> acc{0};
       const double t = now();
-      buffer.sum().item<float>();
+      at::parallel_for(0, words, int64_t(1) << 16, [&](int64_t begin, int64_t end) {
+        uint64_t x = 0;
+        for (int64_t i = begin; i < end; ++i) x ^= data[i];
+        acc.fetch_xor(x);
+      });
       times.push_back(now() - t);
+      sink ^= acc.load();
     }
+    if (sink == 42) std::cerr << "";  // keeps the reads
     const double best = *std::min_element(times.begin(), times.end());
     std::sort(times.begin(), times.end());
     nlohmann::json row{{"mode", "bandwidth"},
