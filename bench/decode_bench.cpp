@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
   };
   if (mode == "bandwidth") {
     // XOR of 64-bit words: an integer reduction the compiler vectorises (a float sum does not
-    // without -ffast-math, and at::sum was compute-bound at ~5 GB/s per thread here), so the
-    // loop is limited by how fast memory (or cache) delivers the bytes.
+    // without -ffast-math; at::sum gave a "floor" that attnkit's one-thread decoding beat), so
+    // the loop is limited by how fast memory (or cache) delivers the bytes.
     const int64_t words = bytes / 8;
     at::Tensor buffer = at::randint(1 << 30, {words}, at::kLong);
     const auto* data = reinterpret_cast<const uint64_t*>(buffer.data_ptr<int64_t>());
