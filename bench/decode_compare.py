@@ -18,10 +18,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # The prompt every implementation gets (16 ids below the smallest benchmark vocabulary, 1000).
 PROMPT = [880, 373, 500, 41, 167, 77, 324, 498, 294, 309, 427, 248, 137, 61, 319, 18]
+THREADS = 0  # set from --threads in main()
 
 
 def run_json(argv, parse=True):
-    p = subprocess.run(argv, capture_output=True, text=True)
+    # Every process gets the benchmark's thread count in its BLAS and OpenMP pools too (the eager
+    # loop's OpenBLAS pool ignores torch.set_num_threads).
+    env = dict(os.environ)
+    if THREADS:
+        env.update(OPENBLAS_NUM_THREADS=str(THREADS), OMP_NUM_THREADS=str(THREADS))
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.exit(f"decode_compare: {' '.join(argv)} failed:\n{p.stderr}")
     if not parse:
@@ -109,6 +115,8 @@ def main():
     parser.add_argument("--model-dir", default="~/.cache/attnkit/decode-bench-model",
                         help="where the shared random GPT-2 (HF + CTranslate2 layouts) is kept")
     a, _ = parser.parse_known_args()
+    global THREADS
+    THREADS = a.threads
     print(f"load average (1, 5, 15 min) at the start: {fmt_load()}")
     binary = os.path.join(a.build, "attnkit_bench_decode")
     shape = ["--layers", "12", "--hidden", "768", "--heads", "12", "--vocab", "50257"]
