@@ -1,10 +1,15 @@
 #!/usr/bin/python3
 """The peer of bench/decode_bench.cpp --mode greedy: GPT-2 greedy decoding with a KV cache in
 python3-torch eager (the loop Hugging Face's generate runs, written out: past keys/values
-concatenated per step), same shape, random weights, batch 1, same threads. Prints one JSON line."""
+concatenated per step), same shape, batch 1, same threads. Random weights, or --model DIR: a
+Hugging Face GPT-2 directory's model.safetensors (the weights attnkit and CTranslate2 run; read
+here without the safetensors package). Prints one JSON line with the generated ids and their
+summed log-probability."""
 import argparse
 import json
 import math
+import os
+import struct
 import time
 
 import torch
@@ -60,6 +65,41 @@ class Gpt2(torch.nn.Module):
         return self.ln_f(x[:, -1]) @ self.wte.weight.t(), new
 
 
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(size))
+        data = f.read()
+    dtypes = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16}
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        t = torch.frombuffer(bytearray(data[start:end]), dtype=dtypes[info["dtype"]])
+        out[name.removeprefix("transformer.")] = t.view(info["shape"])
+    return out
+
+
+def load_hf(model, directory):
+    """GPT-2's Conv1D weights are [in, out]: transposed into nn.Linear's [out, in]."""
+    w = read_safetensors(os.path.join(directory, "model.safetensors"))
+    with torch.no_grad():
+        model.wte.weight.copy_(w["wte.weight"])
+        model.wpe.weight.copy_(w["wpe.weight"][: model.wpe.weight.shape[0]])
+        model.ln_f.weight.copy_(w["ln_f.weight"])
+        model.ln_f.bias.copy_(w["ln_f.bias"])
+        for i, b in enumerate(model.blocks):
+            p = f"h.{i}."
+            for mine, theirs in ((b.ln1, "ln_1"), (b.ln2, "ln_2")):
+                mine.weight.copy_(w[p + theirs + ".weight"])
+                mine.bias.copy_(w[p + theirs + ".bias"])
+            for mine, theirs in ((b.qkv, "attn.c_attn"), (b.proj, "attn.c_proj"),
+                                 (b.fc, "mlp.c_fc"), (b.out, "mlp.c_proj")):
+                mine.weight.copy_(w[p + theirs + ".weight"].t())
+                mine.bias.copy_(w[p + theirs + ".bias"])
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--layers", type=int, default=12)
@@ -69,31 +109,40 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--prompt-tokens", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--model", default="", help="Hugging Face GPT-2 directory")
+    parser.add_argument("--prompt", default="", help="prompt ids, comma-separated")
     a = parser.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = Gpt2(a.vocab, a.hidden, a.layers, a.heads, a.prompt_tokens + a.new_tokens + 1).eval()
     prompt = torch.randint(a.vocab, (1, a.prompt_tokens))
+    if a.prompt:
+        prompt = torch.tensor([[int(i) for i in a.prompt.split(",")]])
+        a.prompt_tokens = prompt.shape[1]
+    if a.model:
+        load_hf(model, a.model)
 
     def generate(n):
         logits, past = model(prompt, 0, None)
-        out = []
+        out, score = [], 0.0
         for t in range(n):
             nxt = logits.argmax(-1, keepdim=True)
             out.append(int(nxt))
+            score += float(logits[0].log_softmax(-1)[out[-1]])
             if t + 1 == n:
                 break
             logits, past = model(nxt, a.prompt_tokens + t, past)
-        return out
+        return out, score
 
     with torch.no_grad():
         generate(4)
         t0 = time.perf_counter()
-        out = generate(a.new_tokens)
+        out, score = generate(a.new_tokens)
         elapsed = time.perf_counter() - t0
     print(json.dumps({"mode": "greedy", "peer": "python3-torch eager KV cache",
                       "new_tokens": len(out), "seconds": elapsed,
-                      "tokens_per_s": len(out) / elapsed, "threads": a.threads}))
+                      "tokens_per_s": len(out) / elapsed, "ids": out, "score": score,
+                      "threads": a.threads}))
 
 
 if __name__ == "__main__":

@@ -30,9 +30,12 @@ echo "== training: attnkit vs the same loop in PyTorch eager =="
 cmake --build "$BUILD" --target attnkit_bench_train -j "${JOBS:-2}"
 /usr/bin/python3 bench/train_compare.py --build "$BUILD" "$@"
 echo
-echo "== decoding: KV cache vs RNN state, greedy vs python3-torch eager =="
+echo "== decoding: KV cache vs RNN state, greedy vs python3-torch eager and CTranslate2 =="
 cmake --build "$BUILD" --target attnkit_bench_decode -j "${JOBS:-2}"
-/usr/bin/python3 bench/decode_compare.py --build "$BUILD" "$@"
+# CTranslate2 lives in a benchmark-only venv made on first use (pinned, idempotent); without it
+# (e.g. offline) the decoding comparison runs without the CTranslate2 column.
+DECODE_PY="$(bash scripts/decode_bench_venv.sh)" || DECODE_PY=""
+/usr/bin/python3 bench/decode_compare.py --build "$BUILD" --ct2-python "$DECODE_PY" "$@"
 echo
 echo "== heads: BERT-base-shaped model, 50% of heads pruned vs unpruned (inference) =="
 cmake --build "$BUILD" --target attnkit_bench_heads -j "${JOBS:-2}"

@@ -6,6 +6,7 @@
 #include "attnkit/ops/linear_attention.h"
 #include "attnkit/ops/masks.h"
 #include "attnkit/ops/softmax_attention.h"
+#include "row_linear.h"
 
 #include <fmt/format.h>
 
@@ -33,7 +34,7 @@ at::Tensor finish(MultiHeadAttentionImpl& attention, at::Tensor context) {
   const int64_t B = context.size(0), n = context.size(2);
   at::Tensor merged =
       context.transpose(1, 2).reshape({B, n, attention.heads() * attention.value_size()});
-  return attention.o->forward(merged);
+  return linear_rows(attention.o, merged);
 }
 
 void check_step(const MultiHeadAttentionImpl& attention, const at::Tensor& x,
@@ -63,9 +64,9 @@ class KVCache : public AttentionState {
     check_step(attention, x, valid);
     const int64_t B = x.size(0), n = x.size(1), H = attention.heads();
     check_horizon(length_, n, horizon_);
-    at::Tensor qh = split_heads(attention.q->forward(x), H);
-    at::Tensor kh = split_heads(attention.k->forward(x), H);
-    at::Tensor vh = split_heads(attention.v->forward(x), H);
+    at::Tensor qh = split_heads(linear_rows(attention.q, x), H);
+    at::Tensor kh = split_heads(linear_rows(attention.k, x), H);
+    at::Tensor vh = split_heads(linear_rows(attention.v, x), H);
     if (!keys_.defined()) {
       keys_ = at::empty({B, H, horizon_, kh.size(3)}, kh.options());
       values_ = at::empty({B, H, horizon_, vh.size(3)}, vh.options());
@@ -111,9 +112,9 @@ class FeatureState : public AttentionState {
     check_step(attention, x, valid);
     const int64_t B = x.size(0), n = x.size(1), H = attention.heads();
     check_horizon(length_, n, horizon_);
-    at::Tensor qh = split_heads(attention.q->forward(x), H);
-    at::Tensor kh = split_heads(attention.k->forward(x), H);
-    at::Tensor vh = split_heads(attention.v->forward(x), H);
+    at::Tensor qh = split_heads(linear_rows(attention.q, x), H);
+    at::Tensor kh = split_heads(linear_rows(attention.k, x), H);
+    at::Tensor vh = split_heads(linear_rows(attention.v, x), H);
     at::Tensor phi_q, phi_k;
     if (cosformer_) {
       // Column c (0-based) sits at position c + 1, angle π/2 · (c + 1) / M with M = horizon.
@@ -215,15 +216,15 @@ CrossAttentionCache::CrossAttentionCache(layers::MultiHeadAttentionImpl& attenti
     throw Error(fmt::format("decode: cross attention kind '{}' has no cached form in attnkit",
                             spec.to_string()));
   if (spec.causal) throw Error("decode: causal cross attention is not supported");
-  keys_ = split_heads(attention.k->forward(memory), H);
-  values_ = split_heads(attention.v->forward(memory), H);
+  keys_ = split_heads(linear_rows(attention.k, memory), H);
+  values_ = split_heads(linear_rows(attention.v, memory), H);
   if (padding_) padding_ = padding_->to(at::kBool);
 }
 
 at::Tensor CrossAttentionCache::forward(layers::MultiHeadAttentionImpl& attention,
                                         const at::Tensor& x) {
   const auto& spec = attention.options().spec();
-  at::Tensor qh = split_heads(attention.q->forward(x), attention.heads());
+  at::Tensor qh = split_heads(linear_rows(attention.q, x), attention.heads());
   at::Tensor context;
   switch (spec.kind) {
     case AttentionKind::Softmax: {
@@ -301,7 +302,7 @@ at::Tensor IncrementalModel::forward(const at::Tensor& ids, const at::Tensor& va
                    [&](const at::Tensor& input) { return cross.forward(*block->cross_attention, input); });
     }
     if (paths.mlp)
-      h = residual(h, block->ln_ffn, [&](const at::Tensor& input) { return block->ffn->forward(input); });
+      h = residual(h, block->ln_ffn, [&](const at::Tensor& input) { return feed_forward_rows(*block->ffn, input); });
   }
   if (model_->final_norm) h = model_->final_norm->forward(h, condition_);
   length_ += ids.size(1);

@@ -1,6 +1,7 @@
 #include "attnkit/decode/language_models.h"
 
 #include "attnkit/error.h"
+#include "row_linear.h"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -40,7 +41,7 @@ at::Tensor CausalLM::forward(const at::Tensor& ids, const at::Tensor& valid,
                              const at::Tensor& positions) {
   at::Tensor h = last_column(session_->forward(ids, valid, positions));
   const auto& head = model_->lm_head;
-  return at::linear(h, head.defined() ? head : model_->transformer->word_embeddings());
+  return linear_rows(h, head.defined() ? head : model_->transformer->word_embeddings(), {});
 }
 
 void CausalLM::select_rows(const at::Tensor& index) { session_->select_rows(index); }
@@ -145,7 +146,7 @@ at::Tensor Seq2SeqLM::forward(const at::Tensor& ids, const at::Tensor& valid,
                               const at::Tensor& positions) {
   at::Tensor h = last_column(session_->forward(ids, valid, positions));
   const auto& head = model_->lm_head;
-  return at::linear(h, head.defined() ? head : model_->decoder->word_embeddings());
+  return linear_rows(h, head.defined() ? head : model_->decoder->word_embeddings(), {});
 }
 
 void Seq2SeqLM::select_rows(const at::Tensor& index) { session_->select_rows(index); }

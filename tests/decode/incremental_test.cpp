@@ -60,13 +60,16 @@ at::Tensor full_logits(models::TaskModel& model, const at::Tensor& ids, const at
   return model->forward(in).causal_lm_logits.narrow(1, 0, T);
 }
 
+// rows = 1: one sequence, so every step feeds one row (the matrix-vector path of
+// src/decode/row_linear.h); rows = 3: a left-padded batch (sgemm).
 void check_kind(const std::string& kind, bool cosformer_horizon, int64_t condition = -1,
-                bool pruned = false) {
+                bool pruned = false, int64_t rows = 3) {
   torch::NoGradGuard no_grad;
   auto model = tiny_gpt2(kind, condition >= 0 ? 3 : 0, pruned);
   // Three prompts of lengths 5, 2, 4: left padded to 5 columns.
-  const std::vector<std::vector<int64_t>> prompts = {{3, 4, 5, 6, 7}, {8, 9}, {10, 11, 12, 13}};
-  const int64_t B = 3, W = 5, steps = 6, horizon = W + steps;
+  std::vector<std::vector<int64_t>> prompts = {{3, 4, 5, 6, 7}, {8, 9}, {10, 11, 12, 13}};
+  prompts.resize(static_cast<size_t>(rows));
+  const int64_t B = rows, W = 5, steps = 6, horizon = W + steps;
   at::Tensor ids = at::zeros({B, W}, at::kLong), valid = at::zeros({B, W}, at::kBool);
   for (int64_t r = 0; r < B; ++r)
     for (size_t i = 0; i < prompts[r].size(); ++i) {
@@ -108,6 +111,11 @@ TEST(Incremental, SoftmaxKVCacheEqualsFullRecomputation) { check_kind("softmax",
 TEST(Incremental, LinearStateEqualsFullRecomputation) { check_kind("linear:elu", false); }
 TEST(Incremental, LinearReluStateEqualsFullRecomputation) { check_kind("linear:relu", false); }
 TEST(Incremental, CosformerStateEqualsParallelOpWithHorizonM) { check_kind("cosformer", true); }
+TEST(Incremental, OneRowStepsEqualFullRecomputation) {
+  check_kind("softmax", false, -1, false, 1);
+  check_kind("linear:elu", false, -1, false, 1);
+  check_kind("cosformer", true, -1, false, 1);
+}
 TEST(Incremental, ConditionalLayerNormClassId) { check_kind("softmax", false, 2); }
 TEST(Incremental, PrunedSoftmaxKVCacheEqualsFullRecomputation) { check_kind("softmax", false, -1, true); }
 TEST(Incremental, PrunedLinearStateEqualsFullRecomputation) { check_kind("linear:elu", false, -1, true); }

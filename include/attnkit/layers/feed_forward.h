@@ -28,6 +28,7 @@ class FeedForwardImpl : public torch::nn::Module {
  public:
   explicit FeedForwardImpl(const FeedForwardOptions& options);
   at::Tensor forward(const at::Tensor& x);
+  const FeedForwardOptions& options() const { return options_; }
   torch::nn::Linear fc_in{nullptr}, fc_out{nullptr};
 
  private:
