@@ -55,7 +55,7 @@ class Page(html.parser.HTMLParser):
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STAGES = ["oracles", "speed", "training", "collapse"]
+STAGES = ["oracles", "speed", "training", "collapse", "heads", "decoding"]
 
 
 def read_page(path):
