@@ -7,6 +7,7 @@
 #include "attnkit/error.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/report/plot.h"
+#include "attnkit/runtime.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/unicode.h"
 
@@ -129,7 +130,7 @@ report::Section decoding_stage(const StageContext& context) {
                                                  : std::vector<int64_t>{64, 256, 1024, 4096};
   const std::vector<std::string> kinds = {"softmax", "linear:elu", "cosformer"};
   std::vector<double> xs(positions.begin(), positions.end());
-  report::LinePlot plot{fmt::format("Per-token decoding latency vs position ({} layers, width {}, batch 1)", layers, hidden),
+  report::LinePlot plot{fmt::format("Per-token decoding latency vs position ({} layers, width {}, batch 1, 1 thread)", layers, hidden),
                         "position (tokens before the new one)", "ms per token", true};
   plot.log_x = true;
   report::Table table{"median time of one decoding step after a prefill of `position` tokens, and the state held",
@@ -137,6 +138,12 @@ report::Section decoding_stage(const StageContext& context) {
   for (int64_t p : positions) table.columns.push_back(fmt::format("t = {} (ms)", p));
   table.columns.push_back(fmt::format("state at t = {}", positions.back()));
   std::map<std::string, std::vector<Latency>> measured;
+  // One thread: a batch-1 step is a chain of small matrix-vector products, and with two threads
+  // each in LibTorch's pool and OpenBLAS's, whose idle workers spin, steps measured on this 2-core
+  // machine jumped between 2 and 25 ms at random positions (restored below).
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  set_blas_threads(1);
   for (const auto& kind : kinds) {
     const auto model = random_lm(kind, layers, hidden, heads, vocab, positions.back() + steps + 1);
     std::vector<double> ys;
@@ -152,6 +159,8 @@ report::Section decoding_stage(const StageContext& context) {
     row.push_back(bytes < 1048576.0 ? fmt::format("{:.1f} KiB", bytes / 1024) : fmt::format("{:.1f} MiB", bytes / 1048576));
     table.rows.push_back(row);
   }
+  at::set_num_threads(threads);
+  set_blas_threads(threads);
   const double softmax_last = measured["softmax"].back().ms_per_token;
   for (const std::string kind : {"linear:elu", "cosformer"}) {
     const auto& m = measured[kind];
@@ -163,8 +172,8 @@ report::Section decoding_stage(const StageContext& context) {
          o.quick ? std::optional<bool>() : std::optional<bool>(growth <= 1.2 && m.back().ms_per_token < softmax_last)});
   }
   section.blocks.push_back({fmt::format(
-      "Random GPT-2-shaped models ({} layers, width {}, {} heads, vocabulary {}), batch 1, greedy steps after a "
-      "prefill of t tokens, median of {} steps. Softmax attention keeps every key and value (its cache and its "
+      "Random GPT-2-shaped models ({} layers, width {}, {} heads, vocabulary {}), batch 1, one thread, greedy "
+      "steps after a prefill of t tokens, median of {} steps. Softmax attention keeps every key and value (its cache and its "
       "cost grow with t); linear attention and cosFormer keep S = sum phi(k) vT and z = sum phi(k) (cosFormer: a "
       "cos and a sin copy), so a step costs the same at any position (Katharopoulos et al. 2020). `make bench` "
       "runs the GPT-2-small-shaped comparison.",
