@@ -31,6 +31,11 @@ inline CLI::Validator at_least(long long lower) {
       ">=" + std::to_string(lower));
 }
 
+// Token ids separated by spaces (a trailing comma on an id is allowed), for --ids / --prompt-ids.
+// Throws attnkit::Error "OPTION: 'TOKEN' is not an integer ..." / "... is not a token id ..."
+// for a token that is not a non-negative integer, and "OPTION: no ids given" for none.
+std::vector<int64_t> parse_id_list(const std::string& text, const char* option);
+
 void register_analyze_command(CLI::App& app, GlobalOptions& global);
 void register_attention_command(CLI::App& app, GlobalOptions& global);
 void register_demo_command(CLI::App& app, GlobalOptions& global);

@@ -35,28 +35,6 @@ struct GenerateOptions {
   bool json = false;
 };
 
-std::vector<int64_t> parse_ids(const std::string& text) {
-  std::vector<int64_t> values;
-  std::istringstream in(text);
-  std::string token;
-  while (in >> token) {
-    if (!token.empty() && token.back() == ',') token.pop_back();
-    if (token.empty()) continue;
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(token, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != token.size() || v < 0)
-      throw Error(fmt::format("--prompt-ids: '{}' is not a token id (give ids separated by spaces)",
-                              token));
-    values.push_back(v);
-  }
-  if (values.empty()) throw Error("--prompt-ids: no ids given");
-  return values;
-}
 
 std::vector<uint32_t> to_u32(const std::vector<int64_t>& ids) {
   return std::vector<uint32_t>(ids.begin(), ids.end());
@@ -102,7 +80,7 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
     shown.push_back(t);
   }
   for (const auto& ids : o.prompt_ids) {
-    prompts.push_back(parse_ids(ids));
+    prompts.push_back(parse_id_list(ids, "--prompt-ids"));
     for (int64_t id : prompts.back())
       if (id >= loaded.config.vocab_size)
         throw Error(fmt::format("--prompt-ids: token id {} is outside the model's vocabulary [0, {})",

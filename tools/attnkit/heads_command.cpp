@@ -51,16 +51,10 @@ std::vector<double> parse_fractions(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size())
-      throw Error(fmt::format("--fractions: '{}' is not a number (give percentages, e.g. 10,20,50)", item));
-    out.push_back(v / 100.0);
+    const auto begin = item.find_first_not_of(' '), end = item.find_last_not_of(' ');
+    const auto v = begin == std::string::npos ? std::nullopt : try_parse_double(item.substr(begin, end - begin + 1));
+    if (!v) throw Error(fmt::format("--fractions: '{}' is not a number (give percentages, e.g. 10,20,50)", item));
+    out.push_back(*v / 100.0);
   }
   return out;
 }

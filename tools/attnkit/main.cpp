@@ -8,9 +8,32 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <thread>
+
+namespace attnkit::cli {
+
+std::vector<int64_t> parse_id_list(const std::string& text, const char* option) {
+  std::vector<int64_t> values;
+  std::istringstream in(text);
+  std::string token;
+  while (in >> token) {
+    if (token.back() == ',') token.pop_back();
+    if (token.empty()) continue;
+    const auto v = try_parse_int(token);
+    if (!v) throw Error(fmt::format("{}: '{}' is not an integer (give token ids separated by spaces)", option, token));
+    if (*v < 0) throw Error(fmt::format("{}: '{}' is not a token id (ids are >= 0)", option, token));
+    values.push_back(*v);
+  }
+  if (values.empty()) throw Error(fmt::format("{}: no ids given", option));
+  return values;
+}
+
+}  // namespace attnkit::cli
 
 namespace {
 

@@ -26,18 +26,7 @@ struct EncodeOptions {
 };
 
 at::Tensor parse_row(const std::string& text, const char* option) {
-  std::vector<int64_t> values;
-  std::string token;
-  std::istringstream in(text);
-  while (in >> token) {
-    if (!token.empty() && token.back() == ',') token.pop_back();
-    if (token.empty()) continue;
-    const auto v = try_parse_int(token);
-    if (!v) throw Error(fmt::format("{}: '{}' is not an integer (give ids separated by spaces)", option, token));
-    values.push_back(*v);
-  }
-  if (values.empty()) throw Error(fmt::format("{}: no ids given", option));
-  return torch::tensor(values, torch::kLong).unsqueeze(0);
+  return torch::tensor(parse_id_list(text, option), torch::kLong).unsqueeze(0);
 }
 
 int run_encode(const EncodeOptions& o, const GlobalOptions& global) {
