@@ -1,6 +1,7 @@
 #include "attnkit/analysis/heads_experiment.h"
 
 #include "attnkit/error.h"
+#include "attnkit/parse.h"
 #include "attnkit/file.h"
 #include "attnkit/progress.h"
 
@@ -117,7 +118,9 @@ std::vector<std::pair<int64_t, std::string>> run_checkpoints(const std::string& 
       const std::string name = entry.path().filename().string();
       if (!entry.is_directory() || !std::regex_match(name, m, step)) continue;
       if (!fs::exists(entry.path() / "model.safetensors")) continue;
-      out.emplace_back(std::stoll(m[1]), entry.path().string());
+      const auto number = try_parse_int(m[1].str());
+      if (!number) continue;  // more digits than a step can have
+      out.emplace_back(*number, entry.path().string());
     }
     if (!out.empty()) break;
   }

@@ -1,6 +1,7 @@
 #include "attnkit/models/transformer_config.h"
 
 #include "attnkit/error.h"
+#include "attnkit/parse.h"
 #include "attnkit/layers/embeddings.h"
 #include "attnkit/layers/feed_forward.h"
 #include "strict_json.h"
@@ -68,8 +69,8 @@ HeadIndices head_indices_from_json(const json& j, const std::string& what) {
   HeadIndices out;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
-    if (key.empty() || key.size() > 9 ||
-        !std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    const auto layer = try_parse_unsigned(key);
+    if (!layer || *layer > 999999999)
       throw Error(fmt::format("{}: layer '{}' is not a non-negative integer", what, key));
     if (!it->is_array())
       throw Error(fmt::format("{}: layer {}: expected a list of heads, got {}", what, key, it->dump()));
@@ -82,7 +83,7 @@ HeadIndices head_indices_from_json(const json& j, const std::string& what) {
     }
     std::sort(list.begin(), list.end());
     list.erase(std::unique(list.begin(), list.end()), list.end());
-    auto& slot = out[std::stoll(key)];
+    auto& slot = out[static_cast<int64_t>(*layer)];
     slot.insert(slot.end(), list.begin(), list.end());
     std::sort(slot.begin(), slot.end());
     slot.erase(std::unique(slot.begin(), slot.end()), slot.end());
