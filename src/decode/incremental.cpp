@@ -47,6 +47,16 @@ void check_step(const MultiHeadAttentionImpl& attention, const at::Tensor& x,
                             fmt::join(valid.sizes(), ", ")));
 }
 
+// The new columns' queries, keys and values per head ([batch, heads, n, size] each).
+struct HeadProjections {
+  at::Tensor q, k, v;
+};
+HeadProjections project_heads(MultiHeadAttentionImpl& attention, const at::Tensor& x) {
+  const int64_t H = attention.heads();
+  return {split_heads(linear_rows(attention.q, x), H), split_heads(linear_rows(attention.k, x), H),
+          split_heads(linear_rows(attention.v, x), H)};
+}
+
 void check_horizon(int64_t length, int64_t n, int64_t horizon) {
   if (length + n > horizon)
     throw Error(fmt::format("decode: column {} is beyond the horizon of {} columns the state was "
@@ -64,9 +74,7 @@ class KVCache : public AttentionState {
     check_step(attention, x, valid);
     const int64_t B = x.size(0), n = x.size(1), H = attention.heads();
     check_horizon(length_, n, horizon_);
-    at::Tensor qh = split_heads(linear_rows(attention.q, x), H);
-    at::Tensor kh = split_heads(linear_rows(attention.k, x), H);
-    at::Tensor vh = split_heads(linear_rows(attention.v, x), H);
+    auto [qh, kh, vh] = project_heads(attention, x);
     if (!keys_.defined()) {
       keys_ = at::empty({B, H, horizon_, kh.size(3)}, kh.options());
       values_ = at::empty({B, H, horizon_, vh.size(3)}, vh.options());
@@ -112,9 +120,7 @@ class FeatureState : public AttentionState {
     check_step(attention, x, valid);
     const int64_t B = x.size(0), n = x.size(1), H = attention.heads();
     check_horizon(length_, n, horizon_);
-    at::Tensor qh = split_heads(linear_rows(attention.q, x), H);
-    at::Tensor kh = split_heads(linear_rows(attention.k, x), H);
-    at::Tensor vh = split_heads(linear_rows(attention.v, x), H);
+    auto [qh, kh, vh] = project_heads(attention, x);
     at::Tensor phi_q, phi_k;
     if (cosformer_) {
       // Column c (0-based) sits at position c + 1, angle π/2 · (c + 1) / M with M = horizon.
