@@ -12,6 +12,7 @@
 // Prints one JSON object per line.
 #include "attnkit/decode/generation.h"
 #include "attnkit/decode/language_models.h"
+#include "attnkit/decode/latency.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/models/task_model.h"
 #include "attnkit/runtime.h"
@@ -35,20 +36,6 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-models::TaskModel make_model(const std::string& kind, int64_t layers, int64_t hidden,
-                             int64_t heads, int64_t vocab, int64_t max_positions) {
-  auto config = models::TransformerConfig::gpt2(vocab, hidden, layers, heads);
-  config.attention = layers::AttentionSpec::parse(kind);
-  config.attention.causal = true;
-  config.max_positions = max_positions;
-  config.dropout = 0;
-  models::HeadsConfig heads_config;
-  heads_config.causal_lm = true;
-  torch::manual_seed(0);
-  models::TaskModel model(config, heads_config);
-  model->eval();
-  return model;
-}
 
 }  // namespace
 
@@ -120,27 +107,15 @@ int main(int argc, char** argv) {
   std::vector<int64_t> positions = parse_ids(positions_text);
   const int64_t longest = *std::max_element(positions.begin(), positions.end());
   if (mode == "latency") {
-    auto model = make_model(kind, layers, hidden, heads, vocab, longest + steps + 1);
+    auto model = decode::random_causal_lm(kind, layers, hidden, heads, vocab, longest + steps + 1);
     for (int64_t p : positions) {
-      decode::CausalLM lm(model);
-      lm.start(1, p + steps);
-      const double t0 = now();
-      at::Tensor ids = torch::randint(vocab, {1, p}, at::kLong);
-      lm.forward(ids, at::ones({1, p}, at::kBool), at::arange(p, at::kLong).view({1, p}));
-      const double prefill = now() - t0;
-      std::vector<double> times;
-      for (int64_t s = 0; s < steps; ++s) {
-        at::Tensor next = torch::randint(vocab, {1, 1}, at::kLong);
-        const double t = now();
-        at::Tensor logits = lm.forward(next, at::ones({1, 1}, at::kBool),
-                                       at::full({1, 1}, p + s, at::kLong));
-        logits.argmax(-1).item<int64_t>();
-        times.push_back(now() - t);
-      }
-      std::sort(times.begin(), times.end());
-      nlohmann::json row{{"mode", "latency"},           {"kind", kind},
-                         {"position", p},               {"ms_per_token", times[times.size() / 2] * 1e3},
-                         {"prefill_s", prefill},        {"state_bytes", lm.session().state_bytes()},
+      const auto latency = decode::token_latency(model, p, steps);
+      nlohmann::json row{{"mode", "latency"},
+                         {"kind", kind},
+                         {"position", p},
+                         {"ms_per_token", latency.ms_per_token},
+                         {"prefill_s", latency.prefill_s},
+                         {"state_bytes", latency.state_bytes},
                          {"threads", threads}};
       std::cout << row.dump() << std::endl;
     }
@@ -151,7 +126,7 @@ int main(int argc, char** argv) {
     model = io::load_model(model_dir).task;
     vocab = model->config().vocab_size;
   } else {
-    model = make_model(kind, layers, hidden, heads, vocab, prompt_tokens + new_tokens + 1);
+    model = decode::random_causal_lm(kind, layers, hidden, heads, vocab, prompt_tokens + new_tokens + 1);
   }
   model->eval();
   // Bytes one step reads: every parameter but the position table (one row of it is read), the

@@ -3,6 +3,7 @@
 // against the constant-size linear / cosFormer recurrent state ("Transformers are RNNs") at
 // growing positions, on random GPT-2-shaped models.
 #include "attnkit/decode/language_models.h"
+#include "attnkit/decode/latency.h"
 #include "attnkit/demo/demo.h"
 #include "attnkit/error.h"
 #include "attnkit/io/model_directory.h"
@@ -15,7 +16,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <map>
 
@@ -23,48 +23,6 @@ namespace attnkit::demo {
 namespace {
 
 namespace fs = std::filesystem;
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// A random GPT-2-shaped causal LM of the given attention kind (same seed, same weights for every kind).
-models::TaskModel random_lm(const std::string& kind, int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
-                            int64_t max_positions) {
-  auto config = models::TransformerConfig::gpt2(vocab, hidden, layers, heads);
-  config.attention = layers::AttentionSpec::parse(kind);
-  config.attention.causal = true;
-  config.max_positions = max_positions;
-  config.dropout = 0;
-  models::HeadsConfig heads_config;
-  heads_config.causal_lm = true;
-  torch::manual_seed(0);
-  models::TaskModel model(config, heads_config);
-  model->eval();
-  return model;
-}
-
-struct Latency {
-  double ms_per_token = 0;
-  int64_t state_bytes = 0;
-};
-
-// Median time of one decoding step after a prefill of `position` tokens.
-Latency token_latency(const models::TaskModel& model, int64_t vocab, int64_t position, int64_t steps) {
-  decode::CausalLM lm(model);
-  lm.start(1, position + steps);
-  lm.forward(torch::randint(vocab, {1, position}, at::kLong), at::ones({1, position}, at::kBool),
-             at::arange(position, at::kLong).view({1, position}));
-  std::vector<double> times;
-  for (int64_t s = 0; s < steps; ++s) {
-    const auto next = torch::randint(vocab, {1, 1}, at::kLong);
-    const double t = now();
-    lm.forward(next, at::ones({1, 1}, at::kBool), at::full({1, 1}, position + s, at::kLong)).argmax(-1).item<int64_t>();
-    times.push_back(now() - t);
-  }
-  std::sort(times.begin(), times.end());
-  return {1e3 * times[times.size() / 2], lm.session().state_bytes()};
-}
 
 // The text on one line, with invalid UTF-8 (a byte-level BPE can stop inside a character) as U+FFFD.
 std::string one_line(const std::string& raw) {
@@ -137,7 +95,7 @@ report::Section decoding_stage(const StageContext& context) {
                       {"attention", "state"}, {}};
   for (int64_t p : positions) table.columns.push_back(fmt::format("t = {} (ms)", p));
   table.columns.push_back(fmt::format("state at t = {}", positions.back()));
-  std::map<std::string, std::vector<Latency>> measured;
+  std::map<std::string, std::vector<decode::TokenLatency>> measured;
   // One thread: a batch-1 step is a chain of small matrix-vector products, and with two threads
   // each in LibTorch's pool and OpenBLAS's, whose idle workers spin, steps measured on this 2-core
   // machine jumped between 2 and 25 ms at random positions (restored below).
@@ -145,10 +103,10 @@ report::Section decoding_stage(const StageContext& context) {
   at::set_num_threads(1);
   set_blas_threads(1);
   for (const auto& kind : kinds) {
-    const auto model = random_lm(kind, layers, hidden, heads, vocab, positions.back() + steps + 1);
+    const auto model = decode::random_causal_lm(kind, layers, hidden, heads, vocab, positions.back() + steps + 1);
     std::vector<double> ys;
     for (int64_t p : positions) {
-      measured[kind].push_back(token_latency(model, vocab, p, steps));
+      measured[kind].push_back(decode::token_latency(model, p, steps));
       ys.push_back(measured[kind].back().ms_per_token);
       if (!o.quiet) fmt::print(stderr, "{} at t = {}: {:.2f} ms/token\n", kind, p, ys.back());
     }

@@ -3,6 +3,7 @@
 // left-padded batches.
 #include "attnkit/decode/incremental.h"
 #include "attnkit/decode/language_models.h"
+#include "attnkit/decode/latency.h"
 #include "attnkit/error.h"
 #include "attnkit/models/task_model.h"
 
@@ -165,3 +166,20 @@ TEST(Incremental, UnsupportedKindsAreClearErrors) {
 }
 
 }  // namespace
+
+namespace attnkit {
+namespace {
+
+TEST(TokenLatency, StateSizesAndBadArguments) {
+  const auto softmax = decode::random_causal_lm("softmax", 1, 16, 2, 30, 40);
+  const auto linear = decode::random_causal_lm("linear:elu", 1, 16, 2, 30, 40);
+  // The KV cache grows with the position; the linear state does not.
+  EXPECT_LT(decode::token_latency(softmax, 4, 2).state_bytes, decode::token_latency(softmax, 20, 2).state_bytes);
+  EXPECT_EQ(decode::token_latency(linear, 4, 2).state_bytes, decode::token_latency(linear, 20, 2).state_bytes);
+  EXPECT_GT(decode::token_latency(linear, 4, 2).ms_per_token, 0.0);
+  EXPECT_THROW(decode::token_latency(softmax, 39, 2), Error);
+  EXPECT_THROW(decode::token_latency(softmax, 0, 2), Error);
+}
+
+}  // namespace
+}  // namespace attnkit
