@@ -120,11 +120,18 @@ void kill_loop(int kills, uint32_t seed) {
   const int64_t before = last_complete_step(out / "run");
   const int status = attnkit::testing::run_test_child("FaultWorker.Train", {{"ATTNKIT_FAULT_OUT", out.string()}});
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  if (before > 0 && before < kill_loop_steps()) EXPECT_EQ(resumed_steps(out).back(), before);
+  if (before > 0 && before < kill_loop_steps()) {
+    EXPECT_EQ(resumed_steps(out).back(), before);
+  }
   EXPECT_EQ(last_complete_step(out / "run"), kill_loop_steps());
   for (const auto& entry : fs::directory_iterator(out / "run" / "checkpoints")) {
     EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u) << "left behind: " << entry.path();
   }
+  // What the loop did, for docs/robustness.md (ctest -V shows it).
+  std::string resumed;
+  for (const int64_t step : resumed_steps(out)) resumed += fmt::format(" {}", step);
+  fmt::print("kill loop: {} runs killed mid-run over {} steps; runs resumed from steps:{}\n", killed_running,
+             kill_loop_steps(), resumed);
 }
 
 TEST(FaultKill, TrainingKilledAtRandomResumesFromTheLastCompleteCheckpoint) {
