@@ -59,6 +59,11 @@ SANITIZE_FLAGS ?= -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" -DATTNKIT_FUZZ=ON -DATTNKIT_BUILD_BENCH=OFF
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
+# FUZZ_RUNS=1000000: stop each target after that many executions (FUZZ_SECONDS still bounds it);
+# FUZZ_JOBS=2: two targets at once; FUZZ_MAX_LEN: largest input (default libFuzzer's choice).
+FUZZ_RUNS ?=
+FUZZ_JOBS ?= 1
+FUZZ_MAX_LEN ?=
 # The unit tests under ASan + UBSan (leak checks on): every ctest entry except the patterns of
 # scripts/asan_exclude.txt, each with its reason (docs/robustness.md).
 ASAN_EXCLUDE ?= $(shell grep -v -e '^\#' -e '^$$' scripts/asan_exclude.txt | paste -sd'|')
@@ -68,7 +73,8 @@ configure-sanitize: setup
 
 fuzz: configure-sanitize
 	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target attnkit_fuzz_targets
-	bash scripts/fuzz.sh $(SANITIZE_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_MAX_LEN=$(FUZZ_MAX_LEN) \
+	  bash scripts/fuzz.sh $(SANITIZE_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 test-asan: configure-sanitize
 	cmake --build $(SANITIZE_BUILD) -j $(JOBS)

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer target of fuzz/ (docs/robustness.md) for FUZZ_SECONDS each.
+# Runs every libFuzzer target of fuzz/ (docs/robustness.md) for SECONDS each.
 # Usage: scripts/fuzz.sh BUILD_DIR [SECONDS] [TARGET...]
 #   BUILD_DIR  a build configured with -DATTNKIT_FUZZ=ON (make fuzz does that: build-fuzz)
-#   SECONDS    per target (default 60)
+#   SECONDS    per target (default 60); with FUZZ_RUNS set, the most a target may take
 #   TARGET     names like safetensors_fuzz (default: every fuzz/*_fuzz.cpp)
+# Environment:
+#   FUZZ_RUNS     stop a target after this many executions (libFuzzer -runs; default: time only)
+#   FUZZ_JOBS     targets fuzzed at once (default 1)
+#   FUZZ_MAX_LEN  largest input libFuzzer makes (default: its own choice, the larger of 4096 bytes
+#                 and the largest seed; inputs grow slowly past that and every execution costs more)
 # Each target first replays its seeds (fuzz/corpus/NAME) and past findings (fuzz/regressions/NAME),
 # then fuzzes with a working corpus under BUILD_DIR/fuzz-corpus/NAME (kept between runs, not in
 # git). A crash, sanitizer report, leak, hang (-timeout) or over-limit allocation stops the target
@@ -31,31 +36,52 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 summary="$build/fuzz-summary.txt"
 : > "$summary"
-failed=0
-for target in "${targets[@]}"; do
-  name="${target%_fuzz}"
-  binary="$build/$target"
-  if [ ! -x "$binary" ]; then echo "fuzz.sh: $binary is missing (make fuzz builds it)" >&2; failed=1; continue; fi
-  seeds="$root/fuzz/corpus/$name"
-  regressions="$root/fuzz/regressions/$name"
-  work="$build/fuzz-corpus/$name"
-  artifacts="$build/fuzz-artifacts/$name"
-  mkdir -p "$work" "$artifacts"
-  log="$build/fuzz-logs/$name.log"
-  mkdir -p "$(dirname "$log")"
-  inputs=("$work" "$seeds")
+runs_limit="${FUZZ_RUNS:-}"
+jobs="${FUZZ_JOBS:-1}"
+max_len=()
+[ -n "${FUZZ_MAX_LEN:-}" ] && max_len=(-max_len="$FUZZ_MAX_LEN")
+
+# Fuzzes one target; returns non-zero on a finding or a missing binary.
+fuzz_one() {
+  local target="$1" name="${1%_fuzz}"
+  local binary="$build/$target"
+  if [ ! -x "$binary" ]; then echo "fuzz.sh: $binary is missing (make fuzz builds it)" >&2; return 1; fi
+  local seeds="$root/fuzz/corpus/$name" regressions="$root/fuzz/regressions/$name"
+  local work="$build/fuzz-corpus/$name" artifacts="$build/fuzz-artifacts/$name"
+  local log="$build/fuzz-logs/$name.log"
+  mkdir -p "$work" "$artifacts" "$(dirname "$log")"
+  local inputs=("$work" "$seeds")
   [ -d "$regressions" ] && inputs+=("$regressions")
-  echo "fuzz.sh: $target for ${seconds}s"
-  "$binary" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-    -max_len=65536 -print_final_stats=1 -artifact_prefix="$artifacts/" "${inputs[@]}" > "$log" 2>&1
-  status=$?
+  local limits=(-max_total_time="$seconds")
+  [ -n "$runs_limit" ] && limits+=(-runs="$runs_limit")
+  echo "fuzz.sh: $target for ${seconds}s${runs_limit:+ or $runs_limit executions}"
+  local start=$SECONDS
+  "$binary" "${limits[@]}" -timeout=5 -rss_limit_mb=2048 -malloc_limit_mb=1024 "${max_len[@]}" \
+    -print_final_stats=1 -artifact_prefix="$artifacts/" "${inputs[@]}" > "$log" 2>&1
+  local status=$?
+  local took=$(( SECONDS - start ))
+  local runs
   runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)"
   if [ "$status" -ne 0 ]; then
-    failed=1
     echo "$target: FAILED (exit $status) after ${runs:-?} executions; log $log, input in $artifacts/" | tee -a "$summary"
     grep -m3 -E 'ERROR|FINDING|runtime error|Timeout|out-of-memory' "$log" >&2
-  else
-    echo "$target: ${runs:-?} executions in ${seconds}s, no finding" | tee -a "$summary"
+    return 1
   fi
+  echo "$target: ${runs:-?} executions in ${took}s, no finding" | tee -a "$summary"
+}
+
+failed=0
+running=0
+for target in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || failed=1
+    running=$(( running - 1 ))
+  fi
+  fuzz_one "$target" &
+  running=$(( running + 1 ))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$(( running - 1 ))
 done
 exit "$failed"
