@@ -6,11 +6,13 @@
 #include "attnkit/ops/linear_attention.h"
 #include "attnkit/ops/masks.h"
 #include "attnkit/ops/softmax_attention.h"
+#include "../ops/cpu/blas.h"
 #include "row_linear.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 namespace attnkit::decode {
 namespace {
@@ -53,8 +55,10 @@ struct HeadProjections {
 };
 HeadProjections project_heads(MultiHeadAttentionImpl& attention, const at::Tensor& x) {
   const int64_t H = attention.heads();
-  return {split_heads(linear_rows(attention.q, x), H), split_heads(linear_rows(attention.k, x), H),
-          split_heads(linear_rows(attention.v, x), H)};
+  auto qkv = linear_rows(x, {{attention.q->weight, attention.q->bias},
+                             {attention.k->weight, attention.k->bias},
+                             {attention.v->weight, attention.v->bias}});
+  return {split_heads(qkv[0], H), split_heads(qkv[1], H), split_heads(qkv[2], H)};
 }
 
 void check_horizon(int64_t length, int64_t n, int64_t horizon) {
@@ -285,6 +289,11 @@ at::Tensor IncrementalModel::forward(const at::Tensor& ids, const at::Tensor& va
     throw Error("decode: ids, valid and positions must all be [batch, n]");
   const auto& c = model_->config();
   const bool pre = c.norm_first;
+  // One row: the dense layers run attnkit's gemv on LibTorch's threads (row_linear.h); the small
+  // products left (attention over the cache, the feature sums) run on the calling thread rather
+  // than wake OpenBLAS's own pool, whose spinning workers would compete with LibTorch's.
+  std::optional<ops::cpu::SingleThreadedBlas> one_pool;
+  if (ids.numel() == 1) one_pool.emplace();
   at::Tensor h = model_->embeddings->forward(ids, token_types, 0, condition_, positions);
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     auto block = model_->block(layer);
