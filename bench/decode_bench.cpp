@@ -17,7 +17,7 @@
 #include "attnkit/models/task_model.h"
 #include "attnkit/runtime.h"
 
-#include <ATen/Parallel.h>
+#include "../src/ops/cpu/parallel.h"
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     for (int64_t r = 0; r < repeats; ++r) {
       std::atomic<uint64_t> acc{0};
       const double t = now();
-      at::parallel_for(0, words, int64_t(1) << 16, [&](int64_t begin, int64_t end) {
+      attnkit::ops::cpu::parallel_for(0, words, int64_t(1) << 16, [&](int64_t begin, int64_t end) {
         uint64_t x = 0;
         for (int64_t i = begin; i < end; ++i) x ^= data[i];
         acc.fetch_xor(x);

@@ -6,14 +6,14 @@
 // multiplies: the weights are read twice and written once per call (measured: 3.4 ms for a
 // 3072 × 768 layer against 0.18 ms for the matrix-vector product on the same machine). One float
 // row therefore goes through attnkit's gemv kernel (ops/cpu/gemv_kernel.h), its output rows split
-// over LibTorch's threads, so a decode step wakes one thread pool rather than LibTorch's and
+// over LibTorch's threads (ops/cpu/parallel.h), so a decode step wakes one thread pool rather than LibTorch's and
 // OpenBLAS's both; other dtypes take at::addmv; more rows keep at::linear (sgemm amortises the
 // packing over the rows).
 #include "../ops/cpu/gemv_kernel.h"
+#include "../ops/cpu/parallel.h"
 #include "attnkit/layers/feed_forward.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/nn/modules/linear.h>
 
@@ -74,7 +74,7 @@ inline std::vector<at::Tensor> gemv_float(const std::vector<DenseLayer>& layers,
     segments.push_back(std::move(s));
   }
   const float* xp = x.data_ptr<float>();
-  at::parallel_for(0, total, kGemvGrain, [&](int64_t begin, int64_t end) {
+  ops::cpu::parallel_for(0, total, kGemvGrain, [&](int64_t begin, int64_t end) {
     for (const auto& s : segments) {
       const int64_t lo = std::max(begin, s.first) - s.first;
       const int64_t hi = std::min(end, s.first + s.y.numel()) - s.first;

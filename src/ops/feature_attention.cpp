@@ -1,10 +1,10 @@
 #include "feature_attention.h"
 
 #include "checks.h"
+#include "cpu/parallel.h"
 #include "cpu/causal_product_kernel.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -34,7 +34,7 @@ at::Tensor causal_product_forward(const at::Tensor& q_in, const at::Tensor& k_in
     const scalar_t* kp = k.data_ptr<scalar_t>();
     const scalar_t* vp = v.data_ptr<scalar_t>();
     scalar_t* yp = y.data_ptr<scalar_t>();
-    at::parallel_for(0, bh, 1, [&](int64_t begin, int64_t end) {
+    cpu::parallel_for(0, bh, 1, [&](int64_t begin, int64_t end) {
       std::vector<scalar_t> workspace(cpu::causal_product_workspace(m, e));
       for (int64_t i = begin; i < end; ++i)
         cpu::causal_product(qp + i * n * m, kp + i * n * m, vp + i * n * e, yp + i * n * e, n, m,

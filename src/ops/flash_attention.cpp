@@ -2,20 +2,11 @@
 
 #include "cpu/flash_attention_kernel.h"
 
-#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 namespace attnkit::ops::detail {
 
 namespace {
-
-const cpu::ParallelFor& aten_parallel_for() {
-  static const cpu::ParallelFor fn = [](int64_t n,
-                                        const std::function<void(int64_t, int64_t)>& body) {
-    at::parallel_for(0, n, 1, body);
-  };
-  return fn;
-}
 
 // Problem description and (expanded, strided) mask view; `mask_view` keeps the view alive.
 cpu::FlashProblem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -63,7 +54,7 @@ class FlashAttention : public torch::autograd::Function<FlashAttention> {
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "flash_attention_forward", [&] {
       cpu::flash_attention_forward(p, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
                                    v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
-                                   lse.data_ptr<scalar_t>(), aten_parallel_for());
+                                   lse.data_ptr<scalar_t>());
     });
     ctx->save_for_backward({q, k, v, out, lse});
     if (mask.defined()) ctx->saved_data["mask"] = mask;
@@ -92,7 +83,7 @@ class FlashAttention : public torch::autograd::Function<FlashAttention> {
                                     v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
                                     lse.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
                                     dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
-                                    dv.data_ptr<scalar_t>(), aten_parallel_for());
+                                    dv.data_ptr<scalar_t>());
     });
     return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }

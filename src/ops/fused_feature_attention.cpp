@@ -1,13 +1,13 @@
 #include "fused_feature_attention.h"
 
 #include "attnkit/ops/cosformer_attention.h"
+#include "cpu/parallel.h"
 #include "cpu/blas.h"
 #include "cpu/fused_feature_attention_kernel.h"
 #include "feature_attention.h"
 
 #include "attnkit/ops/masks.h"
 
-#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include <vector>
@@ -97,7 +97,7 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
         const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(),
                        *vp = v.data_ptr<scalar_t>();
         scalar_t *yp = y.data_ptr<scalar_t>(), *dp = den.data_ptr<scalar_t>();
-        at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+        cpu::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
           std::vector<scalar_t> workspace(workspace_size(p, causal, prefix_of != nullptr));
           for (int64_t i = begin; i < end; ++i) {
             const scalar_t *qi = qp + i * p.n * p.d, *ki = kp + i * S * p.d, *vi = vp + i * S * p.e;
@@ -164,7 +164,7 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
                        *dp = den.data_ptr<scalar_t>(), *gp = g.data_ptr<scalar_t>();
         scalar_t *dqp = dq.data_ptr<scalar_t>(), *dkp = dk.data_ptr<scalar_t>(),
                  *dvp = dv.data_ptr<scalar_t>();
-        at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+        cpu::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
           std::vector<scalar_t> workspace(workspace_size(p, set.causal, prefix_of != nullptr));
           for (int64_t i = begin; i < end; ++i) {
             const int64_t qo = i * p.n * p.d, ko = i * S * p.d, vo = i * S * p.e, yo = i * p.n * p.e;

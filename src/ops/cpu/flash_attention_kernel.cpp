@@ -1,5 +1,7 @@
 #include "flash_attention_kernel.h"
 
+#include "parallel.h"
+
 #include "blas.h"
 #include "kernel_isa.h"
 #include "vector_math.h"
@@ -115,11 +117,10 @@ void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q, const T
 }
 
 template <typename T>
-void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* out, T* lse,
-                  const ParallelFor& parallel_for) {
+void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* out, T* lse) {
   const int64_t q_tiles = (p.L + kFlashForwardQueryTile - 1) / kFlashForwardQueryTile;
   SingleThreadedBlas single_threaded_blas;
-  parallel_for(p.B * p.H * q_tiles, [&](int64_t begin, int64_t end) {
+  parallel_for(0, p.B * p.H * q_tiles, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> s(kFlashForwardQueryTile * kFlashForwardKeyTile);
     std::vector<T> acc(kFlashForwardQueryTile * p.dv);
     std::vector<T> m(kFlashForwardQueryTile), l(kFlashForwardQueryTile);
@@ -157,13 +158,12 @@ void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* 
 
 template <typename T>
 void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, const T* out,
-                   const T* lse, const T* dout, T* dq, T* dk, T* dv,
-                   const ParallelFor& parallel_for) {
+                   const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   SingleThreadedBlas single_threaded_blas;
   const T scale = static_cast<T>(p.scale);
   // One (batch, head) per task: dq accumulates over key tiles and dk, dv over query tiles, so
   // a head is never split between threads.
-  parallel_for(p.B * p.H, [&](int64_t begin, int64_t end) {
+  parallel_for(0, p.B * p.H, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> s(kFlashQueryTile * kFlashKeyTile), dp(kFlashQueryTile * kFlashKeyTile);
     std::vector<T> dropped(p.dropout > 0 ? kFlashQueryTile * kFlashKeyTile : 0);
     std::vector<T> D(p.L);
@@ -226,25 +226,22 @@ void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, co
 }  // namespace
 
 void flash_attention_forward(const FlashProblem& p, const float* q, const float* k, const float* v,
-                             float* out, float* lse, const ParallelFor& parallel_for) {
-  forward_impl(p, q, k, v, out, lse, parallel_for);
+                             float* out, float* lse) {
+  forward_impl(p, q, k, v, out, lse);
 }
 void flash_attention_forward(const FlashProblem& p, const double* q, const double* k,
-                             const double* v, double* out, double* lse,
-                             const ParallelFor& parallel_for) {
-  forward_impl(p, q, k, v, out, lse, parallel_for);
+                             const double* v, double* out, double* lse) {
+  forward_impl(p, q, k, v, out, lse);
 }
 void flash_attention_backward(const FlashProblem& p, const float* q, const float* k,
                               const float* v, const float* out, const float* lse,
-                              const float* dout, float* dq, float* dk, float* dv,
-                              const ParallelFor& parallel_for) {
-  backward_impl(p, q, k, v, out, lse, dout, dq, dk, dv, parallel_for);
+                              const float* dout, float* dq, float* dk, float* dv) {
+  backward_impl(p, q, k, v, out, lse, dout, dq, dk, dv);
 }
 void flash_attention_backward(const FlashProblem& p, const double* q, const double* k,
                               const double* v, const double* out, const double* lse,
-                              const double* dout, double* dq, double* dk, double* dv,
-                              const ParallelFor& parallel_for) {
-  backward_impl(p, q, k, v, out, lse, dout, dq, dk, dv, parallel_for);
+                              const double* dout, double* dq, double* dk, double* dv) {
+  backward_impl(p, q, k, v, out, lse, dout, dq, dk, dv);
 }
 
 }  // namespace attnkit::ops::cpu

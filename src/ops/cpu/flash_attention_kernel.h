@@ -4,7 +4,6 @@
 // log-sum-exp. Tile products go to BLAS (single-threaded inside our parallel loop); the
 // elementwise softmax work is vectorised with runtime ISA dispatch. No LibTorch here.
 #include <cstdint>
-#include <functional>
 
 namespace attnkit::ops::cpu {
 
@@ -49,25 +48,22 @@ inline bool dropout_keep(uint64_t seed, int64_t bh, int64_t i, int64_t j, int64_
   return (x >> 40) >= threshold;
 }
 
-// Runs body(begin, end) over [0, n) in parallel (the caller supplies at::parallel_for).
-using ParallelFor = std::function<void(int64_t n, const std::function<void(int64_t, int64_t)>& body)>;
+// Each entry point splits its (batch, head, query tile) work over the threads itself
+// (parallel.h).
 
 // q [B,H,L,dk], k [B,H,S,dk], v [B,H,S,dv] contiguous -> out [B,H,L,dv], lse [B,H,L]
 // (log Σ exp of each row's scores; -inf for a row with no visible key, whose output is 0).
 void flash_attention_forward(const FlashProblem& p, const float* q, const float* k, const float* v,
-                             float* out, float* lse, const ParallelFor& parallel_for);
+                             float* out, float* lse);
 void flash_attention_forward(const FlashProblem& p, const double* q, const double* k,
-                             const double* v, double* out, double* lse,
-                             const ParallelFor& parallel_for);
+                             const double* v, double* out, double* lse);
 
 // Gradients from dout [B,H,L,dv] and the forward's out and lse. dq, dk, dv are overwritten.
 void flash_attention_backward(const FlashProblem& p, const float* q, const float* k,
                               const float* v, const float* out, const float* lse,
-                              const float* dout, float* dq, float* dk, float* dv,
-                              const ParallelFor& parallel_for);
+                              const float* dout, float* dq, float* dk, float* dv);
 void flash_attention_backward(const FlashProblem& p, const double* q, const double* k,
                               const double* v, const double* out, const double* lse,
-                              const double* dout, double* dq, double* dk, double* dv,
-                              const ParallelFor& parallel_for);
+                              const double* dout, double* dq, double* dk, double* dv);
 
 }  // namespace attnkit::ops::cpu
