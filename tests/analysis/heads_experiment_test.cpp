@@ -21,13 +21,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void save_classifier(const fs::path& dir, uint64_t seed) {
+// A random model (weights ~ N(0, 0.5), no dropout, 16 positions) saved in attnkit format.
+void save_model(const fs::path& dir, uint64_t seed, models::TransformerConfig c,
+                const models::HeadsConfig& h) {
   torch::manual_seed(seed);
-  auto c = models::TransformerConfig::bert(20, 12, 2, 3, 24);
   c.dropout = c.attention_dropout = 0.0;
   c.max_positions = 16;
-  models::HeadsConfig h;
-  h.sequence_labels = 2;
   models::TaskModel model(c, h);
   {
     torch::NoGradGuard no_grad;
@@ -36,19 +35,16 @@ void save_classifier(const fs::path& dir, uint64_t seed) {
   io::save_attnkit_model(model, dir.string());
 }
 
+void save_classifier(const fs::path& dir, uint64_t seed) {
+  models::HeadsConfig h;
+  h.sequence_labels = 2;
+  save_model(dir, seed, models::TransformerConfig::bert(20, 12, 2, 3, 24), h);
+}
+
 void save_gpt2(const fs::path& dir, uint64_t seed) {
-  torch::manual_seed(seed);
-  auto c = models::TransformerConfig::gpt2(20, 12, 2, 3);
-  c.dropout = c.attention_dropout = 0.0;
-  c.max_positions = 16;
   models::HeadsConfig h;
   h.causal_lm = true;
-  models::TaskModel model(c, h);
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model->parameters()) p.normal_(0.0, 0.5);
-  }
-  io::save_attnkit_model(model, dir.string());
+  save_model(dir, seed, models::TransformerConfig::gpt2(20, 12, 2, 3), h);
 }
 
 // Every data file is the same 12 random examples of 6 tokens (the last two padding in half).
@@ -255,11 +251,7 @@ TEST(HeadsExperiment, BadInputsAreOneLineErrors) {
             }).rfind("--importance " + (dir / "not_heads.json").string() + ": not a heads.json", 0),
             0u);
   // A model with neither a classifier nor a causal LM head (a BERT encoder).
-  {
-    auto c = models::TransformerConfig::bert(20, 12, 2, 3, 24);
-    models::TaskModel encoder(c, models::HeadsConfig{});
-    io::save_attnkit_model(encoder, (dir / "encoder").string());
-  }
+  save_model(dir / "encoder", 1, models::TransformerConfig::bert(20, 12, 2, 3, 24), {});
   o = options(dir / "encoder");
   EXPECT_EQ(testing::error_of([&] { analysis::run_heads_experiment(o); }),
             (dir / "encoder").string() +

@@ -21,15 +21,11 @@ namespace {
 
 using analysis::HeadMask;
 
-models::TaskModel tiny_classifier(const std::string& family, uint64_t seed) {
+// Float64, no dropout, weights ~ N(0, 0.5) so that heads clearly differ; eval mode.
+models::TaskModel tiny_model(models::TransformerConfig c, const models::HeadsConfig& h, uint64_t seed) {
   torch::manual_seed(seed);
-  auto c = family == "albert" ? models::TransformerConfig::albert(20, 8, 12, 3, 3, 24)
-                              : models::TransformerConfig::bert(20, 12, 3, 3, 24);
   c.dropout = c.attention_dropout = 0.0;
   c.max_positions = 16;
-  models::HeadsConfig h;
-  h.sequence_labels = 2;
-  h.classifier_dropout = 0.0;
   models::TaskModel model(c, h);
   model->to(torch::kDouble);
   {
@@ -40,6 +36,21 @@ models::TaskModel tiny_classifier(const std::string& family, uint64_t seed) {
   return model;
 }
 
+models::TaskModel tiny_classifier(const std::string& family, uint64_t seed) {
+  models::HeadsConfig h;
+  h.sequence_labels = 2;
+  h.classifier_dropout = 0.0;
+  return tiny_model(family == "albert" ? models::TransformerConfig::albert(20, 8, 12, 3, 3, 24)
+                                       : models::TransformerConfig::bert(20, 12, 3, 3, 24),
+                    h, seed);
+}
+
+models::TaskModel tiny_gpt2(uint64_t seed) {
+  models::HeadsConfig h;
+  h.causal_lm = true;
+  return tiny_model(models::TransformerConfig::gpt2(20, 12, 3, 3), h, seed);
+}
+
 double loss_with_gates(analysis::HeadTask& task, const HeadMask& mask) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> gates;
@@ -48,6 +59,20 @@ double loss_with_gates(analysis::HeadTask& task, const HeadMask& mask) {
   const double loss = task.loss(0).loss.item<double>();
   task.model->set_head_gates({});
   return loss;
+}
+
+// ∂L/∂ξ_h of the task's first batch at `gates`, by central finite differences, for every head.
+analysis::HeadTable gate_finite_differences(analysis::HeadTask& task, const HeadMask& gates) {
+  const double eps = 1e-6;
+  analysis::HeadTable fd(gates.size());
+  for (size_t l = 0; l < gates.size(); ++l)
+    for (size_t h = 0; h < gates[l].size(); ++h) {
+      HeadMask plus = gates, minus = gates;
+      plus[l][h] += eps;
+      minus[l][h] -= eps;
+      fd[l].push_back((loss_with_gates(task, plus) - loss_with_gates(task, minus)) / (2 * eps));
+    }
+  return fd;
 }
 
 TEST(HeadImportance, GateGradientEqualsFiniteDifference) {
@@ -67,13 +92,10 @@ TEST(HeadImportance, GateGradientEqualsFiniteDifference) {
       const HeadMask full = analysis::full_mask(*task.model);
       const auto importance = analysis::head_importance(task, full, raw);
       ASSERT_EQ(importance.batches, 1);
-      const double eps = 1e-6;
+      const auto fds = gate_finite_differences(task, full);
       for (size_t l = 0; l < full.size(); ++l)
         for (size_t h = 0; h < full[l].size(); ++h) {
-          HeadMask plus = full, minus = full;
-          plus[l][h] += eps;
-          minus[l][h] -= eps;
-          const double fd = (loss_with_gates(task, plus) - loss_with_gates(task, minus)) / (2 * eps);
+          const double fd = fds[l][h];
           EXPECT_NEAR(importance.gate_gradient[l][h], std::abs(fd), 1e-6 * std::max(1.0, std::abs(fd)))
               << "layer " << l << " head " << h;
           if (n == 1) {
@@ -89,23 +111,6 @@ TEST(HeadImportance, GateGradientEqualsFiniteDifference) {
       }
     }
   }
-}
-
-models::TaskModel tiny_gpt2(uint64_t seed) {
-  torch::manual_seed(seed);
-  auto c = models::TransformerConfig::gpt2(20, 12, 3, 3);
-  c.dropout = c.attention_dropout = 0.0;
-  c.max_positions = 16;
-  models::HeadsConfig h;
-  h.causal_lm = true;
-  models::TaskModel model(c, h);
-  model->to(torch::kDouble);
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model->parameters()) p.normal_(0.0, 0.5);
-  }
-  model->eval();
-  return model;
 }
 
 // Six windows of 7 tokens; the last two rows end in padding (4 and 2 pad tokens).
@@ -127,14 +132,11 @@ TEST(HeadImportance, LanguageModelGateGradientEqualsFiniteDifference) {
   const HeadMask full = analysis::full_mask(*task.model);
   const auto importance = analysis::head_importance(task, full, raw);
   EXPECT_EQ(importance.tokens, 6 * 7 - 4 - 2);  // real tokens only
-  const double eps = 1e-6;
+  const auto fds = gate_finite_differences(task, full);
   int64_t nonzero = 0;
   for (size_t l = 0; l < full.size(); ++l)
     for (size_t h = 0; h < full[l].size(); ++h) {
-      HeadMask plus = full, minus = full;
-      plus[l][h] += eps;
-      minus[l][h] -= eps;
-      const double fd = (loss_with_gates(task, plus) - loss_with_gates(task, minus)) / (2 * eps);
+      const double fd = fds[l][h];
       EXPECT_NEAR(importance.gate_gradient[l][h], std::abs(fd), 1e-6 * std::max(1.0, std::abs(fd)))
           << "layer " << l << " head " << h;
       nonzero += std::abs(fd) > 1e-4;

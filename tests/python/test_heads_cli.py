@@ -63,7 +63,26 @@ def write_vocab(directory):
         f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
 
 
-class HeadsCli(unittest.TestCase):
+def train_init(base, task, data, batch_size, run_dir):
+    """`train --init BASE` for 40 steps of TASK on DATA, a checkpoint and an evaluation every 20."""
+    return attnkit("train", "--init", base, "--task.name", task, "--task.data", data,
+                   "--task.batch_size", str(batch_size), "--task.truncate", "16", "--run.steps", "40",
+                   "--run.checkpoint_every", "20", "--run.eval_every", "20", "--run.dir", run_dir,
+                   "--optimizer.lr", "1e-3")
+
+
+class TrainedRun:
+    """For a test class whose setUpClass trains into cls.run_dir inside cls.tmp."""
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def checkpoint(self, step):
+        return os.path.join(self.run_dir, "checkpoints", f"step-{step:08d}")
+
+
+class HeadsCli(TrainedRun, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
@@ -81,18 +100,7 @@ class HeadsCli(unittest.TestCase):
         cls.other_tsv = os.path.join(d, "other.tsv")
         write_data(cls.other_tsv, 64, 3)
         cls.run_dir = os.path.join(d, "run")
-        cls.rc, cls.out, cls.err = attnkit(
-            "train", "--init", cls.base, "--task.name", "classification", "--task.data", cls.train_tsv,
-            "--task.batch_size", "16", "--task.truncate", "16", "--run.steps", "40",
-            "--run.checkpoint_every", "20", "--run.eval_every", "20", "--run.dir", cls.run_dir,
-            "--optimizer.lr", "1e-3")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    def checkpoint(self, step):
-        return os.path.join(self.run_dir, "checkpoints", f"step-{step:08d}")
+        cls.rc, cls.out, cls.err = train_init(cls.base, "classification", cls.train_tsv, 16, cls.run_dir)
 
     def test_train_init_reports_loaded_and_new(self):
         self.assertEqual(self.rc, 0, self.err)
@@ -154,7 +162,7 @@ class HeadsCli(unittest.TestCase):
             self.assertEqual(len(err.strip().splitlines()), 1, err)
 
 
-class HeadsCliLanguageModel(unittest.TestCase):
+class HeadsCliLanguageModel(TrainedRun, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
@@ -170,18 +178,7 @@ class HeadsCliLanguageModel(unittest.TestCase):
         cls.val_txt = os.path.join(d, "val.txt")
         write_text(cls.val_txt, 40, 2)  # 320 tokens: 21 windows of 16 sharing one token
         cls.run_dir = os.path.join(d, "run")
-        cls.rc, cls.out, cls.err = attnkit(
-            "train", "--init", cls.base, "--task.name", "lm", "--task.data", cls.train_txt,
-            "--task.batch_size", "8", "--task.truncate", "16", "--run.steps", "40",
-            "--run.checkpoint_every", "20", "--run.eval_every", "20", "--run.dir", cls.run_dir,
-            "--optimizer.lr", "1e-3")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    def checkpoint(self, step):
-        return os.path.join(self.run_dir, "checkpoints", f"step-{step:08d}")
+        cls.rc, cls.out, cls.err = train_init(cls.base, "lm", cls.train_txt, 8, cls.run_dir)
 
     def analyze(self, *argv):
         return attnkit("analyze", "heads", "--tokenizer", self.base, "--data", self.val_txt,
