@@ -68,6 +68,51 @@ int64_t count_heads(const HeadMask& mask, double value) {
   return n;
 }
 
+namespace {
+
+models::TaskInputs batch_inputs(const at::Tensor& input_ids, const at::Tensor& mask, int64_t start,
+                                int64_t count) {
+  models::TaskInputs in;
+  in.input_ids = input_ids.narrow(0, start, count);
+  in.attention_mask = mask.narrow(0, start, count);
+  return in;
+}
+
+// The loss of a task's batch from the model's output: (output, first row, rows).
+using BatchLoss = std::function<at::Tensor(const models::TaskOutput&, int64_t, int64_t)>;
+
+// What every task shares: the model, its scoring batches (the first `score_examples` rows, 0 =
+// all, batch_size at a time) and their forward with head contexts, whose loss is `loss_of`'s.
+HeadTask scoring_task(models::TaskModel task_model, const at::Tensor& input_ids,
+                      const at::Tensor& mask, int64_t batch_size, int64_t score_examples,
+                      BatchLoss loss_of) {
+  const int64_t N = input_ids.size(0);
+  const int64_t scored = score_examples > 0 ? std::min(score_examples, N) : N;
+  HeadTask task;
+  task.model = task_model->transformer;
+  task.batches = (scored + batch_size - 1) / batch_size;
+  task.loss = [=](int64_t index) mutable {
+    task_model->eval();
+    const int64_t start = index * batch_size, count = std::min(batch_size, scored - start);
+    auto in = batch_inputs(input_ids, mask, start, count);
+    in.output_head_contexts = true;
+    auto out = task_model->forward(in);
+    HeadLoss result;
+    result.loss = loss_of(out, start, count);
+    result.head_contexts = out.base.head_contexts;
+    result.tokens = in.attention_mask->ne(0).sum().item<int64_t>();
+    return result;
+  };
+  return task;
+}
+
+// Next-token targets of a causal LM over real tokens only: t and t + 1 both real.
+at::Tensor real_next_token_targets(const at::Tensor& input_ids, const at::Tensor& mask) {
+  return models::next_token_targets(input_ids, mask).masked_fill(mask.eq(0), models::kIgnoreLabel);
+}
+
+}  // namespace
+
 HeadTask classification_task(models::TaskModel task_model, const at::Tensor& input_ids,
                              const at::Tensor& attention_mask, const at::Tensor& labels,
                              int64_t batch_size, int64_t score_examples) {
@@ -78,39 +123,77 @@ HeadTask classification_task(models::TaskModel task_model, const at::Tensor& inp
     throw Error("head analysis: expected input_ids [N, n] and labels [N] with N > 0");
   if (batch_size <= 0) throw Error("head analysis: batch size must be positive");
   const int64_t N = input_ids.size(0);
-  const int64_t scored = score_examples > 0 ? std::min(score_examples, N) : N;
-  at::Tensor mask = attention_mask.defined() ? attention_mask : torch::ones_like(input_ids);
-  HeadTask task;
-  task.model = task_model->transformer;
-  task.batches = (scored + batch_size - 1) / batch_size;
-  auto inputs = [=](int64_t start, int64_t count) {
-    models::TaskInputs in;
-    in.input_ids = input_ids.narrow(0, start, count);
-    in.attention_mask = mask.narrow(0, start, count);
-    return in;
-  };
-  task.loss = [=](int64_t index) mutable {
-    task_model->eval();
-    const int64_t start = index * batch_size, count = std::min(batch_size, scored - start);
-    auto in = inputs(start, count);
-    in.output_head_contexts = true;
-    auto out = task_model->forward(in);
-    HeadLoss result;
-    result.loss = models::cross_entropy(out.sequence_logits, labels.narrow(0, start, count));
-    result.head_contexts = out.base.head_contexts;
-    result.tokens = in.attention_mask->ne(0).sum().item<int64_t>();
-    return result;
-  };
+  const at::Tensor mask = attention_mask.defined() ? attention_mask : torch::ones_like(input_ids);
+  HeadTask task = scoring_task(task_model, input_ids, mask, batch_size, score_examples,
+                               [labels](const models::TaskOutput& out, int64_t start, int64_t count) {
+                                 return models::cross_entropy(out.sequence_logits,
+                                                              labels.narrow(0, start, count));
+                               });
   task.metric = [=]() mutable {
     task_model->eval();
     torch::NoGradGuard no_grad;
     int64_t correct = 0;
     for (int64_t start = 0; start < N; start += batch_size) {
       const int64_t count = std::min(batch_size, N - start);
-      auto out = task_model->forward(inputs(start, count));
+      auto out = task_model->forward(batch_inputs(input_ids, mask, start, count));
       correct += out.sequence_logits.argmax(-1).eq(labels.narrow(0, start, count)).sum().item<int64_t>();
     }
     return double(correct) / double(N);
+  };
+  return task;
+}
+
+HeadTask language_model_task(models::TaskModel task_model, const at::Tensor& input_ids,
+                             const at::Tensor& attention_mask, int64_t batch_size,
+                             int64_t score_examples) {
+  if (!task_model->heads().causal_lm)
+    throw Error("head analysis: the model has no causal language-model head (causal_lm = false)");
+  if (!input_ids.defined() || input_ids.dim() != 2 || input_ids.size(0) == 0 || input_ids.size(1) < 2)
+    throw Error("head analysis: expected input_ids [N, n] with N > 0 and n >= 2");
+  if (attention_mask.defined() && attention_mask.sizes() != input_ids.sizes())
+    throw Error("head analysis: attention_mask must have the shape of input_ids");
+  if (batch_size <= 0) throw Error("head analysis: batch size must be positive");
+  const int64_t N = input_ids.size(0);
+  const at::Tensor mask = attention_mask.defined() ? attention_mask : torch::ones_like(input_ids);
+  const at::Tensor targets = real_next_token_targets(input_ids, mask);
+  if (!targets.ne(models::kIgnoreLabel).any().item<bool>())
+    throw Error("head analysis: no next token to predict (no two consecutive real tokens)");
+  HeadTask task = scoring_task(task_model, input_ids, mask, batch_size, score_examples,
+                               [targets](const models::TaskOutput& out, int64_t start, int64_t count) {
+                                 return models::cross_entropy(out.causal_lm_logits,
+                                                              targets.narrow(0, start, count));
+                               });
+  task.metric_name = "next_token_accuracy";
+  // One pass over all windows: correct predictions, counted positions, summed cross entropy.
+  struct Totals {
+    int64_t correct = 0, counted = 0;
+    double loss = 0;
+  };
+  auto evaluate_all = [=]() mutable {
+    task_model->eval();
+    torch::NoGradGuard no_grad;
+    Totals t;
+    for (int64_t start = 0; start < N; start += batch_size) {
+      const int64_t count = std::min(batch_size, N - start);
+      const at::Tensor logits =
+          task_model->forward(batch_inputs(input_ids, mask, start, count)).causal_lm_logits;
+      const at::Tensor y = targets.narrow(0, start, count);
+      const at::Tensor counted = y.ne(models::kIgnoreLabel);
+      const int64_t n = counted.sum().item<int64_t>();
+      if (n == 0) continue;
+      t.correct += logits.argmax(-1).eq(y).logical_and(counted).sum().item<int64_t>();
+      t.loss += models::cross_entropy(logits, y).item<double>() * double(n);
+      t.counted += n;
+    }
+    return t;
+  };
+  task.metric = [=]() mutable {
+    const Totals t = evaluate_all();
+    return double(t.correct) / double(t.counted);
+  };
+  task.evaluation_loss = [=]() mutable {
+    const Totals t = evaluate_all();
+    return t.loss / double(t.counted);
   };
   return task;
 }

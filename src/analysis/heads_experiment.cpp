@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <regex>
 
@@ -38,6 +39,10 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
     auto bar = phase(progress, "importance batches", task.batches);
     r.importance = head_importance(task, full_mask(*task.model), {}, bar.get());
   }
+  if (task.evaluation_loss) {
+    torch::NoGradGuard no_grad;
+    r.baseline_loss = task.evaluation_loss();
+  }
   if (ablation) {
     int64_t heads = 0;
     for (int64_t h : task.model->heads_per_layer()) heads += h;
@@ -63,15 +68,30 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
 
 }  // namespace
 
+const char* to_string(HeadsTaskKind kind) {
+  return kind == HeadsTaskKind::Classification ? "classification" : "language model";
+}
+
+HeadsTaskKind heads_task_kind(const std::string& model_dir, const io::LoadedModel& model) {
+  if (model.heads.sequence_labels > 0) return HeadsTaskKind::Classification;
+  if (model.heads.causal_lm) return HeadsTaskKind::LanguageModel;
+  throw Error(fmt::format("{}: analyze heads needs a sequence classifier or a causal language-model "
+                          "head (the model has neither; fine-tune a classifier with attnkit train "
+                          "--init)",
+                          model_dir));
+}
+
 HeadTask load_heads_task(const std::string& model_dir, const io::LoadedModel& model,
                          const std::string& data_path, const HeadsDataReader& read,
                          int64_t batch_size, int64_t score_examples) {
-  if (model.heads.sequence_labels <= 0)
-    throw Error(fmt::format("{}: analyze heads needs a sequence classifier (the model has no "
-                            "classification head; fine-tune one with attnkit train --init)",
-                            model_dir));
+  const HeadsTaskKind kind = heads_task_kind(model_dir, model);
   if (!read) throw Error("analyze heads: no data reader");
   const auto data = read(data_path, model_dir, model);
+  if (!data.input_ids.defined() || data.input_ids.dim() != 2 || data.input_ids.size(0) == 0)
+    throw Error(fmt::format("{}: no examples", data_path));
+  if (kind == HeadsTaskKind::LanguageModel)
+    return language_model_task(model.task, data.input_ids, data.attention_mask, batch_size,
+                               score_examples);
   if (!data.labels.defined() || data.labels.size(0) == 0)
     throw Error(fmt::format("{}: no examples", data_path));
   if (data.label_count > model.heads.sequence_labels)
@@ -135,11 +155,16 @@ std::vector<std::pair<int64_t, std::string>> run_checkpoints(const std::string& 
 json to_json(const HeadsAnalysis& r) {
   json profiles = json::array();
   for (const auto& p : r.profiles) profiles.push_back(to_json(p));
-  return {{"model", r.model},
-          {"metric", r.metric_name},
-          {"importance", to_json(r.importance)},
-          {"ablation", to_json(r.ablation)},
-          {"profiles", profiles}};
+  json j = {{"model", r.model},
+            {"metric", r.metric_name},
+            {"importance", to_json(r.importance)},
+            {"ablation", to_json(r.ablation)},
+            {"profiles", profiles}};
+  if (r.baseline_loss) {
+    j["baseline_loss"] = *r.baseline_loss;
+    j["baseline_perplexity"] = std::exp(*r.baseline_loss);
+  }
+  return j;
 }
 
 json to_json(const HeadsExperiment& e) {

@@ -73,7 +73,7 @@ report::Section heads_stage(const StageContext& context) {
   options.model = best.parent_path().string();
   options.data = fmt::format("{} generated ListOps expressions", examples);
   options.read_data = [&](const std::string&, const std::string&, const io::LoadedModel&) {
-    return analysis::ClassificationInputs{batch.ids, mask, batch.labels, train::ListOpsVocabulary::kNumClasses};
+    return analysis::HeadsInputs{batch.ids, mask, batch.labels, train::ListOpsVocabulary::kNumClasses};
   };
   options.batch_size = 50;
   options.seed = o.seed;

@@ -128,6 +128,10 @@ Section heads_section(const analysis::HeadsAnalysis& r, int order) {
   s.id = "heads";
   s.title = "Attention heads: importance, ablation and pruning (Michel et al. 2019)";
   s.headlines.push_back({"baseline " + r.metric_name, fmt::format("{:.4f}", r.ablation.baseline), {}});
+  if (r.baseline_loss)
+    s.headlines.push_back({"baseline loss (perplexity)",
+                           fmt::format("{:.4f} ({:.2f})", *r.baseline_loss, std::exp(*r.baseline_loss)),
+                           {}});
   for (const auto& p : r.profiles) {
     if (p.order != analysis::PruningOrder::Importance) continue;
     for (const auto& step : p.steps)
@@ -181,7 +185,9 @@ std::vector<std::string> write_heads_outputs(const analysis::HeadsExperiment& e,
                              fmt::format("Head importance at step {}", c.step)));
     }
     write("heads_over_training.json", analysis::to_json(e).dump(2) + "\n");
-    write_svg(profile_over_steps_plot(steps, profiles, "accuracy"),
+    const std::string metric =
+        e.checkpoints.empty() ? "accuracy" : e.checkpoints.front().analysis.metric_name;
+    write_svg(profile_over_steps_plot(steps, profiles, metric),
               (out / "heads_profile_over_training.svg").string());
     written.push_back("heads_profile_over_training.svg");
     return written;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <filesystem>
 
 namespace attnkit {
@@ -20,13 +21,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void save_classifier(const fs::path& dir, uint64_t seed) {
+// A random model (weights ~ N(0, 0.5), no dropout, 16 positions) saved in attnkit format.
+void save_model(const fs::path& dir, uint64_t seed, models::TransformerConfig c,
+                const models::HeadsConfig& h) {
   torch::manual_seed(seed);
-  auto c = models::TransformerConfig::bert(20, 12, 2, 3, 24);
   c.dropout = c.attention_dropout = 0.0;
   c.max_positions = 16;
-  models::HeadsConfig h;
-  h.sequence_labels = 2;
   models::TaskModel model(c, h);
   {
     torch::NoGradGuard no_grad;
@@ -35,13 +35,25 @@ void save_classifier(const fs::path& dir, uint64_t seed) {
   io::save_attnkit_model(model, dir.string());
 }
 
+void save_classifier(const fs::path& dir, uint64_t seed) {
+  models::HeadsConfig h;
+  h.sequence_labels = 2;
+  save_model(dir, seed, models::TransformerConfig::bert(20, 12, 2, 3, 24), h);
+}
+
+void save_gpt2(const fs::path& dir, uint64_t seed) {
+  models::HeadsConfig h;
+  h.causal_lm = true;
+  save_model(dir, seed, models::TransformerConfig::gpt2(20, 12, 2, 3), h);
+}
+
 // Every data file is the same 12 random examples of 6 tokens (the last two padding in half).
-analysis::ClassificationInputs fixed_data(const std::string& path, const std::string&,
-                                          const io::LoadedModel&) {
+analysis::HeadsInputs fixed_data(const std::string& path, const std::string&,
+                                 const io::LoadedModel&) {
   if (path == "empty") return {torch::zeros({0, 1}, torch::kLong), torch::zeros({0, 1}, torch::kLong),
                                torch::zeros({0}, torch::kLong), 0};
   torch::manual_seed(99);
-  analysis::ClassificationInputs d;
+  analysis::HeadsInputs d;
   d.input_ids = torch::randint(1, 20, {12, 6}, torch::kLong);
   d.attention_mask = torch::ones({12, 6}, torch::kLong);
   d.attention_mask.narrow(0, 0, 6).narrow(1, 4, 2).zero_();
@@ -161,6 +173,62 @@ TEST(HeadsExperiment, PruneByHeadsAndByFraction) {
   EXPECT_EQ(io::load_model(o.out).format, "huggingface");
 }
 
+// A causal LM directory is scored as a language model (the labels of the data are not read);
+// --run and prune --fraction take the same path.
+TEST(HeadsExperiment, LanguageModelDirectory) {
+  const auto dir = testing::scratch_directory("heads_experiment");
+  save_gpt2(dir / "model", 6);
+  const auto e = analysis::run_heads_experiment(options(dir / "model"));
+  const auto& r = e.analysis;
+  EXPECT_EQ(r.metric_name, "next_token_accuracy");
+  ASSERT_TRUE(r.baseline_loss);
+  EXPECT_GT(*r.baseline_loss, 0.0);
+  EXPECT_GE(r.ablation.baseline, 0.0);
+  EXPECT_LE(r.ablation.baseline, 1.0);
+  ASSERT_EQ(r.importance.importance.size(), 2u);
+  EXPECT_EQ(r.importance.tokens, 12 * 6 - 6 * 2);
+  for (const auto& p : r.profiles) EXPECT_DOUBLE_EQ(p.steps[0].metric, r.ablation.baseline);
+  const auto j = analysis::to_json(e);
+  EXPECT_EQ(j["metric"], "next_token_accuracy");
+  EXPECT_NEAR(j["baseline_perplexity"].get<double>(), std::exp(*r.baseline_loss), 1e-9);
+  // The language model, loaded, agrees.
+  const auto loaded = io::load_model((dir / "model").string());
+  auto task = analysis::load_heads_task((dir / "model").string(), loaded, "a", fixed_data, 5, 0);
+  EXPECT_EQ(task.metric_name, "next_token_accuracy");
+  EXPECT_NEAR(task.evaluation_loss(), *r.baseline_loss, 1e-6);
+  EXPECT_EQ(analysis::heads_task_kind("m", loaded), analysis::HeadsTaskKind::LanguageModel);
+  // A classifier does not have its loss reported.
+  save_classifier(dir / "classifier", 1);
+  const auto classified = analysis::run_heads_experiment(options(dir / "classifier"));
+  EXPECT_FALSE(classified.analysis.baseline_loss);
+  EXPECT_FALSE(analysis::to_json(classified).contains("baseline_loss"));
+
+  // Every checkpoint of a run; the over-training plot is labelled with the LM metric.
+  save_gpt2(dir / "run" / "checkpoints" / "step-5", 7);
+  save_gpt2(dir / "run" / "checkpoints" / "step-10", 8);
+  auto o = options({});
+  o.model.clear();
+  o.run = (dir / "run").string();
+  const auto over = analysis::run_heads_experiment(o);
+  ASSERT_EQ(over.checkpoints.size(), 2u);
+  EXPECT_EQ(over.checkpoints[1].analysis.metric_name, "next_token_accuracy");
+  report::write_heads_outputs(over, (dir / "over").string());
+  EXPECT_NE(read_file((dir / "over" / "heads_profile_over_training.svg").string()).find("next_token_accuracy"),
+            std::string::npos);
+
+  // prune --fraction scored on the LM data.
+  analysis::PruneOptions p;
+  p.model = (dir / "model").string();
+  p.out = (dir / "pruned").string();
+  p.fraction = 0.5;
+  p.data = "a";
+  p.read_data = fixed_data;
+  const auto pruned = analysis::prune_model(p);
+  EXPECT_EQ(pruned.heads_before, 6);
+  EXPECT_EQ(pruned.heads_after, 3);
+  EXPECT_TRUE(io::load_model(p.out).heads.causal_lm);
+}
+
 TEST(HeadsExperiment, BadInputsAreOneLineErrors) {
   const auto dir = testing::scratch_directory("heads_experiment");
   save_classifier(dir / "model", 5);
@@ -182,6 +250,13 @@ TEST(HeadsExperiment, BadInputsAreOneLineErrors) {
               analysis::read_heads_importance((dir / "not_heads.json").string(), "--importance");
             }).rfind("--importance " + (dir / "not_heads.json").string() + ": not a heads.json", 0),
             0u);
+  // A model with neither a classifier nor a causal LM head (a BERT encoder).
+  save_model(dir / "encoder", 1, models::TransformerConfig::bert(20, 12, 2, 3, 24), {});
+  o = options(dir / "encoder");
+  EXPECT_EQ(testing::error_of([&] { analysis::run_heads_experiment(o); }),
+            (dir / "encoder").string() +
+                ": analyze heads needs a sequence classifier or a causal language-model head (the "
+                "model has neither; fine-tune a classifier with attnkit train --init)");
   analysis::PruneOptions p;
   p.model = (dir / "model").string();
   p.fraction = 0.5;

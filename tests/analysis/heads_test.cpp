@@ -5,7 +5,10 @@
 //   - a head whose output-projection columns are zero has importance 0 and masking it leaves the
 //     metric unchanged; all-but-one and the profile's bookkeeping;
 //   - on a classifier trained in the test, pruning in ascending importance degrades accuracy no
-//     faster than pruning in descending importance.
+//     faster than pruning in descending importance;
+//   - the language-model task (GPT-2, float64): the gate gradient equals a finite difference of
+//     the mean next-token cross entropy; ξ = 0 equals physical removal for its loss, metric and
+//     evaluation loss; right padding changes nothing (its positions are not predicted).
 #include "attnkit/analysis/heads.h"
 #include "attnkit/error.h"
 
@@ -18,15 +21,11 @@ namespace {
 
 using analysis::HeadMask;
 
-models::TaskModel tiny_classifier(const std::string& family, uint64_t seed) {
+// Float64, no dropout, weights ~ N(0, 0.5) so that heads clearly differ; eval mode.
+models::TaskModel tiny_model(models::TransformerConfig c, const models::HeadsConfig& h, uint64_t seed) {
   torch::manual_seed(seed);
-  auto c = family == "albert" ? models::TransformerConfig::albert(20, 8, 12, 3, 3, 24)
-                              : models::TransformerConfig::bert(20, 12, 3, 3, 24);
   c.dropout = c.attention_dropout = 0.0;
   c.max_positions = 16;
-  models::HeadsConfig h;
-  h.sequence_labels = 2;
-  h.classifier_dropout = 0.0;
   models::TaskModel model(c, h);
   model->to(torch::kDouble);
   {
@@ -37,6 +36,21 @@ models::TaskModel tiny_classifier(const std::string& family, uint64_t seed) {
   return model;
 }
 
+models::TaskModel tiny_classifier(const std::string& family, uint64_t seed) {
+  models::HeadsConfig h;
+  h.sequence_labels = 2;
+  h.classifier_dropout = 0.0;
+  return tiny_model(family == "albert" ? models::TransformerConfig::albert(20, 8, 12, 3, 3, 24)
+                                       : models::TransformerConfig::bert(20, 12, 3, 3, 24),
+                    h, seed);
+}
+
+models::TaskModel tiny_gpt2(uint64_t seed) {
+  models::HeadsConfig h;
+  h.causal_lm = true;
+  return tiny_model(models::TransformerConfig::gpt2(20, 12, 3, 3), h, seed);
+}
+
 double loss_with_gates(analysis::HeadTask& task, const HeadMask& mask) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> gates;
@@ -45,6 +59,20 @@ double loss_with_gates(analysis::HeadTask& task, const HeadMask& mask) {
   const double loss = task.loss(0).loss.item<double>();
   task.model->set_head_gates({});
   return loss;
+}
+
+// ∂L/∂ξ_h of the task's first batch at `gates`, by central finite differences, for every head.
+analysis::HeadTable gate_finite_differences(analysis::HeadTask& task, const HeadMask& gates) {
+  const double eps = 1e-6;
+  analysis::HeadTable fd(gates.size());
+  for (size_t l = 0; l < gates.size(); ++l)
+    for (size_t h = 0; h < gates[l].size(); ++h) {
+      HeadMask plus = gates, minus = gates;
+      plus[l][h] += eps;
+      minus[l][h] -= eps;
+      fd[l].push_back((loss_with_gates(task, plus) - loss_with_gates(task, minus)) / (2 * eps));
+    }
+  return fd;
 }
 
 TEST(HeadImportance, GateGradientEqualsFiniteDifference) {
@@ -64,13 +92,10 @@ TEST(HeadImportance, GateGradientEqualsFiniteDifference) {
       const HeadMask full = analysis::full_mask(*task.model);
       const auto importance = analysis::head_importance(task, full, raw);
       ASSERT_EQ(importance.batches, 1);
-      const double eps = 1e-6;
+      const auto fds = gate_finite_differences(task, full);
       for (size_t l = 0; l < full.size(); ++l)
         for (size_t h = 0; h < full[l].size(); ++h) {
-          HeadMask plus = full, minus = full;
-          plus[l][h] += eps;
-          minus[l][h] -= eps;
-          const double fd = (loss_with_gates(task, plus) - loss_with_gates(task, minus)) / (2 * eps);
+          const double fd = fds[l][h];
           EXPECT_NEAR(importance.gate_gradient[l][h], std::abs(fd), 1e-6 * std::max(1.0, std::abs(fd)))
               << "layer " << l << " head " << h;
           if (n == 1) {
@@ -86,6 +111,116 @@ TEST(HeadImportance, GateGradientEqualsFiniteDifference) {
       }
     }
   }
+}
+
+// Six windows of 7 tokens; the last two rows end in padding (4 and 2 pad tokens).
+at::Tensor lm_mask() {
+  at::Tensor mask = torch::ones({6, 7}, torch::kLong);
+  mask[4].narrow(0, 3, 4).zero_();
+  mask[5].narrow(0, 5, 2).zero_();
+  return mask;
+}
+
+TEST(HeadImportance, LanguageModelGateGradientEqualsFiniteDifference) {
+  auto model = tiny_gpt2(6);
+  at::Tensor ids = torch::randint(20, {6, 7}, torch::kLong);
+  auto task = analysis::language_model_task(model, ids, lm_mask(), 6);
+  EXPECT_EQ(task.metric_name, "next_token_accuracy");
+  ASSERT_EQ(task.batches, 1);
+  analysis::ImportanceOptions raw;
+  raw.normalize_layers = false;
+  const HeadMask full = analysis::full_mask(*task.model);
+  const auto importance = analysis::head_importance(task, full, raw);
+  EXPECT_EQ(importance.tokens, 6 * 7 - 4 - 2);  // real tokens only
+  const auto fds = gate_finite_differences(task, full);
+  int64_t nonzero = 0;
+  for (size_t l = 0; l < full.size(); ++l)
+    for (size_t h = 0; h < full[l].size(); ++h) {
+      const double fd = fds[l][h];
+      EXPECT_NEAR(importance.gate_gradient[l][h], std::abs(fd), 1e-6 * std::max(1.0, std::abs(fd)))
+          << "layer " << l << " head " << h;
+      nonzero += std::abs(fd) > 1e-4;
+      EXPECT_GT(importance.raw[l][h], 0.0);
+    }
+  EXPECT_GT(nonzero, 6) << "the finite differences are too small to test anything";
+}
+
+TEST(HeadPruning, LanguageModelMaskEqualsRemoval) {
+  torch::manual_seed(17);
+  at::Tensor ids = torch::randint(20, {6, 7}, torch::kLong);
+  auto masked_model = tiny_gpt2(7), pruned_model = tiny_gpt2(7);
+  auto masked = analysis::language_model_task(masked_model, ids, lm_mask(), 4);
+  const double full_loss = loss_with_gates(masked, analysis::full_mask(*masked.model));
+  HeadMask mask = analysis::full_mask(*masked.model);
+  mask[0][1] = mask[2][0] = mask[2][2] = 0.0;
+  std::vector<at::Tensor> gates;
+  for (const auto& layer : mask) gates.push_back(torch::tensor(layer, torch::kDouble));
+  masked.model->set_head_gates(gates);
+  const double loss = masked.loss(0).loss.item<double>();
+  const double metric = masked.metric(), evaluation_loss = masked.evaluation_loss();
+  masked.model->set_head_gates({});
+
+  pruned_model->transformer->prune_heads({{0, {1}}, {2, {0, 2}}});
+  auto pruned = analysis::language_model_task(pruned_model, ids, lm_mask(), 4);
+  EXPECT_EQ(pruned.model->heads_per_layer(), (std::vector<int64_t>{2, 3, 1}));
+  EXPECT_NEAR(pruned.loss(0).loss.item<double>(), loss, 1e-10);
+  EXPECT_DOUBLE_EQ(pruned.metric(), metric);
+  EXPECT_NEAR(pruned.evaluation_loss(), evaluation_loss, 1e-10);
+  EXPECT_GT(std::abs(loss - full_loss), 1e-3) << "masking these heads should change the loss";
+}
+
+TEST(HeadImportance, LanguageModelPaddingDoesNotCount) {
+  auto model = tiny_gpt2(8);
+  torch::manual_seed(8);
+  // One window of 4 real tokens then 3 padding tokens, against the 4 tokens alone.
+  at::Tensor ids = torch::randint(20, {1, 7}, torch::kLong);
+  at::Tensor mask = torch::tensor({1, 1, 1, 1, 0, 0, 0}, torch::kLong).view({1, 7});
+  auto padded = analysis::language_model_task(model, ids, mask, 1);
+  auto alone = analysis::language_model_task(model, ids.narrow(1, 0, 4), at::Tensor(), 1);
+  const HeadMask full = analysis::full_mask(*padded.model);
+  EXPECT_NEAR(loss_with_gates(padded, full), loss_with_gates(alone, full), 1e-12);
+  EXPECT_DOUBLE_EQ(padded.metric(), alone.metric());
+  EXPECT_NEAR(padded.evaluation_loss(), alone.evaluation_loss(), 1e-12);
+  // The loss is the mean cross entropy of the 3 next-token predictions of the real tokens.
+  {
+    torch::NoGradGuard no_grad;
+    models::TaskInputs in;
+    in.input_ids = ids.narrow(1, 0, 4);
+    const at::Tensor logp = torch::log_softmax(model->forward(in).causal_lm_logits[0], -1);
+    double sum = 0;
+    int64_t correct = 0;
+    for (int64_t t = 0; t < 3; ++t) {
+      const int64_t next = ids[0][t + 1].item<int64_t>();
+      sum -= logp[t][next].item<double>();
+      correct += logp[t].argmax().item<int64_t>() == next;
+    }
+    EXPECT_NEAR(padded.evaluation_loss(), sum / 3, 1e-12);
+    EXPECT_DOUBLE_EQ(padded.metric(), double(correct) / 3);
+  }
+  // Other tokens in the padding change nothing; the importance counts real tokens.
+  at::Tensor other = ids.clone();
+  other.narrow(1, 4, 3).copy_((other.narrow(1, 4, 3) + 1).remainder(20));
+  auto repadded = analysis::language_model_task(model, other, mask, 1);
+  const auto a = analysis::head_importance(padded, full), b = analysis::head_importance(repadded, full);
+  EXPECT_EQ(a.tokens, 4);
+  for (size_t l = 0; l < full.size(); ++l)
+    for (size_t h = 0; h < full[l].size(); ++h) EXPECT_NEAR(a.raw[l][h], b.raw[l][h], 1e-12);
+  // Padding that is not at the end: position t is padding, t + 1 real: not predicted either.
+  // Counted: t = 0, 3, 4, 5 (t = 1 predicts padding, t = 2 is padding, t = 6 has no next token).
+  at::Tensor hole = torch::tensor({1, 1, 0, 1, 1, 1, 1}, torch::kLong).view({1, 7});
+  {
+    torch::NoGradGuard no_grad;
+    models::TaskInputs in;
+    in.input_ids = ids;
+    in.attention_mask = hole;
+    const at::Tensor logp = torch::log_softmax(model->forward(in).causal_lm_logits[0], -1);
+    double sum = 0;
+    for (int64_t t : {0, 3, 4, 5}) sum -= logp[t][ids[0][t + 1].item<int64_t>()].item<double>();
+    EXPECT_NEAR(analysis::language_model_task(model, ids, hole, 1).evaluation_loss(), sum / 4, 1e-12);
+  }
+  const at::Tensor alternate = torch::tensor({1, 0, 1, 0, 1, 0, 1}, torch::kLong).view({1, 7});
+  EXPECT_THROW(analysis::language_model_task(model, ids, alternate, 1), Error);  // nothing to predict
+  EXPECT_THROW(analysis::language_model_task(tiny_classifier("bert", 1), ids, mask, 1), Error);
 }
 
 TEST(HeadAblation, DeadHeadChangesNothing) {

@@ -8,8 +8,13 @@ BertForSequenceClassification and GPT2Model / GPT2LMHeadModel built and saved by
   - HF's own pruned save_pretrained directory (config pruned_heads, smaller tensors) loaded by
     attnkit;
   - attnkit's pruned HF-layout directory loaded by transformers (from_pretrained applies
-    pruned_heads) and run there."""
+    pruned_heads) and run there;
+  - `attnkit analyze heads` on a GPT2LMHeadModel directory and a text file: its baseline loss
+    and next-token accuracy equal HF's loss (labels = input_ids) and argmax accuracy on the same
+    windows, its gate gradient E|dL/dxi_h| equals HF's head_mask gradient, and after
+    `attnkit prune --heads` its loss equals HF's loss under the same head_mask."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -151,6 +156,70 @@ class HeadsAgainstHuggingFace(unittest.TestCase):
 
     def test_gpt2(self):
         self.check_family("gpt2", gpt2)
+
+    def test_gpt2_language_model_loss_and_gate_gradient(self):
+        words = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "to", "park"]
+        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words
+        model = gpt2(6, True)  # 60 ids; the text uses the first 15
+        model_dir = os.path.join(self.dir, "gpt2-lm")
+        model.save_pretrained(model_dir, safe_serialization=True)
+        with open(os.path.join(model_dir, "vocab.txt"), "w") as f:
+            f.write("\n".join(vocab) + "\n")
+        # The text, and its windows as attnkit cuts them: the words of every line (the WordPiece
+        # vocabulary holds each; no special tokens, as train --task.name lm reads text),
+        # concatenated, in windows of 16 tokens that share one token.
+        torch.manual_seed(2)
+        lines = [" ".join(words[i] for i in torch.randint(0, len(words), (7,)).tolist()) for _ in range(30)]
+        text = os.path.join(self.dir, "text.txt")
+        with open(text, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        ids = [vocab.index(w) for line in lines for w in line.split()]
+        length, batch = 16, 4
+        windows = torch.tensor([ids[i:i + length] for i in range(0, len(ids) - length + 1, length - 1)])
+
+        def analyze(directory, out):
+            rc, _, err = attnkit("analyze", "heads", "--model", directory, "--tokenizer", model_dir,
+                                 "--data", text, "--max-length", str(length), "--batch-size", str(batch),
+                                 "--no-ablation", "--fractions", "50", "--out", out)
+            self.assertEqual(rc, 0, err)
+            with open(os.path.join(out, "heads.json")) as f:
+                return json.load(f)
+
+        def hf_loss(head_mask):
+            with torch.no_grad():
+                logits = model(input_ids=windows, head_mask=head_mask).logits[:, :-1]
+            targets = windows[:, 1:]
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+            return loss.item(), (logits.argmax(-1) == targets).double().mean().item()
+
+        j = analyze(model_dir, os.path.join(self.dir, "lm-heads"))
+        self.assertEqual(j["metric"], "next_token_accuracy")
+        loss, accuracy = hf_loss(None)
+        self.assertLess(abs(j["baseline_loss"] - loss), TOLERANCE * max(1.0, loss))
+        self.assertAlmostEqual(j["baseline_perplexity"], math.exp(j["baseline_loss"]), places=6)
+        # Argmax ties aside (none expected), the same predictions.
+        self.assertLessEqual(abs(j["ablation"]["baseline"] - accuracy), 1.0 / windows[:, 1:].numel() + 1e-12)
+        self.assertEqual(j["profiles"][0]["steps"][0]["metric"], j["ablation"]["baseline"])
+        # HF's head-importance recipe: |d loss / d head_mask| per batch, averaged over batches.
+        gate = torch.zeros(3, 4)
+        for start in range(0, windows.size(0), batch):
+            head_mask = torch.ones(3, 4, requires_grad=True)
+            x = windows[start:start + batch]
+            model(input_ids=x, labels=x, head_mask=head_mask).loss.backward()
+            gate += head_mask.grad.abs()
+        gate /= (windows.size(0) + batch - 1) // batch
+        got = torch.tensor(j["importance"]["gate_gradient"], dtype=torch.float32)
+        self.assertGreater(gate.abs().max().item(), 1e-3)
+        self.assertLess((got - gate).abs().max().item(), TOLERANCE * gate.abs().max().item())
+        # Pruned by attnkit = masked by HF, for the language-model loss.
+        masked = {0: [1], 2: [0, 2, 3]}
+        pruned_dir = os.path.join(self.dir, "gpt2-lm-pruned")
+        rc, _, err = attnkit("prune", "--model", model_dir, "--heads", json.dumps(masked), "--out", pruned_dir)
+        self.assertEqual(rc, 0, err)
+        j = analyze(pruned_dir, os.path.join(self.dir, "lm-heads-pruned"))
+        masked_loss, _ = hf_loss(head_mask_tensor(3, 4, masked))
+        self.assertLess(abs(j["baseline_loss"] - masked_loss), TOLERANCE * max(1.0, masked_loss))
+        self.assertGreater(abs(masked_loss - loss), 1e-3)
 
     def test_bad_head_mask_is_one_line(self):
         model = bert(2, False)

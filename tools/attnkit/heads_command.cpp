@@ -1,5 +1,6 @@
 // `attnkit analyze heads` and `attnkit prune`: head importance, ablations and the pruning profile
-// (Michel et al. 2019; analysis/heads.h) of a sequence classifier on a data file, and physical
+// (Michel et al. 2019; analysis/heads.h) of a sequence classifier on a labelled data file or of a
+// causal language model on a text file, and physical
 // head pruning of a model directory (either layout). The experiments are
 // analysis/heads_experiment.h's, the output folder report/head_plots.h's; this file keeps the
 // flags and the printing. See docs/analysis.md.
@@ -11,12 +12,15 @@
 #include "attnkit/train/text_datasets.h"
 #include "command.h"
 
+#include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 namespace attnkit::cli {
 namespace {
@@ -30,17 +34,22 @@ struct DataOptions {
 
 void add_data_options(CLI::App* cmd, DataOptions& d) {
   cmd->add_option("--data", d.data,
-                  "classification data (TSV text<TAB>label or JSONL {\"text\", \"label\"}); labels "
-                  "as the model was trained (sorted distinct labels of the file)");
+                  "a classifier: labelled data (TSV text<TAB>label or JSONL {\"text\", \"label\"}; "
+                  "labels as the model was trained: sorted distinct labels of the file); a causal "
+                  "LM (no classifier): plain text, tokenised as train --task.name lm does and cut "
+                  "into windows of --max-length tokens that share one token (a last partial "
+                  "window is dropped)");
   cmd->add_option("--tokenizer", d.tokenizer, "tokenizer file or directory (default: the model directory)");
-  cmd->add_option("--max-length", d.max_length, "tokens per example (longer ones are truncated)")
+  cmd->add_option("--max-length", d.max_length,
+                  "tokens per example (longer ones are truncated) or per LM window; at most the "
+                  "model's positions")
       ->check(at_least(2))
       ->capture_default_str();
-  cmd->add_option("--batch-size", d.batch_size, "examples per forward pass")
+  cmd->add_option("--batch-size", d.batch_size, "examples (LM: windows) per forward pass")
       ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--score-examples", d.score_examples,
-                  "examples of the data the importance is computed on (0 = all)")
+                  "examples (LM: windows) of the data the importance is computed on (0 = all)")
       ->check(at_least(0))
       ->capture_default_str();
 }
@@ -59,16 +68,30 @@ std::vector<double> parse_fractions(const std::string& text) {
   return out;
 }
 
-// Data files tokenised with --tokenizer (default: the model directory's) for the model.
+// Data files tokenised with --tokenizer (default: the model directory's) for the model's task:
+// a classifier's labelled examples, or a language model's text cut into windows of --max-length.
 analysis::HeadsDataReader data_reader(const DataOptions& d) {
   return [d](const std::string& path, const std::string& model_dir, const io::LoadedModel& loaded) {
     const auto tokenizer = text::load_tokenizer(d.tokenizer.empty() ? model_dir : d.tokenizer);
+    const int64_t length = std::min(d.max_length, loaded.config.max_positions);
+    if (analysis::heads_task_kind(model_dir, loaded) == analysis::HeadsTaskKind::LanguageModel) {
+      // The token stream `attnkit train --task.name lm` trains on, in windows of `length` tokens
+      // that share one token: every token after the first is predicted once, and a window's
+      // predictions are the trainer's for a block of length - 1 inputs.
+      train::LanguageModelDataOptions options;
+      options.block_size = size_t(length - 1);
+      const auto windows = train::read_language_model_data({path}, tokenizer, options);
+      if (windows.blocks.empty())
+        throw Error(fmt::format("--data {}: {} tokens, fewer than one window of {} tokens", path,
+                                windows.tokens, length));
+      std::vector<int64_t> ids;
+      for (const auto& block : windows.blocks) ids.insert(ids.end(), block.begin(), block.end());
+      return analysis::HeadsInputs{
+          at::tensor(ids, at::kLong).view({int64_t(windows.blocks.size()), length}), {}, {}, 0};
+    }
     const auto data = train::read_classification(path);
-    auto t = train::classification_tensors(data, tokenizer,
-                                           std::min(d.max_length, loaded.config.max_positions),
-                                           loaded.config.pad_token_id);
-    return analysis::ClassificationInputs{t.input_ids, t.attention_mask, t.labels,
-                                          int64_t(data.labels.size())};
+    auto t = train::classification_tensors(data, tokenizer, length, loaded.config.pad_token_id);
+    return analysis::HeadsInputs{t.input_ids, t.attention_mask, t.labels, int64_t(data.labels.size())};
   };
 }
 
@@ -114,7 +137,10 @@ int run_analyze_heads(const AnalyzeHeads& c, const GlobalOptions& global) {
       fmt::print("importance correlation {} vs {}: pearson {:.3f}, spearman {:.3f}\n", c.data.data,
                  c.data.data2, e.cross_data->correlation.pearson, e.cross_data->correlation.spearman);
     const auto& r = e.analysis;
-    fmt::print("{} baseline {:.4f}\n", r.metric_name, r.ablation.baseline);
+    fmt::print("{} baseline {:.4f}", r.metric_name, r.ablation.baseline);
+    if (r.baseline_loss)
+      fmt::print(" (loss {:.4f}, perplexity {:.2f})", *r.baseline_loss, std::exp(*r.baseline_loss));
+    fmt::print("\n");
     for (const auto& p : r.profiles) {
       fmt::print("  {:<10}", analysis::to_string(p.order));
       for (const auto& s : p.steps) fmt::print(" {:.0f}%:{:.3f}", 100 * s.fraction, s.metric);
@@ -170,8 +196,12 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global) {
   auto* cmd = analyze_app->add_subcommand(
       "heads",
       "head importance, single-head and all-but-one ablations and the pruning profile (Michel et "
-      "al. 2019) of a sequence classifier on a data file; writes heads.json, SVGs, section.json");
-  cmd->add_option("--model", c->model, "model directory (attnkit or Hugging Face layout) with a classifier");
+      "al. 2019) of a sequence classifier on labelled data (metric: accuracy), or of a causal "
+      "language model such as GPT-2 on plain text (loss: next-token cross entropy; metric: "
+      "next-token accuracy); writes heads.json, SVGs, section.json");
+  cmd->add_option("--model", c->model,
+                  "model directory (attnkit or Hugging Face layout) with a classifier, else a "
+                  "causal LM head");
   cmd->add_option("--run", c->run, "run directory: every checkpoint's importance and profile over steps");
   add_data_options(cmd, c->data);
   cmd->add_option("--data2", c->data.data2, "second data file: correlation of the two importance maps");

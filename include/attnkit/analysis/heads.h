@@ -5,7 +5,7 @@
 // blocks are scored per depth) on the self attention of one TransformerModel, whatever its
 // attention kind and whatever heads were physically pruned before (layers may differ in head
 // count). A HeadTask says how to get the loss and the metric; classification_task builds one for
-// a sequence classifier.
+// a sequence classifier, language_model_task for a causal language model (GPT-2's LM head).
 //
 //   importance  I_h = Σ_x Σ_t |Σ_d ctx_h[t, d] · ∂L(x)/∂ctx_h[t, d]| / tokens, as the authors'
 //               code computes it (per token, then summed), optionally divided per layer by its L2
@@ -51,6 +51,9 @@ struct HeadTask {
   // The metric over the evaluation data under the current gates (higher is better).
   std::function<double()> metric;
   std::string metric_name = "accuracy";
+  // Optional: the mean loss over the evaluation data under the current gates (the language-model
+  // task's mean next-token cross entropy; its exp is the perplexity). Empty for classification.
+  std::function<double()> evaluation_loss;
 };
 
 // A sequence classifier over fixed data: input_ids [N, n] (int64), attention_mask [N, n] (nonzero
@@ -60,6 +63,19 @@ struct HeadTask {
 HeadTask classification_task(models::TaskModel task_model,
                              const at::Tensor& input_ids, const at::Tensor& attention_mask,
                              const at::Tensor& labels, int64_t batch_size = 32,
+                             int64_t score_examples = 0);
+
+// A causal language model (a TaskModel with causal_lm, e.g. GPT-2) over fixed windows: input_ids
+// [N, n] (int64, n >= 2), attention_mask [N, n] (nonzero = real token; undefined = all real).
+// Predictions count at positions t where tokens t and t + 1 are both real (next_token_targets,
+// and padding at t masked too). Loss: mean next-token cross entropy over them (per batch); the
+// importance's divisor is the batch's real tokens, as for classification; metric
+// "next_token_accuracy": the argmax equals the next token, over all counted positions of the
+// data; evaluation_loss: the mean cross entropy over them. Scoring data: the first
+// `score_examples` windows (0 = all), in batches of batch_size. Throws attnkit::Error when the
+// model has no causal LM head or the data has no position to predict. Runs in eval mode.
+HeadTask language_model_task(models::TaskModel task_model, const at::Tensor& input_ids,
+                             const at::Tensor& attention_mask, int64_t batch_size = 32,
                              int64_t score_examples = 0);
 
 // Gates ξ: 1 = kept, 0 = masked; per layer, one per head of the model's layer now.

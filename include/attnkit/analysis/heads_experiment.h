@@ -1,13 +1,15 @@
 #pragma once
 // The head experiments behind `attnkit analyze heads` and `attnkit prune` (analysis/heads.h):
 //   run_heads_experiment  importance, ablations (optional) and the three pruning profiles of a
-//                         sequence classifier directory on a data file; with a second data file
-//                         the correlation of the two importance maps; or, for a run directory,
-//                         every checkpoint's importance and profile (no ablations).
+//                         model directory on a data file (a sequence classifier on labelled
+//                         examples, or a causal language model on windows of text); with a second
+//                         data file the correlation of the two importance maps; or, for a run
+//                         directory, every checkpoint's importance and profile (no ablations).
 //   prune_model           physical head pruning of a model directory (given heads, or a fraction
 //                         of the least important ones) written in either layout.
 // How a data file becomes tensors is the caller's (HeadsDataReader: the CLI tokenises with
-// train::classification_tensors, a layer this one may not use). to_json gives heads.json and
+// train::classification_tensors for a classifier and train::read_language_model_data for a
+// language model, a layer this one may not use). to_json gives heads.json and
 // heads_over_training.json; the figures are report/head_plots.h's write_heads_outputs.
 #include "attnkit/analysis/heads.h"
 #include "attnkit/io/model_directory.h"
@@ -30,27 +32,36 @@ class ProgressReporter;
 
 namespace attnkit::analysis {
 
-// A classification data file as the model takes it: input_ids and attention_mask [N, n] (int64),
-// labels [N], label_count distinct labels in the file.
-struct ClassificationInputs {
+// What analyze heads scores a model on: its sequence classifier when it has one, else its causal
+// language-model head.
+enum class HeadsTaskKind { Classification, LanguageModel };
+const char* to_string(HeadsTaskKind kind);  // "classification" | "language model"
+// Throws attnkit::Error "MODEL_DIR: analyze heads needs ..." when the model has neither.
+HeadsTaskKind heads_task_kind(const std::string& model_dir, const io::LoadedModel& model);
+
+// A data file as the model's task takes it: input_ids and attention_mask [N, n] (int64; an
+// undefined mask = all real); for a classifier labels [N] and label_count distinct labels in the
+// file; a language model's data has no labels (windows of text).
+struct HeadsInputs {
   at::Tensor input_ids, attention_mask, labels;
   int64_t label_count = 0;
 };
-// Reads `data_path` for the model loaded from `model_dir`.
-using HeadsDataReader = std::function<ClassificationInputs(
+// Reads `data_path` for the model loaded from `model_dir` (for the task heads_task_kind picks).
+using HeadsDataReader = std::function<HeadsInputs(
     const std::string& data_path, const std::string& model_dir, const io::LoadedModel& model)>;
 // A progress reporter for one phase ("importance batches", ...), or null for none; the
 // experiment sets its total and ticks it.
 using HeadsProgress = std::function<std::unique_ptr<ProgressReporter>(const std::string& unit)>;
 
-// The classification task of `model` on `data_path` (read by `read`). Throws attnkit::Error when
-// the model has no classifier, the file has no examples or more labels than the classifier.
+// The task of `model` (heads_task_kind: classification_task or language_model_task) on
+// `data_path` (read by `read`). Throws attnkit::Error when the model has neither a classifier nor
+// a causal LM head, the file has no examples, or more labels than the classifier.
 HeadTask load_heads_task(const std::string& model_dir, const io::LoadedModel& model,
                          const std::string& data_path, const HeadsDataReader& read,
                          int64_t batch_size, int64_t score_examples);
 
 struct HeadsExperimentOptions {
-  std::string model;  // a model directory with a sequence classifier ...
+  std::string model;  // a model directory with a sequence classifier or a causal LM head ...
   std::string run;    // ... or a run directory (exactly one)
   std::string data;   // required
   std::string data2;  // optional second data file (with `model`): importance correlation
@@ -68,6 +79,7 @@ struct HeadsExperimentOptions {
 struct HeadsAnalysis {
   std::string model;  // what was analysed (directory)
   std::string metric_name;
+  std::optional<double> baseline_loss;    // the task's evaluation_loss, when it has one (LM)
   HeadImportance importance;
   HeadAblation ablation;                  // only the baseline without ablations
   std::vector<PruningProfile> profiles;   // importance, random, reverse
@@ -104,8 +116,9 @@ HeadsExperiment run_heads_experiment(const HeadsExperimentOptions& options,
 std::vector<std::pair<int64_t, std::string>> run_checkpoints(const std::string& run);
 
 nlohmann::json to_json(const HeadsAnalysis& analysis);
-// With a model: heads.json ({model, metric, importance, ablation, profiles[, cross_data]}); with a
-// run: heads_over_training.json ({run, checkpoints: [{step, checkpoint, analysis}]}).
+// With a model: heads.json ({model, metric[, baseline_loss, baseline_perplexity], importance,
+// ablation, profiles[, cross_data]}); with a run: heads_over_training.json ({run, checkpoints:
+// [{step, checkpoint, analysis}]}).
 nlohmann::json to_json(const HeadsExperiment& experiment);
 // The importance table of a heads.json. Throws attnkit::Error "WHAT PATH: not a heads.json of
 // attnkit analyze heads (...)" for a file without one.
