@@ -470,7 +470,13 @@ models::TaskModel load_huggingface(const std::string& directory, HuggingFaceMode
   HuggingFaceModel info;
   info.config_json = read_json_file(config_path);
   std::string model_type;
-  info.config = config_from_huggingface(info.config_json, &model_type);
+  try {
+    info.config = config_from_huggingface(info.config_json, &model_type);
+  } catch (const Error& e) {
+    // Its messages say "config.json: ..."; name the file the user gave (fuzz finding).
+    const std::string what = e.what(), prefix = "config.json: ";
+    throw Error(config_path + ": " + (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what));
+  }
   auto& layout = info.layout;
   layout.model_type = model_type;
 

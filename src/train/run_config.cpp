@@ -244,7 +244,8 @@ void apply_toml_file(RunConfig& config, const std::string& path) {
   try {
     table = toml::parse(content, path);
   } catch (const toml::parse_error& e) {
-    throw Error(fmt::format("{}:{}: {}", path, e.source().begin.line, e.description()));
+    // toml++'s description quotes the input, which may hold a line break (fuzz finding).
+    throw Error(fmt::format("{}:{}: {}", path, e.source().begin.line, one_line(e.description())));
   }
   for (const auto& [section_key, section_node] : table) {
     const std::string section(section_key.str());

@@ -13,6 +13,8 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace attnkit {
 namespace {
@@ -72,6 +74,21 @@ TEST(Hardening, SafetensorsDeepNestingAndSignedZero) {
 
 // A config claiming a huge model beside a tiny weights file is refused before anything is
 // allocated (it used to allocate what the config said, e.g. 10^12 floats).
+// A Hugging Face directory whose config.json is JSON but no object (or names an unknown model):
+// the message said "config.json: ..." without the directory (fuzz/model_directory_fuzz,
+// fuzz/regressions/model_directory/crash-5419...).
+TEST(Hardening, HuggingFaceConfigErrorsNameTheFile) {
+  const auto dir = scratch_directory("io") / "config-errors";
+  fs::create_directories(dir);
+  write_bytes(dir / "model.safetensors", safetensors_bytes("{}"));
+  for (const auto& [text, part] : std::vector<std::pair<std::string, std::string>>{
+           {"51", "expected a JSON object"},
+           {R"({"model_type": "t5"})", "model_type 't5' is not supported"}}) {
+    const std::string config = write_bytes(dir / "config.json", text);
+    expect_one_line_naming(error_of([&] { io::load_model(dir.string()); }), config, part);
+  }
+}
+
 TEST(Hardening, ConfigLargerThanItsWeightsIsRefusedBeforeAllocating) {
   const auto dir = scratch_directory("io");
   // Hugging Face layout.

@@ -34,5 +34,17 @@ TEST(Hardening, RunConfigNonAsciiOutsideStrings) {
   EXPECT_EQ(config.directory, "runs/caf\xc3\xa9 \xef\xb3\xbf");
 }
 
+// toml++'s parse error quotes the input: "expected 'true', saw 'tr<newline>'" made a message of two
+// lines (fuzz/run_config_fuzz, fuzz/regressions/run_config/crash-3c14...).
+TEST(Hardening, RunConfigParseErrorQuotingALineBreakIsOneLine) {
+  const auto dir = scratch_directory("train");
+  const std::string path = write_bytes(dir / "run.toml", "[model]\nhidden =tr\n\n\n");
+  RunConfig config;
+  const std::string message = error_of([&] { apply_toml_file(config, path); });
+  EXPECT_EQ(message.rfind(path + ":2: ", 0), 0u) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_NE(message.find("\\n"), std::string::npos) << message;  // the line break, escaped
+}
+
 }  // namespace
 }  // namespace attnkit::train
