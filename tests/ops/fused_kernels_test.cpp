@@ -291,7 +291,10 @@ TEST(FusedKernels, NonCausalFeatureAttentionCrossLengthsAndKeyPadding) {
         return fused ? kind.op(a, b, c, false) : kind.oracle(a, b, c, false);
       });
     ASSERT_GE(ops_and_oracles.size(), 3u);
-    for (const auto& [name, f] : ops_and_oracles) {
+    for (const auto& entry : ops_and_oracles) {
+      // Not a structured binding: lambdas capture those only from C++20 (clang refuses).
+      const auto& name = entry.first;
+      const auto& f = entry.second;
       auto run = [&](bool fused) {
         auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(), vv = v.clone().requires_grad_();
         auto out = f(qq, kk, vv, fused);
