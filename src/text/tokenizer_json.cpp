@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include <cstring>
@@ -25,6 +27,16 @@ using ordered_json = nlohmann::ordered_json;
 
 // Reader errors carry no file name; tokenizer_from_json_string adds it.
 [[noreturn]] void fail(const std::string& message) { throw Error(message); }
+
+// A non-negative integer that fits T. nlohmann's get<uint32_t>() converts a float or a negative
+// number without a check (1e41 -> uint32_t is undefined behaviour: a fuzz finding).
+template <typename T>
+T unsigned_value(const json& value, const std::string& what) {
+  if (!value.is_number_unsigned() || value.get<uint64_t>() > uint64_t{std::numeric_limits<T>::max()})
+    fail(fmt::format("{}: expected an integer in [0, {}], got {}", what, std::numeric_limits<T>::max(),
+                     value.is_number() ? value.dump() : std::string(value.type_name())));
+  return static_cast<T>(value.get<uint64_t>());
+}
 
 std::string type_of(const json& node, const char* part) {
   if (!node.is_object()) fail(fmt::format("{} is not an object", part));
@@ -178,7 +190,7 @@ std::shared_ptr<const Model> read_model(const json& model) {
     std::optional<uint32_t> unk_id;
     if (model.contains("unk_id") && !model.at("unk_id").is_null()) {
       if (!model.at("unk_id").is_number_unsigned()) fail("Unigram model: unk_id is not a non-negative integer");
-      unk_id = model.at("unk_id").get<uint32_t>();
+      unk_id = unsigned_value<uint32_t>(model.at("unk_id"), "Unigram model: unk_id");
     }
     return std::make_shared<Unigram>(std::move(pieces), unk_id, value_or<bool>(model, "byte_fallback", false));
   }
@@ -382,11 +394,11 @@ std::vector<TemplatePiece> read_template(const json& pieces, const char* name) {
       if (id != "A" && id != "B") fail(fmt::format("post_processor.{}: sequence id \"{}\" is not A or B", name, id));
       piece.is_sequence = true;
       piece.sequence = id == "A" ? 0 : 1;
-      piece.type_id = sequence.at("type_id").get<uint32_t>();
+      piece.type_id = unsigned_value<uint32_t>(sequence.at("type_id"), fmt::format("post_processor.{}: type_id", name));
     } else if (item.contains("SpecialToken")) {
       const json& special = item.at("SpecialToken");
       piece.special_token = special.at("id").get<std::string>();
-      piece.type_id = special.at("type_id").get<uint32_t>();
+      piece.type_id = unsigned_value<uint32_t>(special.at("type_id"), fmt::format("post_processor.{}: type_id", name));
     } else {
       fail(fmt::format("post_processor.{}: a piece is neither Sequence nor SpecialToken", name));
     }
@@ -401,8 +413,10 @@ PostProcessor read_post_processor(const json& node) {
   if (type == "BertProcessing") {
     const json& cls = node.at("cls");
     const json& sep = node.at("sep");
-    return PostProcessor::bert(cls.at(0).get<std::string>(), cls.at(1).get<uint32_t>(), sep.at(0).get<std::string>(),
-                               sep.at(1).get<uint32_t>());
+    return PostProcessor::bert(cls.at(0).get<std::string>(),
+                               unsigned_value<uint32_t>(cls.at(1), "post_processor.cls"),
+                               sep.at(0).get<std::string>(),
+                               unsigned_value<uint32_t>(sep.at(1), "post_processor.sep"));
   }
   if (type == "ByteLevel") {
     return PostProcessor::byte_level(value_or<bool>(node, "trim_offsets", true), value_or<bool>(node, "add_prefix_space", true));
@@ -413,8 +427,10 @@ PostProcessor read_post_processor(const json& node) {
     processor.single = read_template(node.at("single"), "single");
     processor.pair = read_template(node.at("pair"), "pair");
     for (const auto& [name, special] : node.at("special_tokens").items()) {
-      processor.special_tokens[name] = {special.at("ids").get<std::vector<uint32_t>>(),
-                                        special.at("tokens").get<std::vector<std::string>>()};
+      std::vector<uint32_t> ids;
+      for (const json& id : special.at("ids"))
+        ids.push_back(unsigned_value<uint32_t>(id, "post_processor.special_tokens." + name + ".ids"));
+      processor.special_tokens[name] = {std::move(ids), special.at("tokens").get<std::vector<std::string>>()};
     }
     return processor;
   }
@@ -511,7 +527,7 @@ AddedVocabulary read_added_tokens(const json& node) {
   std::vector<AddedToken> tokens;
   for (const json& item : node) {
     AddedToken token;
-    token.id = item.at("id").get<uint32_t>();
+    token.id = unsigned_value<uint32_t>(item.at("id"), "added_tokens: id");
     token.content = item.at("content").get<std::string>();
     token.special = value_or<bool>(item, "special", false);
     token.single_word = value_or<bool>(item, "single_word", false);
@@ -545,7 +561,7 @@ const char* side_name(Side side) { return side == Side::kLeft ? "Left" : "Right"
 std::optional<TruncationOptions> read_truncation(const json& node) {
   if (node.is_null()) return std::nullopt;
   TruncationOptions options;
-  options.max_length = node.at("max_length").get<size_t>();
+  options.max_length = unsigned_value<size_t>(node.at("max_length"), "truncation.max_length");
   options.strategy = truncation_strategy_from_string(value_or<std::string>(node, "strategy", "LongestFirst"));
   options.direction = read_side(node, "direction");
   options.stride = value_or<size_t>(node, "stride", 0);
@@ -564,7 +580,7 @@ std::optional<PaddingOptions> read_padding(const json& node) {
   PaddingOptions options;
   const json& strategy = node.at("strategy");
   if (strategy.is_object() && strategy.contains("Fixed")) {
-    options.length = strategy.at("Fixed").get<size_t>();
+    options.length = unsigned_value<size_t>(strategy.at("Fixed"), "padding.strategy.Fixed");
   } else if (!(strategy.is_string() && strategy.get<std::string>() == "BatchLongest")) {
     fail("padding.strategy is neither \"BatchLongest\" nor {\"Fixed\": n}");
   }

@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -163,14 +164,24 @@ const Setting& find_setting(const std::string& section, const std::string& key) 
 // their line. Tracks comments and the four string forms.
 void reject_non_ascii_outside_strings(std::string_view text, const std::string& path) {
   size_t line = 1;
+  // The last character other than space and tab before this one on its line (0 at the start).
+  // A quote opens a string only where TOML lets one start: at the start of a line (a key), or
+  // after '=', '[', ',', '{' or '.'. Elsewhere (inside a malformed bare value such as
+  // `3odropout'''`) toml++ reads on past the quote testing each character as a value terminator,
+  // so a non-ASCII character there counts as outside a string (fuzz finding).
+  char before = 0;
   for (size_t i = 0; i < text.size();) {
     const char c = text[i];
+    const char previous = before;
+    if (c != ' ' && c != '\t') before = c == '\n' ? 0 : c;
+    const bool string_start =
+        (c == '"' || c == '\'') && (previous == 0 || std::strchr("=[,{.", previous) != nullptr);
     if (c == '\n') {
       ++line;
       ++i;
     } else if (c == '#') {
       while (i < text.size() && text[i] != '\n') ++i;
-    } else if (c == '"' || c == '\'') {
+    } else if (string_start) {
       const bool multi = text.compare(i, 3, std::string(3, c)) == 0;
       const std::string_view close = multi ? std::string_view(c == '"' ? "\"\"\"" : "\'\'\'") : std::string_view(&text[i], 1);
       i += multi ? 3 : 1;

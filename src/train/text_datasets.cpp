@@ -90,24 +90,9 @@ std::vector<std::string> split_spaces(std::string_view text) {
 
 
 std::string quote_snippet(std::string_view text, size_t max_bytes = 40) {
-  std::string out = "\"";
-  size_t taken = 0;
-  for (char c : text) {
-    if (taken++ >= max_bytes) {
-      out += "...";
-      break;
-    }
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+  std::string escaped;
+  for (const char c : text.substr(0, max_bytes)) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+  return "\"" + one_line(escaped) + (text.size() > max_bytes ? "..." : "") + "\"";
 }
 
 // A label as read: a name, or (a JSON integer when a label list is given) an id into that list.

@@ -45,5 +45,27 @@ TEST(Hardening, TokenizerJsonVocabIds) {
   }
 }
 
+// nlohmann's get<uint32_t>() converted 1e41 (undefined behaviour, UBSan: "outside the range of
+// representable values"), -1 or 1.5 without a check: fuzz/regressions/tokenizer_json/crash-ad39....
+TEST(Hardening, TokenizerJsonIntegersOutsideTheirRange) {
+  const auto dir = testing::scratch_dir();
+  const std::string path = (dir / "tokenizer.json").string();
+  const std::string model =
+      R"("pre_tokenizer": {"type": "BertPreTokenizer"}, "model": {"type": "WordPiece", "vocab": {"[UNK]": 0, "a": 1}})";
+  for (const std::string bad : {"1e41", "-1", "1.5", "4294967296"}) {
+    for (const std::string& rest :
+         {R"("post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "a", "type_id": )" + bad + "}}], \"pair\": [], \"special_tokens\": {}}",
+          R"("post_processor": {"type": "BertProcessing", "cls": ["a", )" + bad + R"(], "sep": ["a", 1]})",
+          R"("post_processor": {"type": "TemplateProcessing", "single": [], "pair": [], "special_tokens": {"a": {"ids": [)" + bad + R"(], "tokens": ["a"]}}})",
+          R"("added_tokens": [{"id": )" + bad + R"(, "content": "a"}])"}) {
+      testing::write_all(path, "{" + model + ", " + rest + "}");
+      const std::string message = error_of([&] { read_tokenizer_json(path); });
+      EXPECT_NE(message.find(path), std::string::npos) << rest << ": " << message;
+      EXPECT_NE(message.find("expected an integer in [0, 4294967295]"), std::string::npos) << rest << ": " << message;
+      EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace attnkit::text

@@ -34,6 +34,23 @@ TEST(Hardening, RunConfigNonAsciiOutsideStrings) {
   EXPECT_EQ(config.directory, "runs/caf\xc3\xa9 \xef\xb3\xbf");
 }
 
+// A quote inside a malformed bare value does not open a string for toml++, which then tests the
+// characters after it, non-ASCII ones included, as value terminators (undefined behaviour again):
+// fuzz/regressions/run_config/crash-65b2....
+TEST(Hardening, RunConfigQuoteInsideABareValueOpensNoString) {
+  const auto dir = scratch_directory("train");
+  const std::string path =
+      write_bytes(dir / "run.toml", "[run]\nsteps = 3odrop''''xx\xef\xb9\xbf\n");
+  RunConfig config;
+  const std::string message = error_of([&] { apply_toml_file(config, path); });
+  EXPECT_EQ(message.rfind(path + ":2: a non-ASCII character outside a string", 0), 0u) << message;
+  // A string that starts where TOML starts one keeps its non-ASCII characters.
+  const std::string ok = write_bytes(dir / "ok.toml", "[run]\ndir = 'caf\xc3\xa9'\n");
+  RunConfig good;
+  EXPECT_EQ(error_of([&] { apply_toml_file(good, ok); }), "");
+  EXPECT_EQ(good.directory, "caf\xc3\xa9");
+}
+
 // toml++'s parse error quotes the input: "expected 'true', saw 'tr<newline>'" made a message of two
 // lines (fuzz/run_config_fuzz, fuzz/regressions/run_config/crash-3c14...).
 TEST(Hardening, RunConfigParseErrorQuotingALineBreakIsOneLine) {
