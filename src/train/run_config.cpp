@@ -164,18 +164,20 @@ const Setting& find_setting(const std::string& section, const std::string& key) 
 // their line. Tracks comments and the four string forms.
 void reject_non_ascii_outside_strings(std::string_view text, const std::string& path) {
   size_t line = 1;
-  // The last character other than space and tab before this one on its line (0 at the start).
+  // The last character other than space and tab before this one on its line ('\n' at the start;
+  // not 0, which the input may hold: a NUL before a quote was taken for a line start).
   // A quote opens a string only where TOML lets one start: at the start of a line (a key), or
   // after '=', '[', ',', '{' or '.'. Elsewhere (inside a malformed bare value such as
   // `3odropout'''`) toml++ reads on past the quote testing each character as a value terminator,
   // so a non-ASCII character there counts as outside a string (fuzz finding).
-  char before = 0;
+  char before = '\n';
   for (size_t i = 0; i < text.size();) {
     const char c = text[i];
     const char previous = before;
-    if (c != ' ' && c != '\t') before = c == '\n' ? 0 : c;
+    if (c != ' ' && c != '\t') before = c;
     const bool string_start =
-        (c == '"' || c == '\'') && (previous == 0 || std::strchr("=[,{.", previous) != nullptr);
+        (c == '"' || c == '\'') && (previous == '\n' ||
+                                        (previous != '\0' && std::strchr("=[,{.", previous) != nullptr));
     if (c == '\n') {
       ++line;
       ++i;

@@ -44,6 +44,12 @@ TEST(Hardening, RunConfigQuoteInsideABareValueOpensNoString) {
   RunConfig config;
   const std::string message = error_of([&] { apply_toml_file(config, path); });
   EXPECT_EQ(message.rfind(path + ":2: a non-ASCII character outside a string", 0), 0u) << message;
+  // The same with NULs before the quote, as in the fuzzer's input: a NUL is no line start.
+  const std::string with_nul("[run]\nsteps = 3od\0\0'''x\xef\xb9\xbf\n", 27);
+  const std::string nul = write_bytes(dir / "nul.toml", with_nul);
+  const std::string nul_message = error_of([&] { apply_toml_file(config, nul); });
+  EXPECT_EQ(nul_message.rfind(nul + ":2: a non-ASCII character outside a string", 0), 0u)
+      << nul_message;
   // A string that starts where TOML starts one keeps its non-ASCII characters.
   const std::string ok = write_bytes(dir / "ok.toml", "[run]\ndir = 'caf\xc3\xa9'\n");
   RunConfig good;
