@@ -115,6 +115,16 @@ Tokenizer::Tokenizer(TokenizerParts parts) : parts_(std::move(parts)) {
       }
     }
   }
+  // Every id the post-processor inserts must decode: a special token whose id is in neither the
+  // vocabulary nor the added tokens (e.g. after a duplicate vocabulary key kept only the last id)
+  // made encode's own output fail in decode (a fuzz finding).
+  for (const auto& [name, special] : parts_.post_processor.special_tokens) {
+    for (const uint32_t id : special.ids) {
+      if (id_to_token(id) == nullptr)
+        throw Error(fmt::format("tokenizer: the post-processor's special token '{}' has id {}, which is "
+                                "neither in the vocabulary nor an added token", name, id));
+    }
+  }
 }
 
 Encoding Tokenizer::encode_text(std::string_view text, int32_t sequence_id) const {

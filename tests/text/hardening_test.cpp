@@ -67,5 +67,19 @@ TEST(Hardening, TokenizerJsonIntegersOutsideTheirRange) {
   }
 }
 
+// A duplicate vocabulary key kept only its last id, so the post-processor's [SEP] (id 3) was in
+// neither the vocabulary nor the added tokens and encode's own output failed in decode:
+// fuzz/regressions/tokenizer_json/crash-....
+TEST(Hardening, TokenizerJsonPostProcessorIdsMustDecode) {
+  const auto dir = testing::scratch_dir();
+  const std::string path = (dir / "tokenizer.json").string();
+  testing::write_all(path, R"({"pre_tokenizer": {"type": "BertPreTokenizer"},
+    "post_processor": {"type": "BertProcessing", "cls": ["[CLS]", 2], "sep": ["[SEP]", 3]},
+    "model": {"type": "WordPiece", "vocab": {"[UNK]": 0, "a": 1, "[CLS]": 2, "[SEP]": 3, "[SEP]": 4}}})");
+  const std::string message = error_of([&] { read_tokenizer_json(path); });
+  EXPECT_EQ(message.rfind(path + ": ", 0), 0u) << message;
+  EXPECT_NE(message.find("special token '[SEP]' has id 3"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace attnkit::text
