@@ -254,7 +254,17 @@ void apply_toml_file(RunConfig& config, const std::string& path) {
   toml::table table;
   const std::string content = read_file(path);
   reject_non_ascii_outside_strings(content, path);
+  // toml++ 3.3 tests characters for Unicode whitespace wherever its parser is outside a string,
+  // and that test is undefined behaviour for some non-ASCII characters. In malformed input the
+  // parser is not always where the scan above thinks (fuzz findings: a quote inside a bare value
+  // such as `5e<<z{'''`), so the text is first parsed with every non-ASCII byte replaced by 'x':
+  // the same structure for every well-formed file, and no non-ASCII character for toml++ to test.
+  // Only a file that passes is parsed with its own characters.
+  std::string ascii = content;
+  for (char& ch : ascii)
+    if (static_cast<unsigned char>(ch) >= 0x80) ch = 'x';
   try {
+    (void)toml::parse(ascii, path);
     table = toml::parse(content, path);
   } catch (const toml::parse_error& e) {
     // toml++'s description quotes the input, which may hold a line break (fuzz finding).

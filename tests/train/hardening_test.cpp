@@ -50,6 +50,11 @@ TEST(Hardening, RunConfigQuoteInsideABareValueOpensNoString) {
   const std::string nul_message = error_of([&] { apply_toml_file(config, nul); });
   EXPECT_EQ(nul_message.rfind(nul + ":2: a non-ASCII character outside a string", 0), 0u)
       << nul_message;
+  // A quote after '{' inside a malformed bare value (the fuzzer's third input of this kind).
+  const std::string brace = write_bytes(dir / "brace.toml", "[run]\nlr = 5e<<z{'''d{\xef\xbb\xbb\x10:\"\\ 1\n");
+  const std::string brace_message = error_of([&] { apply_toml_file(config, brace); });
+  EXPECT_EQ(brace_message.rfind(brace + ":2: ", 0), 0u) << brace_message;
+  EXPECT_EQ(brace_message.find('\n'), std::string::npos) << brace_message;
   // A string that starts where TOML starts one keeps its non-ASCII characters.
   const std::string ok = write_bytes(dir / "ok.toml", "[run]\ndir = 'caf\xc3\xa9'\n");
   RunConfig good;
