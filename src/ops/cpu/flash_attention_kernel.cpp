@@ -1,9 +1,8 @@
 #include "flash_attention_kernel.h"
 
-#include "parallel.h"
-
 #include "blas.h"
 #include "kernel_isa.h"
+#include "parallel.h"
 #include "vector_math.h"
 
 #include <algorithm>
