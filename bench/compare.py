@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from thread_wait import THREAD_WAIT, with_thread_wait
+
 REPO = Path(__file__).resolve().parent.parent
 PEER = REPO / "bench" / "peers" / "attention_peer.py"
 TORCH2_PEER = REPO / "bench" / "peers" / "torch2_peer.py"
@@ -139,6 +141,7 @@ MALLOC_STEADY_STATE = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_th
 
 def child_env(threads, malloc_tuning=True):
     env = dict(os.environ)
+    with_thread_wait(env)  # both sides: attnkit's binaries set these themselves
     env["OMP_NUM_THREADS"] = str(threads)
     env["OPENBLAS_NUM_THREADS"] = str(threads)
     if malloc_tuning:
@@ -619,6 +622,9 @@ def method_bullets(args, reference):
         "first call (inputs already allocated). In the table, a peer's time is followed by "
         "attnkit's speed-up over it and its extra peak by attnkit's as a percentage of it.",
         f"Malloc: {malloc}.",
+        "Thread waits: " + " ".join(f"`{k}={v}`" for k, v in THREAD_WAIT.items())
+        + " on both sides (attnkit's executables start with them, `src/process_start.cpp`; "
+        "the peers are given them), unless the environment of the run set them.",
         "GFLOP/s: algorithmic FLOPs / attnkit median time. softmax fwd 4·n²·d·H (half if "
         "causal), fwd+bwd 3.5× fwd; linear/cosFormer fwd 4·n·m·(d+1)·H with m = d (elu) or 2d "
         "(cosFormer), fwd+bwd 3× fwd.",
