@@ -1,6 +1,8 @@
 #pragma once
 // Process-wide settings for CPU work, applied by attnkit's executables (the CLI and the
-// benchmarks) before any model runs. No LibTorch in this header.
+// benchmarks) before any model runs. No LibTorch in this header. The executables also start
+// LibTorch's thread pools with short spin-waits (src/process_start.cpp, an object linked into
+// executables, not into the library: docs/architecture.md "Thread pools").
 
 #include <string>
 
