@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from thread_wait import THREAD_WAIT, with_thread_wait
+from thread_wait import LIBRARY_DEFAULTS, THREAD_WAIT, with_thread_wait
 
 REPO = Path(__file__).resolve().parent.parent
 PEER = REPO / "bench" / "peers" / "attention_peer.py"
@@ -483,7 +483,7 @@ def evaluate_targets(rows, sgemm_gflops, growth, train):
     targets.append((f"Linear/cosFormer growth t({GROWTH_LARGE})/t({GROWTH_SMALL}) ≤ "
                     f"{GROWTH_MAX:g} under the users' malloc settings", growth_checks))
     train_checks = []
-    for setting, key in (("both glibc default", "default"), ("both attnkit's malloc", "reuse")):
+    for setting, key in (("both the libraries' defaults", "default"), ("both attnkit's set-up", "reuse")):
         ratio = train.get(key) if train else None
         train_checks.append(check(f"softmax, {setting}: attnkit / eager tokens/s ≥ 1.5×",
                                   f"{ratio:.2f}×" if ratio else "not measured",
@@ -513,7 +513,8 @@ def evaluate_targets(rows, sgemm_gflops, growth, train):
 
 def train_target_case(args):
     """bench/train_compare.py's throughput case for softmax (GPT-2-shaped LM, batch 8, n 256):
-    attnkit and the eager peer, both with glibc's defaults and both with attnkit's malloc.
+    attnkit and the eager peer, both with the libraries' defaults (glibc's malloc, libgomp's and
+    OpenBLAS's spin-waits) and both with attnkit's process set-up (its malloc and thread waits).
     Returns {"default": ratio, "reuse": ratio} of tokens/s."""
     sys.path.insert(0, str(REPO / "bench"))
     import train_compare
@@ -527,9 +528,9 @@ def train_target_case(args):
         return {}
     tokens = {
         "ours_reuse": train_compare.run(ours, 600),
-        "ours_default": train_compare.run(ours + ["--default-malloc"], 600),
-        "peer_default": train_compare.run(peer, 600),
-        "peer_reuse": train_compare.run(peer, 600, {"GLIBC_TUNABLES": train_compare.REUSE_MALLOC}),
+        "ours_default": train_compare.run(ours + ["--default-malloc"], 600, LIBRARY_DEFAULTS),
+        "peer_default": train_compare.run(peer, 600, LIBRARY_DEFAULTS),
+        "peer_reuse": train_compare.run(peer, 600, train_compare.PEER_AS_ATTNKIT),
     }
     t = {k: train_compare.value(r, "tokens_per_s") for k, r in tokens.items()}
     log("train target (tokens/s): " + ", ".join(f"{k} {v:.0f}" if v else f"{k} —"
@@ -692,7 +693,8 @@ gets, since nothing in `src/torch_ops/` changes malloc) and with
 
 Evaluated by `bench/compare.py` (2 threads, n = 4096 unless said otherwise). The training step
 is `bench/train_compare.py`'s throughput case (GPT-2-shaped LM, hidden 256, 4 layers, batch 8,
-n 256) run by `compare.py` with the same malloc setting on both sides.
+n 256) run by `compare.py` with the same process set-up on both sides: the libraries' defaults
+(glibc's malloc, libgomp's and OpenBLAS's spin-waits), or attnkit's (its malloc and thread waits).
 
 {targets_markdown(targets)}
 {notes_markdown()}
