@@ -96,9 +96,11 @@ report::Section decoding_stage(const StageContext& context) {
   for (int64_t p : positions) table.columns.push_back(fmt::format("t = {} (ms)", p));
   table.columns.push_back(fmt::format("state at t = {}", positions.back()));
   std::map<std::string, std::vector<decode::TokenLatency>> measured;
-  // One thread: a batch-1 step is a chain of small matrix-vector products, and with two threads
-  // each in LibTorch's pool and OpenBLAS's, whose idle workers spin, steps measured on this 2-core
-  // machine jumped between 2 and 25 ms at random positions (restored below).
+  // One thread: a batch-1 step is a chain of small matrix-vector products. With the libraries'
+  // default spin-waits, two threads made steps on the 2-core machine jump between 2 and 25 ms;
+  // with attnkit's (src/process_start.cpp), three runs on two threads took 2.3-4.0 ms per step,
+  // the same point varying by up to ±20%, and two on one thread 3.8-5.4 ms, mostly within a few
+  // percent (restored below).
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
   set_blas_threads(1);
