@@ -1,7 +1,8 @@
 """The thread-pool waiting settings attnkit's executables give themselves at start-up
-(src/process_start.cpp: libgomp's and OpenBLAS's idle workers spin briefly, then sleep). The
-comparison scripts give every process they start, peers included, the same settings, so a ratio
-measures the work and not the spin-waiting defaults. A value already in the environment is kept."""
+(src/process_start.cpp: libgomp's and OpenBLAS's idle workers spin briefly, then sleep), for the
+comparison scripts to give a peer where they compare like with like: compare.py gives them to
+every process; train_compare.py and decode_compare.py to the peer of their like-for-like columns
+only (elsewhere the peer runs as its users run it). A value already in the environment is kept."""
 
 THREAD_WAIT = {"GOMP_SPINCOUNT": "10000", "OPENBLAS_THREAD_TIMEOUT": "16"}
 # The libraries' own defaults, given explicitly (an attnkit executable keeps a value that is set):

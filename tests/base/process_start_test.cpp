@@ -12,7 +12,9 @@
 
 namespace {
 
-// The environment this process was started with (the kernel's copy; setenv does not change it).
+// The environment this process image was started with (the kernel's copy, which setenv does not
+// change; after src/process_start.cpp's second start it holds the defaults that start added, so
+// a user's value is checked for real in tests/python/test_thread_wait_defaults.py).
 std::map<std::string, std::string> start_environment() {
   std::ifstream in("/proc/self/environ", std::ios::binary);
   const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
