@@ -189,7 +189,6 @@ std::shared_ptr<const Model> read_model(const json& model) {
     }
     std::optional<uint32_t> unk_id;
     if (model.contains("unk_id") && !model.at("unk_id").is_null()) {
-      if (!model.at("unk_id").is_number_unsigned()) fail("Unigram model: unk_id is not a non-negative integer");
       unk_id = unsigned_value<uint32_t>(model.at("unk_id"), "Unigram model: unk_id");
     }
     return std::make_shared<Unigram>(std::move(pieces), unk_id, value_or<bool>(model, "byte_fallback", false));
