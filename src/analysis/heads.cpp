@@ -20,31 +20,45 @@ void tick(ProgressReporter* progress) {
   if (progress) progress->tick();
 }
 
-// Gates from a mask, in the model's parameter dtype.
-std::vector<at::Tensor> gates_of(const models::TransformerModelImpl& model, const HeadMask& mask,
-                                 bool requires_grad) {
-  const auto dtype = model.parameters().front().scalar_type();
-  std::vector<at::Tensor> gates;
-  for (const auto& layer : mask) {
-    at::Tensor g = torch::tensor(layer, torch::kDouble).to(dtype);
+// Gates from a mask (rows as head_rows), per site, in the model's parameter dtype.
+std::vector<std::vector<at::Tensor>> gates_of(const std::vector<models::AttentionSiteRef>& sites,
+                                              const HeadMask& mask, bool requires_grad) {
+  std::vector<std::vector<at::Tensor>> gates(sites.size());
+  const auto rows = head_rows(sites);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const auto dtype = sites[rows[r].site].stack->parameters().front().scalar_type();
+    at::Tensor g = torch::tensor(mask[r], torch::kDouble).to(dtype);
     if (requires_grad) g.requires_grad_(true);
-    gates.push_back(g);
+    gates[rows[r].site].push_back(g);
   }
   return gates;
 }
 
-void check_mask(const models::TransformerModelImpl& model, const HeadMask& mask) {
-  const auto heads = model.heads_per_layer();
-  bool ok = mask.size() == heads.size();
-  for (size_t l = 0; ok && l < heads.size(); ++l) ok = int64_t(mask[l].size()) == heads[l];
+void apply_gates(const std::vector<models::AttentionSiteRef>& sites,
+                 const std::vector<std::vector<at::Tensor>>& gates) {
+  for (size_t s = 0; s < sites.size(); ++s) sites[s].set_head_gates(gates[s]);
+}
+
+void clear_gates(const std::vector<models::AttentionSiteRef>& sites) {
+  for (const auto& site : sites) site.set_head_gates({});
+}
+
+void zero_grad(const std::vector<models::AttentionSiteRef>& sites) {
+  for (const auto& site : sites) site.stack.ptr()->zero_grad();
+}
+
+void check_mask(const std::vector<models::AttentionSiteRef>& sites, const HeadMask& mask) {
+  const HeadMask full = full_mask(sites);
+  bool ok = mask.size() == full.size();
+  for (size_t r = 0; ok && r < full.size(); ++r) ok = mask[r].size() == full[r].size();
   if (!ok) throw Error("head analysis: the mask does not match the model's heads per layer");
 }
 
 double evaluate(HeadTask& task, const HeadMask& mask) {
   torch::NoGradGuard no_grad;
-  task.model->set_head_gates(gates_of(*task.model, mask, false));
+  apply_gates(task.sites, gates_of(task.sites, mask, false));
   const double metric = task.metric();
-  task.model->set_head_gates({});
+  clear_gates(task.sites);
   return metric;
 }
 
@@ -55,10 +69,40 @@ struct Ranked {
 
 }  // namespace
 
+std::vector<HeadRow> head_rows(const std::vector<models::AttentionSiteRef>& sites) {
+  std::vector<HeadRow> rows;
+  for (size_t s = 0; s < sites.size(); ++s)
+    for (int64_t l = 0; l < sites[s].layers(); ++l) rows.push_back({int64_t(s), l});
+  return rows;
+}
+
+std::vector<SiteRows> site_rows(const std::vector<models::AttentionSiteRef>& sites) {
+  std::vector<SiteRows> out;
+  int64_t row = 0;
+  for (const auto& site : sites) {
+    out.push_back({site.name, site.layers(), row});
+    row += site.layers();
+  }
+  return out;
+}
+
+HeadMask full_mask(const std::vector<models::AttentionSiteRef>& sites) {
+  HeadMask mask;
+  for (const auto& site : sites)
+    for (int64_t heads : site.heads_per_layer()) mask.emplace_back(heads, 1.0);
+  return mask;
+}
+
 HeadMask full_mask(const models::TransformerModelImpl& model) {
   HeadMask mask;
   for (int64_t heads : model.heads_per_layer()) mask.emplace_back(heads, 1.0);
   return mask;
+}
+
+void set_head_gates(const std::vector<models::AttentionSiteRef>& sites, const HeadMask& mask) {
+  if (mask.empty()) return clear_gates(sites);
+  check_mask(sites, mask);
+  apply_gates(sites, gates_of(sites, mask, false));
 }
 
 int64_t count_heads(const HeadMask& mask, double value) {
@@ -89,7 +133,7 @@ HeadTask scoring_task(models::TaskModel task_model, const at::Tensor& input_ids,
   const int64_t N = input_ids.size(0);
   const int64_t scored = score_examples > 0 ? std::min(score_examples, N) : N;
   HeadTask task;
-  task.model = task_model->transformer;
+  task.sites = task_model->attention_sites();
   task.batches = (scored + batch_size - 1) / batch_size;
   task.loss = [=](int64_t index) mutable {
     task_model->eval();
@@ -200,8 +244,7 @@ HeadTask language_model_task(models::TaskModel task_model, const at::Tensor& inp
 
 HeadImportance head_importance(HeadTask& task, const HeadMask& mask, const ImportanceOptions& options,
                                ProgressReporter* progress) {
-  auto& model = *task.model;
-  check_mask(model, mask);
+  check_mask(task.sites, mask);
   const int64_t batches = options.max_batches > 0 ? std::min(options.max_batches, task.batches)
                                                   : task.batches;
   HeadImportance out;
@@ -209,9 +252,11 @@ HeadImportance head_importance(HeadTask& task, const HeadMask& mask, const Impor
   for (size_t l = 0; l < mask.size(); ++l)
     out.raw[l].assign(mask[l].size(), 0.0), out.gate_gradient[l].assign(mask[l].size(), 0.0);
   for (int64_t b = 0; b < batches; ++b) {
-    auto gates = gates_of(model, mask, true);
-    model.set_head_gates(gates);
-    model.zero_grad();
+    auto site_gates = gates_of(task.sites, mask, true);
+    apply_gates(task.sites, site_gates);
+    std::vector<at::Tensor> gates;  // per row
+    for (const auto& per_site : site_gates) gates.insert(gates.end(), per_site.begin(), per_site.end());
+    zero_grad(task.sites);
     HeadLoss loss = task.loss(b);
     if (loss.head_contexts.size() != mask.size())
       throw Error("head analysis: the task's forward returned no head contexts per layer");
@@ -237,8 +282,8 @@ HeadImportance head_importance(HeadTask& task, const HeadMask& mask, const Impor
     ++out.batches;
     tick(progress);
   }
-  model.set_head_gates({});
-  model.zero_grad();
+  clear_gates(task.sites);
+  zero_grad(task.sites);
   for (size_t l = 0; l < mask.size(); ++l)
     for (size_t h = 0; h < mask[l].size(); ++h) {
       if (out.tokens > 0) out.raw[l][h] /= double(out.tokens);
@@ -263,8 +308,7 @@ HeadImportance head_importance(HeadTask& task, const HeadMask& mask, const Impor
 }
 
 HeadAblation head_ablation(HeadTask& task, ProgressReporter* progress) {
-  auto& model = *task.model;
-  const HeadMask full = full_mask(model);
+  const HeadMask full = full_mask(task.sites);
   HeadAblation out;
   out.baseline = evaluate(task, full);
   tick(progress);
@@ -305,14 +349,21 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
                               fractions[i]));
   if (options.min_heads_per_layer < 0)
     throw Error("pruning profile: the minimum heads per layer must be >= 0");
-  auto& model = *task.model;
-  HeadMask mask = full_mask(model);
+  HeadMask mask = full_mask(task.sites);
+  const auto rows = head_rows(task.sites);
+  // Heads masked per site.
+  auto by_site = [&]() {
+    std::vector<int64_t> counts(task.sites.size(), 0);
+    for (size_t r = 0; r < rows.size(); ++r)
+      counts[rows[r].site] += std::count(mask[r].begin(), mask[r].end(), 0.0);
+    return counts;
+  };
   int64_t total = 0;
   for (const auto& layer : mask) total += int64_t(layer.size());
   PruningProfile profile;
   profile.order = options.order;
   profile.exact = options.exact;
-  profile.steps.push_back({0.0, 0, evaluate(task, mask)});
+  profile.steps.push_back({0.0, 0, evaluate(task, mask), by_site()});
   profile.masks.push_back(mask);
   tick(progress);
 
@@ -350,68 +401,97 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
       layer[c.head] = 0.0;
       ++pruned;
     }
-    profile.steps.push_back({double(pruned) / double(total), pruned, evaluate(task, mask)});
+    profile.steps.push_back({double(pruned) / double(total), pruned, evaluate(task, mask), by_site()});
     profile.masks.push_back(mask);
     tick(progress);
   }
   return profile;
 }
 
-models::HeadIndices heads_to_prune(const models::TransformerModelImpl& model,
-                                   const HeadTable& importance, double fraction,
-                                   int64_t min_heads_per_layer) {
+namespace {
+
+// Depths one block serves (ALBERT's shared blocks serve several consecutive depths).
+int64_t depths_per_block(const models::TransformerConfig& c) {
+  return c.share_layers ? c.layers / c.layer_groups : 1;
+}
+
+}  // namespace
+
+std::vector<models::HeadIndices> heads_to_prune(const std::vector<models::AttentionSiteRef>& sites,
+                                                const HeadTable& importance, double fraction,
+                                                int64_t min_heads_per_layer) {
   if (!(fraction >= 0 && fraction <= 1))
     throw Error(fmt::format("prune: fraction must be in [0, 1] (got {})", fraction));
-  const auto& c = model.config();
-  const auto heads = model.heads_per_layer();
-  if (importance.size() != heads.size())
+  const auto rows = head_rows(sites);
+  if (importance.size() != rows.size())
     throw Error("prune: the importance table does not match the model's layers");
-  // Score per block and head: with shared blocks, the largest importance over the depths it
-  // serves (a head goes only where it is unimportant at every depth).
-  const int64_t blocks = model.block_count();
-  const int64_t per_block = c.share_layers ? c.layers / c.layer_groups : 1;
-  HeadTable block_scores(blocks);
-  for (int64_t b = 0; b < blocks; ++b) block_scores[b].assign(heads[b * per_block], -INFINITY);
-  for (int64_t l = 0; l < int64_t(heads.size()); ++l) {
-    if (int64_t(importance[l].size()) != heads[l])
-      throw Error(fmt::format("prune: layer {}: {} importances for {} heads", l, importance[l].size(),
-                              heads[l]));
-    for (int64_t h = 0; h < heads[l]; ++h)
-      block_scores[l / per_block][h] = std::max(block_scores[l / per_block][h], importance[l][h]);
+  // Score per (site, block) and head: with shared blocks, the largest importance over the depths
+  // it serves (a head goes only where it is unimportant at every depth).
+  struct Block {
+    int64_t site, block;
+    std::vector<double> scores;
+  };
+  std::vector<Block> blocks;
+  std::vector<size_t> first_block(sites.size());
+  for (size_t s = 0; s < sites.size(); ++s) {
+    first_block[s] = blocks.size();
+    const auto heads = sites[s].heads_per_layer();
+    const int64_t per_block = depths_per_block(sites[s].stack->config());
+    for (int64_t b = 0; b < sites[s].stack->block_count(); ++b)
+      blocks.push_back({int64_t(s), b, std::vector<double>(heads[b * per_block], -INFINITY)});
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const auto& site = sites[rows[r].site];
+    const int64_t l = rows[r].layer, heads = site.heads_per_layer()[l];
+    if (int64_t(importance[r].size()) != heads)
+      throw Error(fmt::format("prune: {}layer {}: {} importances for {} heads",
+                              sites.size() > 1 ? site.name + " " : "", l, importance[r].size(), heads));
+    auto& block = blocks[first_block[rows[r].site] + l / depths_per_block(site.stack->config())];
+    for (int64_t h = 0; h < heads; ++h) block.scores[h] = std::max(block.scores[h], importance[r][h]);
   }
   int64_t total = 0;
-  std::vector<Ranked> candidates;
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t h = 0; h < int64_t(block_scores[b].size()); ++h) {
-      candidates.push_back({block_scores[b][h], b, h});
+  std::vector<Ranked> candidates;  // layer = index into blocks
+  for (size_t b = 0; b < blocks.size(); ++b)
+    for (int64_t h = 0; h < int64_t(blocks[b].scores.size()); ++h) {
+      candidates.push_back({blocks[b].scores[h], int64_t(b), h});
       ++total;
     }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Ranked& a, const Ranked& b) { return a.score < b.score; });
   const int64_t target = std::llround(fraction * double(total));
-  std::vector<int64_t> kept(blocks);
-  for (int64_t b = 0; b < blocks; ++b) kept[b] = int64_t(block_scores[b].size());
-  models::HeadIndices out;
+  std::vector<int64_t> kept(blocks.size());
+  for (size_t b = 0; b < blocks.size(); ++b) kept[b] = int64_t(blocks[b].scores.size());
+  std::vector<models::HeadIndices> out(sites.size());
   int64_t pruned = 0;
   for (const auto& cand : candidates) {
     if (pruned >= target) break;
     if (kept[cand.layer] <= min_heads_per_layer) continue;
-    out[cand.layer].push_back(cand.head);
+    const auto& block = blocks[cand.layer];
+    out[block.site][block.block].push_back(cand.head);
     --kept[cand.layer];
     ++pruned;
   }
-  for (auto& [b, list] : out) std::sort(list.begin(), list.end());
+  for (auto& site : out)
+    for (auto& [b, list] : site) std::sort(list.begin(), list.end());
   return out;
 }
 
-models::HeadIndices to_original_numbering(const models::TransformerModelImpl& model,
+models::HeadIndices heads_to_prune(const models::TransformerModelImpl& model,
+                                   const HeadTable& importance, double fraction,
+                                   int64_t min_heads_per_layer) {
+  auto self = std::const_pointer_cast<models::TransformerModelImpl>(
+      std::static_pointer_cast<const models::TransformerModelImpl>(model.shared_from_this()));
+  const models::AttentionSiteRef site{"self", models::TransformerModel(self), AttentionSite::Self};
+  return heads_to_prune(std::vector<models::AttentionSiteRef>{site}, importance, fraction,
+                        min_heads_per_layer)
+      .front();
+}
+
+models::HeadIndices to_original_numbering(const models::AttentionSiteRef& site,
                                           const models::HeadIndices& current) {
   models::HeadIndices out;
   for (const auto& [block, list] : current) {
-    auto mha = model.block(block * (model.config().share_layers
-                                        ? model.config().layers / model.config().layer_groups
-                                        : 1))
-                   ->attention;
+    auto mha = site.layer(block * depths_per_block(site.stack->config()));
     std::vector<int64_t> originals;  // original index of each current head
     for (int64_t h = 0; h < mha->original_heads(); ++h)
       if (!std::binary_search(mha->pruned_heads().begin(), mha->pruned_heads().end(), h))
@@ -423,6 +503,13 @@ models::HeadIndices to_original_numbering(const models::TransformerModelImpl& mo
     }
   }
   return out;
+}
+
+models::HeadIndices to_original_numbering(const models::TransformerModelImpl& model,
+                                          const models::HeadIndices& current) {
+  auto self = std::const_pointer_cast<models::TransformerModelImpl>(
+      std::static_pointer_cast<const models::TransformerModelImpl>(model.shared_from_this()));
+  return to_original_numbering({"self", models::TransformerModel(self), AttentionSite::Self}, current);
 }
 
 namespace {
@@ -487,11 +574,25 @@ nlohmann::json to_json(const HeadAblation& a) {
           {"all_but_one", table_json(a.all_but_one)}};
 }
 
-nlohmann::json to_json(const PruningProfile& p) {
+nlohmann::json to_json(const PruningProfile& p, const std::vector<SiteRows>& sites) {
   nlohmann::json steps = nlohmann::json::array();
-  for (const auto& s : p.steps)
-    steps.push_back({{"fraction", s.fraction}, {"pruned", s.pruned}, {"metric", s.metric}});
+  for (const auto& s : p.steps) {
+    nlohmann::json step{{"fraction", s.fraction}, {"pruned", s.pruned}, {"metric", s.metric}};
+    if (!sites.empty() && s.pruned_by_site.size() == sites.size()) {
+      nlohmann::json by_site = nlohmann::json::object();
+      for (size_t i = 0; i < sites.size(); ++i) by_site[sites[i].name] = s.pruned_by_site[i];
+      step["pruned_by_site"] = by_site;
+    }
+    steps.push_back(std::move(step));
+  }
   return {{"order", to_string(p.order)}, {"exact", p.exact}, {"steps", steps}};
+}
+
+nlohmann::json to_json(const std::vector<SiteRows>& sites) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& site : sites)
+    out.push_back({{"name", site.name}, {"layers", site.layers}, {"first_row", site.first_row}});
+  return out;
 }
 
 }  // namespace attnkit::analysis

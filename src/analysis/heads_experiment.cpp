@@ -4,6 +4,7 @@
 #include "attnkit/parse.h"
 #include "attnkit/file.h"
 #include "attnkit/progress.h"
+#include "attnkit/models/encoder_decoder.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -35,17 +36,17 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
   HeadsAnalysis r;
   r.model = model_dir;
   r.metric_name = task.metric_name;
+  r.sites = site_rows(task.sites);
   {
     auto bar = phase(progress, "importance batches", task.batches);
-    r.importance = head_importance(task, full_mask(*task.model), {}, bar.get());
+    r.importance = head_importance(task, full_mask(task.sites), {}, bar.get());
   }
   if (task.evaluation_loss) {
     torch::NoGradGuard no_grad;
     r.baseline_loss = task.evaluation_loss();
   }
   if (ablation) {
-    int64_t heads = 0;
-    for (int64_t h : task.model->heads_per_layer()) heads += h;
+    const int64_t heads = count_heads(full_mask(task.sites));
     auto bar = phase(progress, "evaluations (ablation)", 1 + 2 * heads);
     r.ablation = head_ablation(task, bar.get());
   } else {
@@ -73,6 +74,11 @@ const char* to_string(HeadsTaskKind kind) {
 }
 
 HeadsTaskKind heads_task_kind(const std::string& model_dir, const io::LoadedModel& model) {
+  if (model.model && model.model->shape() == models::ModelShape::EncoderDecoder)
+    throw Error(fmt::format("{}: analyze heads has no scoring task for encoder-decoder models yet "
+                            "(prune --heads removes heads at its sites: encoder.self, decoder.self, "
+                            "decoder.cross)",
+                            model_dir));
   if (model.heads.sequence_labels > 0) return HeadsTaskKind::Classification;
   if (model.heads.causal_lm) return HeadsTaskKind::LanguageModel;
   throw Error(fmt::format("{}: analyze heads needs a sequence classifier or a causal language-model "
@@ -113,7 +119,7 @@ HeadsExperiment run_heads_experiment(const HeadsExperimentOptions& o, const Head
       auto task = load_heads_task(o.model, loaded, o.data2, o.read_data, o.batch_size, o.score_examples);
       CrossDataImportance cross;
       cross.data = o.data2;
-      cross.importance = head_importance(task, full_mask(*task.model));
+      cross.importance = head_importance(task, full_mask(task.sites));
       cross.correlation =
           importance_correlation(e.analysis.importance.importance, cross.importance.importance);
       e.cross_data = std::move(cross);
@@ -127,36 +133,21 @@ HeadsExperiment run_heads_experiment(const HeadsExperimentOptions& o, const Head
 }
 
 std::vector<std::pair<int64_t, std::string>> run_checkpoints(const std::string& run) {
-  std::vector<std::pair<int64_t, std::string>> out;
   if (!fs::is_directory(run)) throw Error(fmt::format("--run {}: not a directory", run));
-  const std::regex step(R"(.*?(\d+)$)");
-  for (const auto* base : {"checkpoints", ""}) {
-    const fs::path dir = fs::path(run) / base;
-    if (!fs::is_directory(dir)) continue;
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      std::smatch m;
-      const std::string name = entry.path().filename().string();
-      if (!entry.is_directory() || !std::regex_match(name, m, step)) continue;
-      if (!fs::exists(entry.path() / "model.safetensors")) continue;
-      const auto number = try_parse_int(m[1].str());
-      if (!number) continue;  // more digits than a step can have
-      out.emplace_back(*number, entry.path().string());
-    }
-    if (!out.empty()) break;
-  }
+  auto out = io::run_model_checkpoints(run);
   if (out.empty())
     throw Error(fmt::format("--run {}: no checkpoints (folders ending in a step number with a "
                             "model.safetensors)",
                             run));
-  std::sort(out.begin(), out.end());
   return out;
 }
 
 json to_json(const HeadsAnalysis& r) {
   json profiles = json::array();
-  for (const auto& p : r.profiles) profiles.push_back(to_json(p));
+  for (const auto& p : r.profiles) profiles.push_back(to_json(p, r.sites));
   json j = {{"model", r.model},
             {"metric", r.metric_name},
+            {"sites", to_json(r.sites)},
             {"importance", to_json(r.importance)},
             {"ablation", to_json(r.ablation)},
             {"profiles", profiles}};
@@ -194,17 +185,32 @@ HeadTable read_heads_importance(const std::string& path, const std::string& what
 }
 
 PruneResult prune_model(const PruneOptions& o, const HeadsProgress& progress) {
-  const int given = int(o.heads.has_value()) + int(o.fraction >= 0);
+  const int given = int(o.heads.has_value() || o.heads_by_site.has_value()) + int(o.fraction >= 0);
   if (given != 1) throw Error("prune: give exactly one of --heads JSON and --fraction F");
   if (o.fraction >= 0 && o.data.empty() == o.importance_file.empty())
     throw Error("prune: --fraction needs the importance from --data FILE or --importance heads.json");
   auto loaded = io::load_model(o.model);
   auto& model = *loaded.model;
+  const auto sites = model.attention_sites();
   PruneResult r;
-  r.parameters_before = models::parameter_count(*loaded.task);
-  models::HeadIndices prune;
-  if (o.heads) {
-    prune = *o.heads;
+  r.parameters_before = models::parameter_count(model.module());
+  for (const auto& site : sites) r.heads_before += site.layers() * site.stack->config().heads;
+  // Heads to remove per site, in the unpruned numbering.
+  std::vector<models::HeadIndices> prune(sites.size());
+  if (o.heads || o.heads_by_site) {
+    if (o.heads) {
+      if (sites.size() != 1)
+        throw Error(fmt::format("prune: --heads: this {} model has {} attention sites; name them "
+                                "({{\"decoder.cross\": {{\"0\": [1]}}}})",
+                                models::to_string(model.shape()), sites.size()));
+      prune[0] = *o.heads;
+    }
+    if (o.heads_by_site)
+      for (const auto& [name, heads] : *o.heads_by_site) {
+        model.attention_site(name);  // names the sites for an unknown name
+        for (size_t s = 0; s < sites.size(); ++s)
+          if (sites[s].name == name) prune[s] = heads;
+      }
   } else {
     HeadTable importance;
     if (!o.importance_file.empty()) {
@@ -212,17 +218,22 @@ PruneResult prune_model(const PruneOptions& o, const HeadsProgress& progress) {
     } else {
       auto task = load_heads_task(o.model, loaded, o.data, o.read_data, o.batch_size, o.score_examples);
       auto bar = phase(progress, "importance batches", task.batches);
-      importance = head_importance(task, full_mask(model), {}, bar.get()).importance;
+      importance = head_importance(task, full_mask(task.sites), {}, bar.get()).importance;
     }
-    prune = to_original_numbering(model, heads_to_prune(model, importance, o.fraction, o.min_heads));
+    const auto chosen = heads_to_prune(sites, importance, o.fraction, o.min_heads);
+    for (size_t s = 0; s < sites.size(); ++s) prune[s] = to_original_numbering(sites[s], chosen[s]);
   }
-  model.prune_heads(prune);
+  for (size_t s = 0; s < sites.size(); ++s) model.prune_heads(sites[s].name, prune[s]);
   r.format = o.format.empty() ? loaded.format : o.format;
   io::save_model(loaded, o.model, o.out, r.format);
-  for (int64_t h : model.heads_per_layer()) r.heads_after += h;
-  r.heads_before = model.config().layers * model.config().heads;
-  r.pruned_heads = model.config().pruned_heads;
-  r.parameters_after = models::parameter_count(*loaded.task);
+  r.heads_after = model.head_count();
+  for (const auto& site : model.attention_sites()) {
+    const auto& c = site.stack->config();
+    r.pruned_by_site[site.name] =
+        site.attention == models::AttentionSite::Cross ? c.pruned_cross_heads : c.pruned_heads;
+  }
+  r.pruned_heads = r.pruned_by_site.at(sites.front().name);
+  r.parameters_after = models::parameter_count(model.module());
   return r;
 }
 

@@ -51,8 +51,22 @@ std::unique_ptr<LanguageModel> language_model(const models::TaskModel& model, co
   throw Error(fmt::format("generate: {} has neither a causal-LM nor a masked-LM head", name));
 }
 
+const char* default_end_token(const models::Model& model) {
+  if (model.shape() == models::ModelShape::EncoderDecoder) return "</s>";
+  return default_end_token(dynamic_cast<const models::TaskModelImpl&>(model).heads());
+}
+
+bool prompts_take_special_tokens(const models::Model& model) {
+  if (model.shape() == models::ModelShape::EncoderDecoder) return true;
+  return decodes_as_unilm(dynamic_cast<const models::TaskModelImpl&>(model).heads());
+}
+
 std::vector<std::vector<Hypothesis>> run_generation(const GenerationRequest& request) {
-  const int64_t vocab = request.model->config().vocab_size;
+  if (!request.model) throw Error("generate: no model");
+  const bool seq2seq = request.model->shape() == models::ModelShape::EncoderDecoder;
+  const int64_t vocab =
+      seq2seq ? request.model->encoder_decoder("generate").config().encoder.vocab_size
+              : request.model->task_model("generate").config().vocab_size;
   for (const auto& prompt : request.prompts) {
     if (prompt.empty()) throw Error("generate: a prompt has no tokens");
     for (int64_t id : prompt)
@@ -61,11 +75,25 @@ std::vector<std::vector<Hypothesis>> run_generation(const GenerationRequest& req
                                 id, vocab));
   }
   torch::NoGradGuard no_grad;
-  models::TaskModel model = request.model;  // a handle: eval() sets the shared module
-  model->eval();
+  request.model->module().eval();
   GenerationConfig config = request.config;
   config.on_token = request.on_token;
-  auto lm = language_model(model, request.name, request.condition_class);
+  if (seq2seq) {
+    if (request.condition_class >= 0) throw Error("--condition: encoder-decoder models take no condition");
+    auto model = std::dynamic_pointer_cast<models::EncoderDecoderModelImpl>(request.model);
+    const auto& decoder = model->config().decoder;
+    const int64_t start = request.decoder_start_token_id >= 0 ? request.decoder_start_token_id
+                                                              : decoder.pad_token_id;
+    if (start < 0 || start >= decoder.vocab_size)
+      throw Error(fmt::format("generate: decoder start token {} is outside the decoder's vocabulary "
+                              "[0, {})",
+                              start, decoder.vocab_size));
+    Seq2SeqLM lm(models::EncoderDecoderModel(model), request.prompts, model->config().encoder.pad_token_id);
+    const std::vector<std::vector<int64_t>> starts(request.prompts.size(), std::vector<int64_t>{start});
+    return generate(lm, starts, config);
+  }
+  auto lm = language_model(models::TaskModel(std::dynamic_pointer_cast<models::TaskModelImpl>(request.model)),
+                           request.name, request.condition_class);
   return generate(*lm, request.prompts, config);
 }
 

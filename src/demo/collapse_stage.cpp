@@ -89,7 +89,7 @@ report::Section collapse_stage(const StageContext& context) {
       continue;
     }
     analysis::CollapseExperimentOptions trained;
-    trained.model = io::load_model((best / "model.safetensors").string()).model;
+    trained.model = io::load_model((best / "model.safetensors").string()).transformer;
     trained.source = best.string();
     trained.seq_len = random.seq_len;
     trained.samples = random.samples;

@@ -89,7 +89,7 @@ report::Section heads_stage(const StageContext& context) {
                             "validation checkpoint), on {} fresh ListOps expressions of {}-{} tokens",
                             loaded.config.layers, loaded.config.heads, examples, listops.min_length,
                             listops.max_length);
-  const int64_t all_heads = analysis::count_heads(analysis::full_mask(*loaded.model));
+  const int64_t all_heads = analysis::count_heads(analysis::full_mask(*loaded.transformer));
   auto section = report::heads_section(heads);
   section.headlines.clear();
 
@@ -100,19 +100,19 @@ report::Section heads_stage(const StageContext& context) {
                                o.quick ? std::optional<bool>() : std::optional<bool>(ascending >= descending)});
 
   // Physical pruning of half the heads (least important first) equals masking the same heads.
-  const auto prune = analysis::heads_to_prune(*loaded.model, heads.importance.importance, 0.5);
-  auto gates = analysis::full_mask(*loaded.model);
+  const auto prune = analysis::heads_to_prune(*loaded.transformer, heads.importance.importance, 0.5);
+  auto gates = analysis::full_mask(*loaded.transformer);
   for (const auto& [layer, list] : prune)
     for (int64_t h : list) gates[layer][h] = 0.0;
   std::vector<at::Tensor> gate_tensors;
   for (const auto& layer : gates) gate_tensors.push_back(torch::tensor(layer, at::kFloat));
-  loaded.model->set_head_gates(gate_tensors);
+  loaded.transformer->set_head_gates(gate_tensors);
   const double masked = task.metric();
-  loaded.model->set_head_gates({});
+  loaded.transformer->set_head_gates({});
   const double unpruned = task.metric();
-  loaded.model->prune_heads(analysis::to_original_numbering(*loaded.model, prune));
+  loaded.transformer->prune_heads(analysis::to_original_numbering(*loaded.transformer, prune));
   const double removed = task.metric();
-  const int64_t kept = analysis::count_heads(analysis::full_mask(*loaded.model));
+  const int64_t kept = analysis::count_heads(analysis::full_mask(*loaded.transformer));
   section.headlines.push_back({fmt::format("accuracy with {} of {} heads physically removed (= the same heads "
                                            "masked: {:.1f}%)",
                                            analysis::count_heads(gates, 0.0), all_heads,

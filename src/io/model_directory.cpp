@@ -4,11 +4,14 @@
 #include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/io/safetensors.h"
+#include "attnkit/models/model_factory.h"
 #include "model_size_check.h"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <set>
 
@@ -20,24 +23,29 @@ using nlohmann::json;
 
 constexpr int kAttnkitFormat = 1;
 
-json attnkit_config_json(const models::TaskModel& model) {
-  return json{{"attnkit_format", kAttnkitFormat}, {"model", model->config()}, {"heads", model->heads()}};
+json attnkit_config_json(const models::Model& model) {
+  json j = model.config_description();
+  j["attnkit_format"] = kAttnkitFormat;
+  return j;
 }
 
-void read_attnkit_config(const json& j, const std::string& where, models::TransformerConfig& config,
-                         models::HeadsConfig& heads) {
+// The model an attnkit config describes, after the size check against `weights` (before any
+// allocation).
+std::shared_ptr<models::Model> read_attnkit_config(const json& j, const std::string& where,
+                                                   const SafetensorsFile& weights,
+                                                   const std::string& size_where) {
   if (!j.is_object() || !j.contains("attnkit_format"))
     throw Error(fmt::format("{}: not an attnkit model config (no 'attnkit_format')", where));
   if (j["attnkit_format"] != kAttnkitFormat)
     throw Error(fmt::format("{}: attnkit_format {} is not supported (this build reads {})", where,
-                            j["attnkit_format"].dump(), kAttnkitFormat));
-  if (!j.contains("model")) throw Error(fmt::format("{}: missing 'model'", where));
-  try {
-    config = j.at("model").get<models::TransformerConfig>();
-    heads = j.contains("heads") ? j.at("heads").get<models::HeadsConfig>() : models::HeadsConfig{};
-  } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", where, e.what()));
-  }
+                            one_line(j["attnkit_format"].dump()), kAttnkitFormat));
+  json description = j;
+  description.erase("attnkit_format");
+  return models::make_model(description, where, [&](const std::vector<models::StackDescription>& stacks) {
+    std::vector<std::pair<models::TransformerConfig, models::HeadsConfig>> configs;
+    for (const auto& stack : stacks) configs.emplace_back(stack.config, stack.heads);
+    detail::check_config_fits_weights(configs, weights, size_where);
+  });
 }
 
 json parse_json_text(const std::string& text, const std::string& where) {
@@ -50,11 +58,11 @@ json parse_json_text(const std::string& text, const std::string& where) {
 
 // Loads every parameter (and any buffer present) of `model` from `file` by attnkit name; lists
 // unknown and missing names.
-void load_parameters(models::TaskModel& model, const SafetensorsFile& file) {
+void load_parameters(torch::nn::Module& model, const SafetensorsFile& file) {
   torch::NoGradGuard no_grad;
   std::vector<std::string> missing, mismatched, unknown;
   std::set<std::string> expected;
-  for (auto& item : model->named_parameters(true)) {
+  for (auto& item : model.named_parameters(true)) {
     expected.insert(item.key());
     if (!file.contains(item.key())) {
       missing.push_back(item.key());
@@ -69,7 +77,7 @@ void load_parameters(models::TaskModel& model, const SafetensorsFile& file) {
     item.value().copy_(file.tensor(item.key()));
   }
   // Buffers (e.g. sinusoidal position tables) are optional: trainer checkpoints carry them.
-  for (auto& item : model->named_buffers(true)) {
+  for (auto& item : model.named_buffers(true)) {
     expected.insert(item.key());
     if (file.contains(item.key()) && file.entry(item.key()).shape == item.value().sizes().vec())
       item.value().copy_(file.tensor(item.key()));
@@ -85,74 +93,121 @@ void load_parameters(models::TaskModel& model, const SafetensorsFile& file) {
   if (!unknown.empty()) throw Error(fmt::format("{}: unknown tensors: {}", file.path(), list(unknown)));
 }
 
-LoadedModel finish(models::TaskModel task, std::string format) {
+LoadedModel finish(std::shared_ptr<models::Model> model, std::string path, std::string format) {
   LoadedModel out;
-  task->eval();
-  out.config = task->config();
-  out.heads = task->heads();
-  out.task = task;
-  out.model = task->transformer;
+  model->module().eval();
+  out.model = std::move(model);
+  out.path = std::move(path);
   out.format = std::move(format);
+  if (auto task = std::dynamic_pointer_cast<models::TaskModelImpl>(out.model)) {
+    out.task = models::TaskModel(task);
+    out.transformer = task->transformer;
+    out.config = task->config();
+    out.heads = task->heads();
+  }
   return out;
 }
 
 LoadedModel load_attnkit(const std::string& weights_path, const json* config_json,
-                         const std::string& config_where) {
+                         const std::string& config_where, const std::string& path) {
   auto file = SafetensorsFile::open(weights_path);
-  models::TransformerConfig config;
-  models::HeadsConfig heads;
+  std::shared_ptr<models::Model> model;
   if (config_json) {
-    read_attnkit_config(*config_json, config_where, config, heads);
+    model = read_attnkit_config(*config_json, config_where, file, config_where);
   } else {
     auto it = file.metadata().find("attnkit_config");
     if (it == file.metadata().end())
       throw Error(fmt::format("{}: no 'attnkit_config' metadata and no config.json beside it",
                               weights_path));
-    read_attnkit_config(parse_json_text(it->second, weights_path + " metadata"),
-                        weights_path + " metadata", config, heads);
+    const std::string where = weights_path + " metadata";
+    model = read_attnkit_config(parse_json_text(it->second, where), where, file, where);
   }
-  detail::check_config_fits_weights(config, heads, file, config_json ? config_where : weights_path + " metadata");
-  models::TaskModel task(config, heads);
-  load_parameters(task, file);
-  return finish(task, "attnkit");
+  load_parameters(model->module(), file);
+  return finish(model, path, "attnkit");
+}
+
+bool has_model_files(const fs::path& directory) {
+  std::error_code ec;
+  return fs::exists(directory / "config.json", ec) || fs::exists(directory / "model.safetensors", ec);
+}
+
+// "step-00000100" -> 100, "checkpoint-7" -> 7; -1 for a name that does not end in digits.
+int64_t trailing_step(const std::string& name) {
+  size_t digits = name.size();
+  while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
+  if (digits == name.size() || name.size() - digits > 15) return -1;
+  return std::stoll(name.substr(digits));
 }
 
 }  // namespace
 
-LoadedModel load_model(const std::string& path) {
+std::vector<std::pair<int64_t, std::string>> run_model_checkpoints(const std::string& run) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (const fs::path& folder : {fs::path(run) / "checkpoints", fs::path(run)}) {
+    std::error_code ec;
+    if (!fs::is_directory(folder, ec)) continue;
+    for (const auto& entry : fs::directory_iterator(folder, ec)) {
+      const std::string name = entry.path().filename().string();
+      const int64_t step = trailing_step(name);
+      if (step < 0 || name.rfind(".tmp-", 0) == 0 || !entry.is_directory(ec)) continue;
+      if (fs::exists(entry.path() / "model.safetensors", ec)) out.emplace_back(step, entry.path().string());
+    }
+    if (!out.empty()) break;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string resolve_model_path(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error(fmt::format("{}: no such file or directory", path));
-  if (!fs::is_directory(path)) return load_attnkit(path, nullptr, "");
+  if (!fs::is_directory(path, ec) || has_model_files(path)) return path;
+  // A run directory: its best checkpoint, else its newest.
+  const fs::path best = fs::path(path) / "checkpoints" / "best";
+  if (fs::exists(best / "model.safetensors", ec)) return best.string();
+  const auto steps = run_model_checkpoints(path);
+  if (!steps.empty()) return steps.back().second;
+  throw Error(fmt::format("{}: no config.json (expected a Hugging Face or attnkit model directory, "
+                          "a checkpoint, or a run directory with checkpoints/)",
+                          path));
+}
+
+LoadedModel load_model(const std::string& given) {
+  const std::string path = resolve_model_path(given);
+  if (!fs::is_directory(path)) return load_attnkit(path, nullptr, "", path);
   const std::string config_path = (fs::path(path) / "config.json").string();
   const std::string weights_path = (fs::path(path) / "model.safetensors").string();
-  if (!fs::exists(config_path)) {
-    if (fs::exists(weights_path)) return load_attnkit(weights_path, nullptr, "");
-    throw Error(fmt::format("{}: no config.json (expected a Hugging Face or attnkit model directory)", path));
-  }
+  if (!fs::exists(config_path)) return load_attnkit(weights_path, nullptr, "", path);
   const json config = parse_json_text(read_file(config_path), config_path);
   if (config.is_object() && config.contains("attnkit_format")) {
     if (!fs::exists(weights_path)) throw Error(fmt::format("{}: no model.safetensors", path));
-    return load_attnkit(weights_path, &config, config_path);
+    return load_attnkit(weights_path, &config, config_path, path);
   }
   HuggingFaceModel info;
   auto task = load_huggingface(path, &info);
-  auto out = finish(task, "huggingface");
+  auto out = finish(task.ptr(), path, "huggingface");
   out.huggingface = std::move(info);
   return out;
 }
 
-std::map<std::string, std::string> attnkit_metadata(const models::TaskModel& model) {
+models::TaskModel LoadedModel::task_model(const std::string& what) const {
+  if (!task) model->task_model(fmt::format("{}: {}", path, what));  // throws, naming the shape
+  return task;
+}
+
+std::map<std::string, std::string> attnkit_metadata(const models::Model& model) {
   return {{"format", "attnkit"}, {"attnkit_config", attnkit_config_json(model).dump()}};
 }
 
-void save_attnkit_model(models::TaskModel& model, const std::string& directory) {
+void save_attnkit_model(models::Model& model, const std::string& directory) {
   std::error_code ec;
   fs::create_directories(directory, ec);
   if (ec) throw Error(fmt::format("{}: cannot create directory ({})", directory, ec.message()));
   NamedTensors tensors;
-  for (auto& item : model->named_parameters(true)) tensors.emplace_back(item.key(), item.value().detach());
+  for (auto& item : model.module().named_parameters(true))
+    tensors.emplace_back(item.key(), item.value().detach());
   // Buffers too: some are not recomputed from the config (synthesizer-random-fixed's alignment).
-  for (auto& item : model->named_buffers(true)) tensors.emplace_back(item.key(), item.value());
+  for (auto& item : model.module().named_buffers(true)) tensors.emplace_back(item.key(), item.value());
   save_safetensors((fs::path(directory) / "model.safetensors").string(), tensors,
                    attnkit_metadata(model));
   write_file_atomically((fs::path(directory) / "config.json").string(),
@@ -164,8 +219,9 @@ void save_model(LoadedModel& model, const std::string& from, const std::string& 
   if (format != "attnkit" && format != "huggingface")
     throw Error(fmt::format("format must be 'attnkit' or 'huggingface' (got '{}')", format));
   if (format == "attnkit") {
-    save_attnkit_model(model.task, to);
+    save_attnkit_model(*model.model, to);
   } else {
+    model.task_model("writing the Hugging Face layout");
     HuggingFaceModel info = model.huggingface;
     if (model.format != "huggingface") {
       info.config_json = config_to_huggingface(model.task->config(), model.heads);
@@ -173,10 +229,11 @@ void save_model(LoadedModel& model, const std::string& from, const std::string& 
     }
     save_huggingface(model.task, info, to);
   }
-  if (!fs::is_directory(from)) return;
+  const std::string source_directory = resolve_model_path(from);
+  if (!fs::is_directory(source_directory)) return;
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                            "vocab.txt", "vocab.json", "merges.txt"}) {
-    const auto source = fs::path(from) / name;
+    const auto source = fs::path(source_directory) / name;
     if (fs::exists(source))
       write_file_atomically((fs::path(to) / name).string(), read_file(source.string()));
   }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -32,21 +34,28 @@ inline double stored_parameters_estimate(const models::TransformerConfig& c, con
 }
 
 // Throws attnkit::Error "CONFIG: the config describes a model of about N parameters, but WEIGHTS
-// holds only M values" when the estimate exceeds 4 x the file's values + 2^20 (room for kinds
-// that store less, pruned heads, sinusoidal tables).
-inline void check_config_fits_weights(const models::TransformerConfig& config, const models::HeadsConfig& heads,
-                                      const SafetensorsFile& weights, const std::string& config_where) {
+// holds only M values" when the estimate (summed over the model's stacks) exceeds 4 x the file's
+// values + 2^20 (room for kinds that store less, pruned heads, sinusoidal tables).
+inline void check_config_fits_weights(
+    const std::vector<std::pair<models::TransformerConfig, models::HeadsConfig>>& stacks,
+    const SafetensorsFile& weights, const std::string& config_where) {
   double stored = 0;
   for (const TensorEntry& entry : weights.entries()) {
     double elements = 1;
     for (int64_t size : entry.shape) elements *= static_cast<double>(size);
     stored += elements;
   }
-  const double needed = stored_parameters_estimate(config, heads);
+  double needed = 0;
+  for (const auto& [config, heads] : stacks) needed += stored_parameters_estimate(config, heads);
   if (needed > 4 * stored + static_cast<double>(1 << 20))
     throw Error(fmt::format("{}: the config describes a model of about {:.3g} parameters, but {} holds only {:.0f} values "
                             "(a config that does not match its weights)",
                             config_where, needed, weights.path(), stored));
+}
+
+inline void check_config_fits_weights(const models::TransformerConfig& config, const models::HeadsConfig& heads,
+                                      const SafetensorsFile& weights, const std::string& config_where) {
+  check_config_fits_weights({{config, heads}}, weights, config_where);
 }
 
 }  // namespace attnkit::io::detail

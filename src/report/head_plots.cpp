@@ -18,7 +18,22 @@ std::string percent(double fraction) { return fmt::format("{:.0f}%", 100 * fract
 
 }  // namespace
 
-std::string head_heatmap_svg(const analysis::HeadTable& values, const std::string& title) {
+std::vector<std::string> head_row_labels(const std::vector<analysis::SiteRows>& sites, size_t rows) {
+  std::vector<std::string> labels;
+  for (size_t r = 0; r < rows; ++r) labels.push_back(fmt::format("L{}", r));
+  if (sites.size() < 2) return labels;
+  for (const auto& site : sites)
+    for (int64_t l = 0; l < site.layers; ++l)
+      if (site.first_row + l >= 0 && size_t(site.first_row + l) < rows)
+        labels[site.first_row + l] = fmt::format("{} L{}", site.name, l);
+  return labels;
+}
+
+std::string head_heatmap_svg(const analysis::HeadTable& values, const std::string& title,
+                             const std::vector<analysis::SiteRows>& sites) {
+  const auto labels = head_row_labels(sites, values.size());
+  size_t label_width = 0;
+  for (const auto& label : labels) label_width = std::max(label_width, label.size());
   size_t columns = 0;
   double lo = INFINITY, hi = -INFINITY;
   for (const auto& row : values) {
@@ -26,7 +41,7 @@ std::string head_heatmap_svg(const analysis::HeadTable& values, const std::strin
     for (double v : row) lo = std::min(lo, v), hi = std::max(hi, v);
   }
   if (values.empty() || columns == 0) throw Error("head heat map: no heads");
-  const int cell = 44, left = 56, top = 48, bottom = 36;
+  const int cell = 44, left = std::max(56, 12 + 7 * int(label_width)), top = 48, bottom = 36;
   const int width = left + int(columns) * cell + 16;
   const int height = top + int(values.size()) * cell + bottom;
   std::string svg = fmt::format(
@@ -39,8 +54,8 @@ std::string head_heatmap_svg(const analysis::HeadTable& values, const std::strin
                        left + int(h) * cell + cell / 2, top - 6, h);
   for (size_t l = 0; l < values.size(); ++l) {
     const int y = top + int(l) * cell;
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">L{}</text>\n", left - 6,
-                       y + cell / 2 + 4, l);
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 6,
+                       y + cell / 2 + 4, escape_xml(labels[l]));
     for (size_t h = 0; h < values[l].size(); ++h) {
       const double v = values[l][h];
       const double t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
@@ -106,7 +121,9 @@ LinePlot profile_over_steps_plot(const std::vector<int64_t>& steps,
   return plot;
 }
 
-Table head_table(const analysis::HeadTable& values, const std::string& caption, int precision) {
+Table head_table(const analysis::HeadTable& values, const std::string& caption, int precision,
+                 const std::vector<analysis::SiteRows>& sites) {
+  const auto labels = head_row_labels(sites, values.size());
   Table t;
   t.caption = caption;
   size_t columns = 0;
@@ -114,7 +131,7 @@ Table head_table(const analysis::HeadTable& values, const std::string& caption, 
   t.columns.push_back("layer");
   for (size_t h = 0; h < columns; ++h) t.columns.push_back(fmt::format("h{}", h));
   for (size_t l = 0; l < values.size(); ++l) {
-    std::vector<std::string> row{fmt::format("L{}", l)};
+    std::vector<std::string> row{labels[l]};
     for (size_t h = 0; h < columns; ++h)
       row.push_back(h < values[l].size() ? fmt::format("{:.{}f}", values[l][h], precision) : "");
     t.rows.push_back(std::move(row));
@@ -150,14 +167,14 @@ Section heads_section(const analysis::HeadsAnalysis& r, int order) {
                           r.model),
                       {}, {}});
   s.blocks.push_back({{}, {}, Figure{"Head importance (layers x heads)",
-                                     head_heatmap_svg(r.importance.importance, "Head importance")}});
-  s.blocks.push_back({{}, head_table(r.importance.importance, "Head importance"), {}});
+                                     head_heatmap_svg(r.importance.importance, "Head importance", r.sites)}});
+  s.blocks.push_back({{}, head_table(r.importance.importance, "Head importance", 3, r.sites), {}});
   s.blocks.push_back({{}, head_table(r.ablation.single,
                                      fmt::format("{} with the head alone masked (baseline {:.4f})",
-                                                 r.metric_name, r.ablation.baseline), 4), {}});
+                                                 r.metric_name, r.ablation.baseline), 4, r.sites), {}});
   s.blocks.push_back({{}, head_table(r.ablation.all_but_one,
                                      fmt::format("{} with only the head kept in its layer", r.metric_name),
-                                     4), {}});
+                                     4, r.sites), {}});
   if (!r.profiles.empty())
     s.blocks.push_back({{}, {}, Figure{"Pruning profile with random and descending-importance baselines",
                                        render_svg(pruning_profile_plot(r.profiles, r.metric_name))}});
@@ -182,7 +199,7 @@ std::vector<std::string> write_heads_outputs(const analysis::HeadsExperiment& e,
       profiles.push_back(c.analysis.profiles.front());
       write(fmt::format("heads_importance_step{}.svg", c.step),
             head_heatmap_svg(c.analysis.importance.importance,
-                             fmt::format("Head importance at step {}", c.step)));
+                             fmt::format("Head importance at step {}", c.step), c.analysis.sites));
     }
     write("heads_over_training.json", analysis::to_json(e).dump(2) + "\n");
     const std::string metric =
@@ -194,7 +211,8 @@ std::vector<std::string> write_heads_outputs(const analysis::HeadsExperiment& e,
   }
   if (e.cross_data) written.push_back("(cross-data correlation in heads.json)");
   write("heads.json", analysis::to_json(e).dump(2) + "\n");
-  write("heads_importance.svg", head_heatmap_svg(e.analysis.importance.importance, "Head importance"));
+  write("heads_importance.svg",
+        head_heatmap_svg(e.analysis.importance.importance, "Head importance", e.analysis.sites));
   write_svg(pruning_profile_plot(e.analysis.profiles, e.analysis.metric_name),
             (out / "heads_profile.svg").string());
   written.push_back("heads_profile.svg");

@@ -184,6 +184,10 @@ void save_checkpoint(const std::string& directory, const TrainingCheckpoint& che
     for (const auto& extra : checkpoint.extra_tensors) tensors.push_back(extra);
     io::save_safetensors(path, tensors, metadata);
   });
+  for (const auto& file : checkpoint.files)
+    files.emplace_back(file.first, [&file](const std::string& path) {
+      io::write_file_atomically(path, file.second);
+    });
   write_directory_atomically(directory, files);
 }
 

@@ -247,6 +247,7 @@ struct Trainer::State {
       checkpoint.ema = std::move(averaged);
     }
     checkpoint.model_metadata = task.checkpoint_metadata();
+    checkpoint.files = task.checkpoint_files();
     checkpoint.optimizer_state = save_optimizer_state(*optimizer);
     checkpoint.cpu_rng_state = cpu_rng_state();
     if (data_parallel) {

@@ -151,7 +151,7 @@ TEST(HeadsExperiment, PruneByHeadsAndByFraction) {
   EXPECT_LT(r.parameters_after, r.parameters_before);
   EXPECT_EQ(r.pruned_heads, (models::HeadIndices{{0, {0, 2}}}));
   const auto reloaded = io::load_model(o.out);
-  EXPECT_EQ(reloaded.model->heads_per_layer(), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(reloaded.transformer->heads_per_layer(), (std::vector<int64_t>{1, 3}));
 
   // By fraction from the data, and by the same importance from a heads.json: the same heads.
   o.heads.reset();

@@ -8,9 +8,13 @@
 //     faster than pruning in descending importance;
 //   - the language-model task (GPT-2, float64): the gate gradient equals a finite difference of
 //     the mean next-token cross entropy; ξ = 0 equals physical removal for its loss, metric and
-//     evaluation loss; right padding changes nothing (its positions are not predicted).
+//     evaluation loss; right padding changes nothing (its positions are not predicted);
+//   - an encoder-decoder's three attention sites: gates at every site equal physical removal of
+//     the same heads, global pruning ranks all sites' heads together, and the profile counts the
+//     heads masked per site.
 #include "attnkit/analysis/heads.h"
 #include "attnkit/error.h"
+#include "attnkit/models/encoder_decoder.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -55,9 +59,9 @@ double loss_with_gates(analysis::HeadTask& task, const HeadMask& mask) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> gates;
   for (const auto& layer : mask) gates.push_back(torch::tensor(layer, torch::kDouble));
-  task.model->set_head_gates(gates);
+  task.sites[0].set_head_gates(gates);
   const double loss = task.loss(0).loss.item<double>();
-  task.model->set_head_gates({});
+  task.sites[0].set_head_gates({});
   return loss;
 }
 
@@ -89,7 +93,7 @@ TEST(HeadImportance, GateGradientEqualsFiniteDifference) {
                                                        labels.narrow(0, 0, 1), 1);
       analysis::ImportanceOptions raw;
       raw.normalize_layers = false;
-      const HeadMask full = analysis::full_mask(*task.model);
+      const HeadMask full = analysis::full_mask(task.sites);
       const auto importance = analysis::head_importance(task, full, raw);
       ASSERT_EQ(importance.batches, 1);
       const auto fds = gate_finite_differences(task, full);
@@ -129,7 +133,7 @@ TEST(HeadImportance, LanguageModelGateGradientEqualsFiniteDifference) {
   ASSERT_EQ(task.batches, 1);
   analysis::ImportanceOptions raw;
   raw.normalize_layers = false;
-  const HeadMask full = analysis::full_mask(*task.model);
+  const HeadMask full = analysis::full_mask(task.sites);
   const auto importance = analysis::head_importance(task, full, raw);
   EXPECT_EQ(importance.tokens, 6 * 7 - 4 - 2);  // real tokens only
   const auto fds = gate_finite_differences(task, full);
@@ -150,19 +154,19 @@ TEST(HeadPruning, LanguageModelMaskEqualsRemoval) {
   at::Tensor ids = torch::randint(20, {6, 7}, torch::kLong);
   auto masked_model = tiny_gpt2(7), pruned_model = tiny_gpt2(7);
   auto masked = analysis::language_model_task(masked_model, ids, lm_mask(), 4);
-  const double full_loss = loss_with_gates(masked, analysis::full_mask(*masked.model));
-  HeadMask mask = analysis::full_mask(*masked.model);
+  const double full_loss = loss_with_gates(masked, analysis::full_mask(masked.sites));
+  HeadMask mask = analysis::full_mask(masked.sites);
   mask[0][1] = mask[2][0] = mask[2][2] = 0.0;
   std::vector<at::Tensor> gates;
   for (const auto& layer : mask) gates.push_back(torch::tensor(layer, torch::kDouble));
-  masked.model->set_head_gates(gates);
+  masked.sites[0].set_head_gates(gates);
   const double loss = masked.loss(0).loss.item<double>();
   const double metric = masked.metric(), evaluation_loss = masked.evaluation_loss();
-  masked.model->set_head_gates({});
+  masked.sites[0].set_head_gates({});
 
   pruned_model->transformer->prune_heads({{0, {1}}, {2, {0, 2}}});
   auto pruned = analysis::language_model_task(pruned_model, ids, lm_mask(), 4);
-  EXPECT_EQ(pruned.model->heads_per_layer(), (std::vector<int64_t>{2, 3, 1}));
+  EXPECT_EQ(pruned.sites[0].heads_per_layer(), (std::vector<int64_t>{2, 3, 1}));
   EXPECT_NEAR(pruned.loss(0).loss.item<double>(), loss, 1e-10);
   EXPECT_DOUBLE_EQ(pruned.metric(), metric);
   EXPECT_NEAR(pruned.evaluation_loss(), evaluation_loss, 1e-10);
@@ -177,7 +181,7 @@ TEST(HeadImportance, LanguageModelPaddingDoesNotCount) {
   at::Tensor mask = torch::tensor({1, 1, 1, 1, 0, 0, 0}, torch::kLong).view({1, 7});
   auto padded = analysis::language_model_task(model, ids, mask, 1);
   auto alone = analysis::language_model_task(model, ids.narrow(1, 0, 4), at::Tensor(), 1);
-  const HeadMask full = analysis::full_mask(*padded.model);
+  const HeadMask full = analysis::full_mask(padded.sites);
   EXPECT_NEAR(loss_with_gates(padded, full), loss_with_gates(alone, full), 1e-12);
   EXPECT_DOUBLE_EQ(padded.metric(), alone.metric());
   EXPECT_NEAR(padded.evaluation_loss(), alone.evaluation_loss(), 1e-12);
@@ -248,14 +252,14 @@ TEST(HeadAblation, DeadHeadChangesNothing) {
       EXPECT_LE(ablation.all_but_one[l][h], 1.0);
     }
   // all-but-one keeping head h of layer 1 = masking the two others.
-  HeadMask keep0 = analysis::full_mask(*task.model);
+  HeadMask keep0 = analysis::full_mask(task.sites);
   keep0[1] = {1.0, 0.0, 0.0};
   std::vector<at::Tensor> gates;
   for (const auto& l : keep0) gates.push_back(torch::tensor(l, torch::kDouble));
-  task.model->set_head_gates(gates);
+  task.sites[0].set_head_gates(gates);
   EXPECT_EQ(task.metric(), ablation.all_but_one[1][0]);
-  task.model->set_head_gates({});
-  const auto importance = analysis::head_importance(task, analysis::full_mask(*task.model));
+  task.sites[0].set_head_gates({});
+  const auto importance = analysis::head_importance(task, analysis::full_mask(task.sites));
   EXPECT_EQ(importance.raw[1][2], 0.0);
   EXPECT_GT(importance.raw[1][0], 0.0);
   nlohmann::json j = analysis::to_json(ablation);
@@ -288,20 +292,20 @@ TEST(PruningProfile, StepsMinimumPerLayerAndPhysicalPruning) {
   bad.fractions = {0.5, 0.3};
   EXPECT_THROW(analysis::pruning_profile(task, bad), Error);
   // Physical pruning from the importance: the least important half, then numbering.
-  const auto importance = analysis::head_importance(task, analysis::full_mask(*task.model));
-  const auto chosen = analysis::heads_to_prune(*task.model, importance.importance, 0.5);
+  const auto importance = analysis::head_importance(task, analysis::full_mask(task.sites));
+  const auto chosen = analysis::heads_to_prune(*task.sites[0].stack, importance.importance, 0.5);
   int64_t count = 0;
   for (const auto& [layer, list] : chosen) count += int64_t(list.size());
   EXPECT_EQ(count, 5);
-  task.model->prune_heads(analysis::to_original_numbering(*task.model, chosen));
+  task.sites[0].stack->prune_heads(analysis::to_original_numbering(*task.sites[0].stack, chosen));
   int64_t left = 0;
-  for (int64_t h : task.model->heads_per_layer()) {
+  for (int64_t h : task.sites[0].heads_per_layer()) {
     left += h;
     EXPECT_GE(h, 1);
   }
   EXPECT_EQ(left, 4);
   // After pruning, the numbering maps back to the unpruned heads.
-  const auto again = analysis::to_original_numbering(*task.model, {{0, {0}}});
+  const auto again = analysis::to_original_numbering(*task.sites[0].stack, {{0, {0}}});
   EXPECT_EQ(again.size(), 1u);
 }
 
@@ -371,6 +375,88 @@ TEST(PruningProfile, AscendingImportanceDegradesNoFasterThanDescending) {
   // Over the whole profile, ascending keeps at least as much accuracy.
   EXPECT_GE(area_up, area_down)
       << "trained accuracy " << trained;
+}
+
+// The encoder-decoder's sites (encoder self, decoder self, decoder cross), float64.
+models::EncoderDecoderModel tiny_encoder_decoder() {
+  torch::manual_seed(21);
+  auto config = models::EncoderDecoderConfig::transformer(24, 24, 16, 2, 4, 32);
+  for (auto* stack : {&config.encoder, &config.decoder}) stack->dropout = stack->attention_dropout = 0.0;
+  models::EncoderDecoderModel model(config);
+  model->to(torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.normal_(0.0, 0.5);
+  }
+  model->eval();
+  return model;
+}
+
+at::Tensor translation_logits(models::EncoderDecoderModelImpl& model) {
+  torch::NoGradGuard no_grad;
+  const auto source = torch::arange(2, 11, torch::kLong).view({1, 9}).repeat({2, 1});
+  const auto target = torch::arange(4, 10, torch::kLong).view({1, 6}).repeat({2, 1});
+  return model.forward(source, target);
+}
+
+TEST(HeadSites, EncoderDecoderGatesAtEverySiteEqualPhysicalRemoval) {
+  auto model = tiny_encoder_decoder();
+  const auto sites = model->attention_sites();
+  ASSERT_EQ(sites.size(), 3u);
+  const auto rows = analysis::head_rows(sites);
+  ASSERT_EQ(rows.size(), 6u);  // 2 layers per site
+  EXPECT_EQ(rows[4].site, 2);
+  EXPECT_EQ(rows[4].layer, 0);
+  // Remove head 1 of encoder layer 0, heads 0 and 3 of decoder-self layer 1, head 2 of cross
+  // layer 0; and gate the same heads to zero on an untouched copy.
+  HeadMask mask = analysis::full_mask(sites);
+  mask[0][1] = 0.0;
+  mask[3][0] = mask[3][3] = 0.0;
+  mask[4][2] = 0.0;
+  analysis::set_head_gates(sites, mask);
+  const auto gated = translation_logits(*model);
+  analysis::set_head_gates(sites, {});
+  const auto full = translation_logits(*model);
+  EXPECT_FALSE(torch::allclose(gated, full)) << "the gates changed nothing";
+  model->prune_heads("encoder.self", {{0, {1}}});
+  model->prune_heads("decoder.self", {{1, {0, 3}}});
+  model->prune_heads("decoder.cross", {{0, {2}}});
+  EXPECT_EQ(model->head_count(), 24 - 4);
+  EXPECT_TRUE(torch::allclose(translation_logits(*model), gated, 1e-10, 1e-10));
+}
+
+TEST(HeadSites, GlobalPruningRanksAllSitesAndCountsPerSite) {
+  auto model = tiny_encoder_decoder();
+  const auto sites = model->attention_sites();
+  // Importance: cross-attention heads most important, encoder heads least.
+  analysis::HeadTable importance;
+  for (const auto& row : analysis::head_rows(sites))
+    importance.push_back(std::vector<double>(4, 1.0 + 10.0 * double(row.site) + 0.1 * double(row.layer)));
+  const auto chosen = analysis::heads_to_prune(sites, importance, 0.25, 1);
+  ASSERT_EQ(chosen.size(), 3u);
+  int64_t encoder = 0;
+  for (const auto& [layer, heads] : chosen[0]) encoder += int64_t(heads.size());
+  EXPECT_EQ(encoder, 6);  // 25% of 24 heads, all from the least important site
+  EXPECT_TRUE(chosen[1].empty());
+  EXPECT_TRUE(chosen[2].empty());
+
+  analysis::HeadTask task;
+  task.sites = sites;
+  task.batches = 1;
+  task.metric = [&] { return -translation_logits(*model).abs().mean().item<double>(); };
+  analysis::PruningOptions options;
+  options.order = analysis::PruningOrder::Random;
+  options.fractions = {0.5, 1.0};
+  options.min_heads_per_layer = 1;
+  const auto profile = analysis::pruning_profile(task, options);
+  ASSERT_EQ(profile.steps.size(), 3u);
+  for (const auto& step : profile.steps) {
+    ASSERT_EQ(step.pruned_by_site.size(), 3u);
+    EXPECT_EQ(step.pruned_by_site[0] + step.pruned_by_site[1] + step.pruned_by_site[2], step.pruned);
+  }
+  EXPECT_EQ(profile.steps.back().pruned, 24 - 6);  // one head kept in each of the 6 layers
+  const auto json = analysis::to_json(profile, analysis::site_rows(sites));
+  EXPECT_EQ(json.at("steps").back().at("pruned_by_site").at("decoder.cross"), 6);
 }
 
 }  // namespace

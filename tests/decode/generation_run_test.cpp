@@ -35,7 +35,7 @@ models::TaskModel tiny_lm(bool causal = true, bool masked = false) {
 decode::GenerationRequest request(const models::TaskModel& model,
                                   std::vector<std::vector<int64_t>> prompts, Strategy strategy) {
   decode::GenerationRequest r;
-  r.model = model;
+  r.model = model.ptr();
   r.name = "tiny";
   r.prompts = std::move(prompts);
   r.config.strategy = strategy;

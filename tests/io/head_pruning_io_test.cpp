@@ -72,7 +72,7 @@ TEST(HeadPruningIo, RoundTripBothLayouts) {
       }
       auto loaded = io::load_model(dir.string());
       EXPECT_EQ(loaded.config.pruned_heads, pruned);
-      EXPECT_EQ(loaded.model->heads_per_layer(), model->transformer->heads_per_layer());
+      EXPECT_EQ(loaded.transformer->heads_per_layer(), model->transformer->heads_per_layer());
       EXPECT_TRUE(torch::allclose(logits(loaded.task), want, 1e-5, 1e-6));
     }
   }
@@ -89,13 +89,13 @@ TEST(HeadPruningIo, PruneAfterLoadingHuggingFace) {
   io::save_huggingface(model, info, (dir / "full").string());
   auto loaded = io::load_model((dir / "full").string());
   EXPECT_FALSE(read_json(dir / "full" / "config.json").contains("pruned_heads"));
-  loaded.model->prune_heads({{1, {2}}});
+  loaded.transformer->prune_heads({{1, {2}}});
   const at::Tensor want = logits(loaded.task);
   io::save_huggingface(loaded.task, loaded.huggingface, (dir / "pruned").string());
   EXPECT_EQ(read_json(dir / "pruned" / "config.json").at("pruned_heads"),
             nlohmann::json::parse(R"({"1": [2]})"));
   auto again = io::load_model((dir / "pruned").string());
-  EXPECT_EQ(again.model->heads_per_layer(), (std::vector<int64_t>{4, 3, 4}));
+  EXPECT_EQ(again.transformer->heads_per_layer(), (std::vector<int64_t>{4, 3, 4}));
   EXPECT_TRUE(torch::allclose(logits(again.task), want, 1e-5, 1e-6));
 }
 

@@ -228,6 +228,36 @@ class HeadsCliLanguageModel(TrainedRun, unittest.TestCase):
         with open(os.path.join(out, "heads_profile_over_training.svg")) as f:
             self.assertIn("next_token_accuracy", f.read())
 
+    def test_run_directory_is_a_model(self):
+        """A run of `train --task.name lm` is a model: its checkpoints carry the tokenizer, and
+        --model RUN means its best checkpoint (evaluations every 20 steps wrote one)."""
+        self.assertEqual(self.rc, 0, self.err)
+        for step in (20, 40):
+            self.assertTrue(os.path.isfile(os.path.join(self.checkpoint(step), "tokenizer.json")))
+        best = os.path.join(self.run_dir, "checkpoints", "best")
+        self.assertTrue(os.path.isfile(os.path.join(best, "tokenizer.json")))
+        rc, out, err = attnkit("generate", "--model", self.run_dir, "--prompt", "the movie",
+                               "--max-new-tokens", "4", "--no-eos", "--json")
+        self.assertEqual(rc, 0, err)
+        result = json.loads(out)["results"][0]
+        self.assertEqual(result["prompt"], "the movie")
+        self.assertEqual(len(result["sequences"][0]["ids"]), 4)
+        self.assertIsInstance(result["sequences"][0]["text"], str)  # detokenized: a tokenizer was found
+        # The same through the checkpoint directory, and heads analysis with no --tokenizer.
+        rc, out2, err = attnkit("generate", "--model", best, "--prompt", "the movie",
+                                "--max-new-tokens", "4", "--no-eos", "--json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out2)["results"][0]["sequences"], result["sequences"])
+        out_dir = os.path.join(self.tmp.name, "heads-run")
+        rc, stdout, err = attnkit("analyze", "heads", "--model", self.run_dir, "--data", self.val_txt,
+                                  "--max-length", "16", "--fractions", "50", "--no-ablation",
+                                  "--out", out_dir)
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(out_dir, "heads.json")) as f:
+            j = json.load(f)
+        self.assertEqual(j["sites"], [{"name": "decoder.self", "layers": 2, "first_row": 0}])
+        self.assertIn("pruned_by_site", j["profiles"][0]["steps"][1])
+
     def test_short_text_is_one_line_error(self):
         short = os.path.join(self.tmp.name, "short.txt")
         with open(short, "w") as f:

@@ -56,7 +56,10 @@ std::vector<std::string> split(const std::string& text, char separator) {
 
 // --data: the file's lines tokenised and cut into at most --samples windows of --seq-len tokens.
 void read_data_windows(const CollapseCommand& c, analysis::CollapseExperimentOptions& options) {
-  const std::string tokenizer_path = !c.tokenizer.empty() ? c.tokenizer : c.model_dir;
+  const std::string tokenizer_path =
+      !c.tokenizer.empty() ? c.tokenizer
+      : c.model_dir.empty() ? std::string()
+                            : io::resolve_model_path(c.model_dir);
   if (tokenizer_path.empty())
     throw Error("--data needs a tokenizer: give --model DIR (its tokenizer) or --tokenizer PATH");
   const text::Tokenizer tokenizer = text::load_tokenizer(tokenizer_path);
@@ -133,8 +136,13 @@ int run_collapse(const CollapseCommand& c, const GlobalOptions& global) {
     for (const auto& kind : options.kinds) layers::AttentionSpec::parse(kind);  // before --out exists
     options.source = c.random;
   } else {
-    options.model = io::load_model(c.model_dir).model;
-    options.source = c.model_dir;
+    // The model's first layer stack: a task model's, or an encoder-decoder's encoder (the
+    // decoder's blocks need the encoder's memory, which the collapse experiment does not feed).
+    const auto loaded = io::load_model(c.model_dir);
+    options.model = loaded.model->attention_sites().front().stack;
+    options.source = loaded.model->shape() == models::ModelShape::EncoderDecoder
+                         ? c.model_dir + " (encoder)"
+                         : c.model_dir;
   }
   if (!c.data.empty()) read_data_windows(c, options);
 
@@ -176,7 +184,7 @@ void register_analyze_command(CLI::App& app, GlobalOptions& global) {
       "rank collapse of self-attention (Dong et al. 2021): per-layer relative residual of pure "
       "attention, attention + skip, + MLP, + LN and the full block from the same weights, the "
       "paper's bound, path lengths and the short-path experiment; writes collapse.json and SVGs");
-  cmd->add_option("--model", c->model_dir, "a trained model directory (HF BERT/ALBERT/GPT-2 or attnkit)");
+  cmd->add_option("--model", c->model_dir, "a trained model directory (HF BERT/ALBERT/GPT-2 or attnkit; an encoder-decoder's encoder), checkpoint or run directory");
   cmd->add_option("--random", c->random,
                   "a random stack: preset bert|albert|gpt2 (sizes from --layers --heads --hidden "
                   "--intermediate --vocab) or a TransformerConfig JSON file (those options override it)");

@@ -6,6 +6,7 @@
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/io/model_directory.h"
+#include "attnkit/models/encoder_decoder.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/text_stream.h"
 #include "command.h"
@@ -29,6 +30,7 @@ struct GenerateOptions {
   std::string strategy = "greedy";
   decode::GenerationConfig config;  // the strategy settings, bound to their flags
   int64_t condition = -1;
+  int64_t decoder_start = -1;
   std::vector<int64_t> eos_ids;
   bool no_eos = false;
   std::optional<uint64_t> seed;
@@ -57,9 +59,13 @@ std::vector<std::string> prompt_texts(const GenerateOptions& o) {
 
 int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   auto loaded = io::load_model(o.model);
-  // The tokenizer: --tokenizer, else the model directory's when it holds one, else none.
-  auto tokenizer = o.tokenizer.empty() ? text::find_tokenizer(o.model)
+  // The tokenizer: --tokenizer, else the model directory's (a run's checkpoint's) when it holds
+  // one, else none.
+  auto tokenizer = o.tokenizer.empty() ? text::find_tokenizer(loaded.path)
                                        : std::optional(text::load_tokenizer(o.tokenizer));
+  const bool seq2seq = loaded.model->shape() == models::ModelShape::EncoderDecoder;
+  const int64_t vocab = seq2seq ? loaded.model->encoder_decoder("generate").config().encoder.vocab_size
+                                : loaded.config.vocab_size;
   const std::vector<std::string> texts = prompt_texts(o);
   if (texts.empty() && o.prompt_ids.empty())
     throw Error("generate: give --prompt TEXT, --prompts FILE or --prompt-ids IDS");
@@ -68,13 +74,14 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
                             "merges.txt, vocab.txt); give --tokenizer PATH or --prompt-ids",
                             o.model));
   decode::GenerationRequest request;
-  request.model = loaded.task;
+  request.model = loaded.model;
   request.name = o.model;
   request.condition_class = o.condition;
+  request.decoder_start_token_id = o.decoder_start;
   auto& prompts = request.prompts;
   std::vector<std::string> shown;
   for (const auto& t : texts) {
-    auto enc = tokenizer->encode(t, /*add_special_tokens=*/decode::decodes_as_unilm(loaded.heads));
+    auto enc = tokenizer->encode(t, /*add_special_tokens=*/decode::prompts_take_special_tokens(*loaded.model));
     if (enc.ids.empty()) throw Error(fmt::format("generate: prompt '{}' has no tokens", t));
     prompts.emplace_back(enc.ids.begin(), enc.ids.end());
     shown.push_back(t);
@@ -82,9 +89,9 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   for (const auto& ids : o.prompt_ids) {
     prompts.push_back(parse_id_list(ids, "--prompt-ids"));
     for (int64_t id : prompts.back())
-      if (id >= loaded.config.vocab_size)
+      if (id >= vocab)
         throw Error(fmt::format("--prompt-ids: token id {} is outside the model's vocabulary [0, {})",
-                                id, loaded.config.vocab_size));
+                                id, vocab));
     shown.push_back(tokenizer ? tokenizer->decode(to_u32(prompts.back()), false) : ids);
   }
 
@@ -94,9 +101,11 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   config.seed = o.seed ? *o.seed : global.seed;
   std::optional<int64_t> tokenizer_eos;
   if (tokenizer)
-    if (auto id = tokenizer->token_to_id(decode::default_end_token(loaded.heads))) tokenizer_eos = *id;
+    if (auto id = tokenizer->token_to_id(decode::default_end_token(*loaded.model))) tokenizer_eos = *id;
+  const int64_t model_pad = seq2seq ? loaded.model->encoder_decoder("generate").config().decoder.pad_token_id
+                                    : loaded.config.pad_token_id;
   decode::set_special_tokens(config, loaded.huggingface.config_json, o.eos_ids, o.no_eos,
-                             tokenizer_eos, loaded.config.pad_token_id);
+                             tokenizer_eos, model_pad);
   std::function<std::string(const std::vector<int64_t>&)> detokenize;
   if (tokenizer) detokenize = [&](const std::vector<int64_t>& ids) { return tokenizer->decode(to_u32(ids)); };
   config.detokenize = detokenize;
@@ -107,7 +116,8 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   std::optional<text::TextStream> text_stream;
   if (stream) {
     if (tokenizer) text_stream.emplace(*tokenizer);
-    if (!global.quiet && tokenizer) std::fputs(shown[0].c_str(), stdout);
+    // A language model continues its prompt; an encoder-decoder's output stands alone.
+    if (!global.quiet && tokenizer && !seq2seq) std::fputs(shown[0].c_str(), stdout);
     std::fflush(stdout);
     request.on_token = [&, streamed = int64_t(0)](int64_t, int64_t token) mutable {
       if (text_stream)
@@ -149,8 +159,12 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
   auto* g = app.add_subcommand(
       "generate",
       "generate text from a model directory (GPT-2 in attnkit or Hugging Face layout; a BERT with "
-      "a masked-LM head decodes as UniLM): greedy, beam search or sampling, with cached decoding");
-  g->add_option("--model", o->model, "model directory (config.json + model.safetensors)")->required();
+      "a masked-LM head decodes as UniLM; an encoder-decoder's prompts are its sources): greedy, "
+      "beam search or sampling, with cached decoding");
+  g->add_option("--model", o->model,
+                "model directory (config.json + model.safetensors), checkpoint or run directory "
+                "(its best checkpoint, else its newest)")
+      ->required();
   g->add_option("--tokenizer", o->tokenizer,
                 "tokenizer file or directory (default: the model directory's)");
   g->add_option("--prompt", o->prompts, "prompt text (repeatable)");
@@ -187,6 +201,9 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
   g->add_flag("--no-eos", o->no_eos, "no end-of-sequence token: always --max-new-tokens");
   g->add_option("--stop", o->config.stop_strings, "stop string (repeatable)");
   g->add_option("--condition", o->condition, "class id of a class-conditional model")
+      ->check(at_least(0));
+  g->add_option("--decoder-start-id", o->decoder_start,
+                "encoder-decoder models: the token the decoder starts from (default: its pad id)")
       ->check(at_least(0));
   g->add_option("--seed", o->seed, "sampling seed (default: the global --seed)");
   g->add_flag("--json", o->json, "print ids, text and scores as JSON instead of streaming text");

@@ -72,7 +72,8 @@ std::vector<double> parse_fractions(const std::string& text) {
 // a classifier's labelled examples, or a language model's text cut into windows of --max-length.
 analysis::HeadsDataReader data_reader(const DataOptions& d) {
   return [d](const std::string& path, const std::string& model_dir, const io::LoadedModel& loaded) {
-    const auto tokenizer = text::load_tokenizer(d.tokenizer.empty() ? model_dir : d.tokenizer);
+    // The model's own tokenizer: where it was read from (a run directory's checkpoint).
+    const auto tokenizer = text::load_tokenizer(d.tokenizer.empty() ? loaded.path : d.tokenizer);
     const int64_t length = std::min(d.max_length, loaded.config.max_positions);
     if (analysis::heads_task_kind(model_dir, loaded) == analysis::HeadsTaskKind::LanguageModel) {
       // The token stream `attnkit train --task.name lm` trains on, in windows of `length` tokens
@@ -168,9 +169,19 @@ int run_prune(const PruneCommand& c, const GlobalOptions& global) {
     try {
       parsed = nlohmann::json::parse(c.heads);
     } catch (const nlohmann::json::exception&) {
-      throw Error("--heads: not JSON (expected {\"layer\": [heads]})");
+      throw Error("--heads: not JSON (expected {\"layer\": [heads]} or {\"site\": {\"layer\": [heads]}})");
     }
-    o.heads = models::head_indices_from_json(parsed, "--heads");  // unpruned numbering, as HF
+    // Unpruned numbering, as HF; per site when every value is an object.
+    const bool by_site = parsed.is_object() && !parsed.empty() &&
+                         std::all_of(parsed.items().begin(), parsed.items().end(),
+                                     [](const auto& item) { return item.value().is_object(); });
+    if (by_site) {
+      o.heads_by_site.emplace();
+      for (const auto& [site, heads] : parsed.items())
+        (*o.heads_by_site)[site] = models::head_indices_from_json(heads, "--heads: " + site);
+    } else {
+      o.heads = models::head_indices_from_json(parsed, "--heads");
+    }
   }
   o.fraction = c.fraction;
   o.min_heads = c.min_heads;
@@ -180,11 +191,17 @@ int run_prune(const PruneCommand& c, const GlobalOptions& global) {
   o.batch_size = c.data.batch_size;
   o.score_examples = c.data.score_examples;
   const auto r = analysis::prune_model(o, bars(global.quiet));
-  if (!global.quiet)
+  if (!global.quiet) {
+    // One site: its pruned heads as config.json records them; several: by site.
+    nlohmann::json pruned = models::head_indices_to_json(r.pruned_heads);
+    if (r.pruned_by_site.size() > 1) {
+      pruned = nlohmann::json::object();
+      for (const auto& [site, heads] : r.pruned_by_site) pruned[site] = models::head_indices_to_json(heads);
+    }
     fmt::print("pruned {} of {} heads ({}); parameters {} -> {}; wrote {} ({} format)\n",
-               r.heads_before - r.heads_after, r.heads_before,
-               models::head_indices_to_json(r.pruned_heads).dump(), r.parameters_before,
+               r.heads_before - r.heads_after, r.heads_before, pruned.dump(), r.parameters_before,
                r.parameters_after, c.out, r.format);
+  }
   return 0;
 }
 
@@ -200,8 +217,8 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global) {
       "language model such as GPT-2 on plain text (loss: next-token cross entropy; metric: "
       "next-token accuracy); writes heads.json, SVGs, section.json");
   cmd->add_option("--model", c->model,
-                  "model directory (attnkit or Hugging Face layout) with a classifier, else a "
-                  "causal LM head");
+                  "model directory (attnkit or Hugging Face layout), checkpoint or run directory's "
+                  "best checkpoint, with a classifier, else a causal LM head");
   cmd->add_option("--run", c->run, "run directory: every checkpoint's importance and profile over steps");
   add_data_options(cmd, c->data);
   cmd->add_option("--data2", c->data.data2, "second data file: correlation of the two importance maps");
@@ -219,9 +236,13 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global) {
       "prune",
       "remove attention heads physically (rows of Q/K/V, columns of the output projection) and "
       "write the smaller model; config.json records pruned_heads as Hugging Face does");
-  prune->add_option("--model", p->model, "model directory (attnkit or Hugging Face layout)")->required();
+  prune->add_option("--model", p->model,
+                    "model directory (attnkit or Hugging Face layout), checkpoint or run directory")
+      ->required();
   prune->add_option("--out", p->out, "output directory")->required();
-  prune->add_option("--heads", p->heads, "heads to remove, JSON {\"layer\": [heads]} (unpruned numbering)");
+  prune->add_option("--heads", p->heads,
+                    "heads to remove, JSON {\"layer\": [heads]} (unpruned numbering), or per attention "
+                    "site {\"encoder.self\": {...}, \"decoder.self\": {...}, \"decoder.cross\": {...}}");
   prune->add_option("--fraction", p->fraction, "fraction of all heads to remove, least important first")
       ->check(CLI::Range(0.0, 1.0));
   prune->add_option("--importance", p->importance, "heads.json of attnkit analyze heads (for --fraction)");

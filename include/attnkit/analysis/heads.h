@@ -1,11 +1,14 @@
 #pragma once
 // Head importance, ablations and the pruning profile (Michel, Levy, Neubig 2019, "Are sixteen
-// heads really better than one?"). Every function works through the model's head gates ξ
-// (models::TransformerModelImpl::set_head_gates, one gate set per depth, so ALBERT's shared
-// blocks are scored per depth) on the self attention of one TransformerModel, whatever its
-// attention kind and whatever heads were physically pruned before (layers may differ in head
-// count). A HeadTask says how to get the loss and the metric; classification_task builds one for
-// a sequence classifier, language_model_task for a causal language model (GPT-2's LM head).
+// heads really better than one?"). Every function works through the head gates ξ of a model's
+// attention sites (models::AttentionSiteRef: encoder self, decoder self, cross attention; one
+// gate set per depth, so ALBERT's shared blocks are scored per depth), whatever the attention
+// kind and whatever heads were physically pruned before (layers may differ in head count).
+// Head tables have one row per (site, layer): the first site's layers, then the next site's
+// (head_rows); a model with one site has one row per layer. Per-layer normalisation is per row,
+// i.e. per layer within each site; pruning ranks the heads of all sites together. A HeadTask says
+// how to get the loss and the metric; classification_task builds one for a sequence classifier,
+// language_model_task for a causal language model (GPT-2's LM head).
 //
 //   importance  I_h = Σ_x Σ_t |Σ_d ctx_h[t, d] · ∂L(x)/∂ctx_h[t, d]| / tokens, as the authors'
 //               code computes it (per token, then summed), optionally divided per layer by its L2
@@ -16,6 +19,7 @@
 //   profile     heads masked globally in steps, least important first (or random / most
 //               important first as baselines), keeping at least N heads per layer, optionally
 //               re-scoring after each step ("exact"); the metric after each step.
+#include "attnkit/models/model.h"
 #include "attnkit/models/task_model.h"
 #include "attnkit/models/transformer_model.h"
 
@@ -34,18 +38,31 @@ class ProgressReporter;
 
 namespace attnkit::analysis {
 
-// Per layer (depth), one value per head of that layer.
+// Per row (a layer of a site, head_rows), one value per head of that layer.
 using HeadTable = std::vector<std::vector<double>>;
+
+// Which site and layer each row of a head table is: the sites' layers in site order.
+struct HeadRow {
+  int64_t site = 0;   // index into the sites
+  int64_t layer = 0;  // depth within the site's stack
+};
+std::vector<HeadRow> head_rows(const std::vector<models::AttentionSiteRef>& sites);
+// A site's rows in the tables: rows first_row .. first_row + layers - 1.
+struct SiteRows {
+  std::string name;
+  int64_t layers = 0, first_row = 0;
+};
+std::vector<SiteRows> site_rows(const std::vector<models::AttentionSiteRef>& sites);
 
 struct HeadLoss {
   at::Tensor loss;                       // scalar, differentiable
-  std::vector<at::Tensor> head_contexts; // per layer [batch, heads, n, dv] (output_head_contexts)
+  std::vector<at::Tensor> head_contexts; // per row [batch, heads, n, dv] (output_head_contexts)
   int64_t tokens = 0;                    // real tokens of the batch (the importance's divisor)
 };
 
 struct HeadTask {
-  models::TransformerModel model{nullptr};  // whose self-attention gates are set
-  int64_t batches = 0;                      // batches of the scoring data
+  std::vector<models::AttentionSiteRef> sites;  // whose gates are set (the rows of the tables)
+  int64_t batches = 0;                          // batches of the scoring data
   // Forward of scoring batch `index` with head contexts asked for.
   std::function<HeadLoss(int64_t index)> loss;
   // The metric over the evaluation data under the current gates (higher is better).
@@ -78,10 +95,14 @@ HeadTask language_model_task(models::TaskModel task_model, const at::Tensor& inp
                              const at::Tensor& attention_mask, int64_t batch_size = 32,
                              int64_t score_examples = 0);
 
-// Gates ξ: 1 = kept, 0 = masked; per layer, one per head of the model's layer now.
+// Gates ξ: 1 = kept, 0 = masked; per row, one per head of that layer now.
 using HeadMask = std::vector<std::vector<double>>;
+HeadMask full_mask(const std::vector<models::AttentionSiteRef>& sites);
+// One stack's self attention (a model with one site).
 HeadMask full_mask(const models::TransformerModelImpl& model);
 int64_t count_heads(const HeadMask& mask, double value = 1.0);
+// Sets every site's gates from `mask` (rows as head_rows); an empty mask removes them.
+void set_head_gates(const std::vector<models::AttentionSiteRef>& sites, const HeadMask& mask);
 
 struct ImportanceOptions {
   bool normalize_layers = true;  // divide each layer by its L2 norm
@@ -129,6 +150,7 @@ struct PruningStep {
   double fraction = 0;     // heads masked / all heads
   int64_t pruned = 0;      // heads masked
   double metric = 0;
+  std::vector<int64_t> pruned_by_site;  // heads masked at each site (Michel et al.'s Figure 6)
 };
 
 struct PruningProfile {
@@ -142,14 +164,20 @@ struct PruningProfile {
 PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options = {},
                                ProgressReporter* progress = nullptr);
 
-// The least important heads to prune so that about `fraction` of all heads go (keeping
-// min_heads_per_layer per layer), as {layer: [heads]} in the model's current numbering of each
-// layer. Shared blocks (ALBERT): a head is pruned only where it is chosen at every depth the
-// block serves, and the key is the block.
+// The least important heads to prune so that about `fraction` of all heads of all sites go
+// (ranked together; keeping min_heads_per_layer per layer), per site as {layer: [heads]} in the
+// model's current numbering of each layer. Shared blocks (ALBERT): a head is pruned only where it
+// is chosen at every depth the block serves, and the key is the block.
+std::vector<models::HeadIndices> heads_to_prune(const std::vector<models::AttentionSiteRef>& sites,
+                                                const HeadTable& importance, double fraction,
+                                                int64_t min_heads_per_layer = 1);
+// The same for one stack's self attention.
 models::HeadIndices heads_to_prune(const models::TransformerModelImpl& model,
                                    const HeadTable& importance, double fraction,
                                    int64_t min_heads_per_layer = 1);
-// In the unpruned numbering (what TransformerModel::prune_heads takes) from the current one.
+// In the unpruned numbering (what Model::prune_heads takes) from the current one.
+models::HeadIndices to_original_numbering(const models::AttentionSiteRef& site,
+                                          const models::HeadIndices& current);
 models::HeadIndices to_original_numbering(const models::TransformerModelImpl& model,
                                           const models::HeadIndices& current);
 
@@ -161,6 +189,9 @@ Correlation importance_correlation(const HeadTable& a, const HeadTable& b);
 
 nlohmann::json to_json(const HeadImportance& importance);
 nlohmann::json to_json(const HeadAblation& ablation);
-nlohmann::json to_json(const PruningProfile& profile);
+// Steps carry "pruned_by_site" keyed by the site names when `sites` are given.
+nlohmann::json to_json(const PruningProfile& profile, const std::vector<SiteRows>& sites = {});
+// [{"name", "layers", "first_row"}] (heads.json's "sites").
+nlohmann::json to_json(const std::vector<SiteRows>& sites);
 
 }  // namespace attnkit::analysis

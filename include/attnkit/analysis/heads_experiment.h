@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,7 @@ struct HeadsExperimentOptions {
 struct HeadsAnalysis {
   std::string model;  // what was analysed (directory)
   std::string metric_name;
+  std::vector<SiteRows> sites;            // the tables' rows per attention site
   std::optional<double> baseline_loss;    // the task's evaluation_loss, when it has one (LM)
   HeadImportance importance;
   HeadAblation ablation;                  // only the baseline without ablations
@@ -127,8 +129,10 @@ HeadTable read_heads_importance(const std::string& path, const std::string& what
 struct PruneOptions {
   std::string model, out;
   std::string format;  // "attnkit" | "huggingface"; empty: the input's
-  // Exactly one of: the heads to remove (unpruned numbering) ...
+  // Exactly one of: the heads to remove (unpruned numbering; `heads` for a model with one
+  // attention site, `heads_by_site` by site name for any model) ...
   std::optional<models::HeadIndices> heads;
+  std::optional<std::map<std::string, models::HeadIndices>> heads_by_site;
   // ... or a fraction of all heads, least important first, by the importance of a heads.json
   // (importance_file) or else scored on `data` (read by read_data); exactly one of the two.
   double fraction = -1;
@@ -142,7 +146,8 @@ struct PruneOptions {
 struct PruneResult {
   int64_t heads_before = 0, heads_after = 0;
   int64_t parameters_before = 0, parameters_after = 0;
-  models::HeadIndices pruned_heads;  // the model's config now (unpruned numbering)
+  models::HeadIndices pruned_heads;  // the model's config now (unpruned numbering), first site
+  std::map<std::string, models::HeadIndices> pruned_by_site;  // every site's
   std::string format;                // the layout written
 };
 

@@ -1,9 +1,11 @@
 #pragma once
-// The generation behind `attnkit generate`: a task model (causal-LM head: CausalLM; masked-LM
-// head only: UnilmLM, language_models.h), prompts as token ids, the strategy settings and a
-// per-token streaming callback in; the results with their scores out (generation.h). Token text
-// (prompts in, text out) stays with the caller.
+// The generation behind `attnkit generate`: a model of any shape (a task model with a causal-LM
+// head: CausalLM; with a masked-LM head only: UnilmLM; an encoder-decoder: Seq2SeqLM, the
+// prompts being its sources; language_models.h), prompts as token ids, the strategy settings and
+// a per-token streaming callback in; the results with their scores out (generation.h). Token
+// text (prompts in, text out) stays with the caller.
 #include "attnkit/decode/generation.h"
+#include "attnkit/models/model.h"
 #include "attnkit/models/task_model.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -36,19 +38,28 @@ void set_special_tokens(GenerationConfig& config, const nlohmann::json& hf_confi
 using TokenCallback = std::function<void(int64_t prompt, int64_t token)>;
 
 struct GenerationRequest {
-  models::TaskModel model{nullptr};
+  std::shared_ptr<models::Model> model;
   std::string name;  // the model's directory, for messages
   int64_t condition_class = -1;  // class id of a class-conditional causal LM (-1: none)
-  std::vector<std::vector<int64_t>> prompts;  // non-empty, ids in the model's vocabulary
+  // Non-empty, ids in the model's vocabulary (an encoder-decoder's: the sources, in its
+  // encoder's vocabulary; the decoder starts from decoder_start_token_id).
+  std::vector<std::vector<int64_t>> prompts;
+  int64_t decoder_start_token_id = -1;  // encoder-decoder; -1: the decoder's pad_token_id
   GenerationConfig config;                    // its on_token is replaced by on_token
   TokenCallback on_token;
 };
 
-// The language model for `model`. Throws attnkit::Error when it has neither LM head, or for a
-// condition class with UniLM.
+// The language model for a task model. Throws attnkit::Error when it has neither LM head, or for
+// a condition class with UniLM.
 std::unique_ptr<LanguageModel> language_model(const models::TaskModel& model,
                                               const std::string& name,
                                               int64_t condition_class = -1);
+// The end-of-sequence token name of a model of any shape ("[SEP]" for UniLM, else
+// "<|endoftext|>"; an encoder-decoder: "</s>").
+const char* default_end_token(const models::Model& model);
+// Whether prompts are encoded with the tokenizer's special tokens: UniLM prompts and an
+// encoder-decoder's sources are.
+bool prompts_take_special_tokens(const models::Model& model);
 
 // Checks the prompts (attnkit::Error "generate: ..." for an empty prompt or an id outside
 // [0, vocab)), then generates in eval mode without gradients: one result list per prompt.

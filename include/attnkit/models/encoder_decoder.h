@@ -3,6 +3,7 @@
 // blocks add cross attention over the encoder output, plus an LM head over the target vocabulary.
 // Self and cross attention take any AttentionSpec (softmax, linear, cosFormer, ...), so e.g. a
 // cosFormer decoder with cosFormer cross attention (L != S) is one config away.
+#include "attnkit/models/model.h"
 #include "attnkit/models/transformer_model.h"
 
 #include <torch/nn/module.h>
@@ -32,9 +33,18 @@ struct EncoderDecoderConfig {
 void to_json(nlohmann::json& j, const EncoderDecoderConfig& config);
 void from_json(const nlohmann::json& j, EncoderDecoderConfig& config);
 
-class EncoderDecoderModelImpl : public torch::nn::Module {
+// A models::Model with three attention sites: "encoder.self", "decoder.self", "decoder.cross".
+class EncoderDecoderModelImpl : public torch::nn::Module, public Model {
  public:
   explicit EncoderDecoderModelImpl(const EncoderDecoderConfig& config);
+
+  // models::Model
+  ModelShape shape() const override { return ModelShape::EncoderDecoder; }
+  torch::nn::Module& module() override { return *this; }
+  const torch::nn::Module& module() const override { return *this; }
+  std::vector<AttentionSiteRef> attention_sites() const override;
+  void prune_heads(const std::string& site, const HeadIndices& heads) override;
+  nlohmann::json config_description() const override;
 
   // Encoder output [batch, S, hidden]; source_mask [batch, S] (nonzero = real token).
   at::Tensor encode(const at::Tensor& source_ids,

@@ -14,6 +14,7 @@
 // UniLM seq2seq is a BERT with the masked-LM head used as a next-token predictor under the
 // UniLM mask (see unilm_batch); a conditional LM is a GPT-2-style model with condition_size > 0.
 #include "attnkit/layers/feed_forward.h"
+#include "attnkit/models/model.h"
 #include "attnkit/models/transformer_model.h"
 
 #include <torch/nn/module.h>
@@ -87,10 +88,20 @@ class MaskedLMHeadImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MaskedLMHead);
 
-class TaskModelImpl : public torch::nn::Module {
+// An encoder-only (bidirectional attention) or decoder-only (causal) models::Model: one stack,
+// one attention site ("encoder.self" or "decoder.self").
+class TaskModelImpl : public torch::nn::Module, public Model {
  public:
   TaskModelImpl(const TransformerConfig& config, const HeadsConfig& heads);
   TaskOutput forward(const TaskInputs& inputs);
+
+  // models::Model
+  ModelShape shape() const override;
+  torch::nn::Module& module() override { return *this; }
+  const torch::nn::Module& module() const override { return *this; }
+  std::vector<AttentionSiteRef> attention_sites() const override;
+  void prune_heads(const std::string& site, const HeadIndices& heads) override;
+  nlohmann::json config_description() const override;
 
   const TransformerConfig& config() const { return transformer->config(); }
   const HeadsConfig& heads() const { return heads_; }

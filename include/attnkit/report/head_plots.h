@@ -14,10 +14,16 @@
 
 namespace attnkit::report {
 
-// Self-contained SVG: one cell per head (rows = layers, top = layer 0), shaded from white (the
-// table's minimum) to dark blue (its maximum), value printed in each cell; layers may have
-// different head counts (pruned models). Throws attnkit::Error for an empty table.
-std::string head_heatmap_svg(const analysis::HeadTable& values, const std::string& title);
+// Row labels of head tables: "L{layer}" for a model with one attention site, "{site} L{layer}"
+// with several (analysis::SiteRows; rows beyond the sites' are labelled "L{row}").
+std::vector<std::string> head_row_labels(const std::vector<analysis::SiteRows>& sites, size_t rows);
+
+// Self-contained SVG: one cell per head (rows = layers of each site, top = the first site's
+// layer 0), shaded from white (the table's minimum) to dark blue (its maximum), value printed in
+// each cell; layers may have different head counts (pruned models). Throws attnkit::Error for an
+// empty table.
+std::string head_heatmap_svg(const analysis::HeadTable& values, const std::string& title,
+                             const std::vector<analysis::SiteRows>& sites = {});
 
 // Metric against the fraction of heads pruned, one series per profile (named by its order).
 LinePlot pruning_profile_plot(const std::vector<analysis::PruningProfile>& profiles,
@@ -40,7 +46,8 @@ Section heads_section(const analysis::HeadsAnalysis& analysis, int order = 60);
 std::vector<std::string> write_heads_outputs(const analysis::HeadsExperiment& experiment,
                                              const std::string& directory);
 
-// A table as text cells: "L{layer}" rows, one column per head (blank where a layer has fewer).
-Table head_table(const analysis::HeadTable& values, const std::string& caption, int precision = 3);
+// A table as text cells: head_row_labels rows, one column per head (blank where a layer has fewer).
+Table head_table(const analysis::HeadTable& values, const std::string& caption, int precision = 3,
+                 const std::vector<analysis::SiteRows>& sites = {});
 
 }  // namespace attnkit::report

@@ -13,6 +13,8 @@
 //                             (F64); metadata: format, step, accumulation, world_size, best_step,
 //                             next_micro_batch (the data position, = step · accumulation)
 //                             (with data parallelism also "rng.cpu.<rank>" for ranks > 0)
+//       tokenizer.json        the run's tokenizer, when the task has one (so the checkpoint is a
+//                             model directory that generate and analyze read with its tokenizer)
 //   RUN/checkpoints/best/            the same files for the best evaluation so far
 //   RUN/checkpoints/.tmp-*           a checkpoint being written (or left by a crash)
 // Writing: the files go into a fresh ".tmp-" directory (each written atomically and fsynced), the
@@ -68,6 +70,9 @@ struct TrainingCheckpoint {
   std::map<std::string, std::string> model_metadata;
   std::string optimizer_state;  // save_optimizer_state()
   io::NamedTensors extra_tensors;  // more tensors of trainer.safetensors (other ranks' RNG states)
+  // More files of the directory, name -> content (the run's tokenizer.json); written, not read
+  // back by load_checkpoint.
+  std::map<std::string, std::string> files;
 };
 
 // Writes `checkpoint` to `directory` (atomically, see above).

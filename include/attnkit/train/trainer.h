@@ -27,6 +27,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include "attnkit/models/model.h"
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +53,18 @@ class TrainingTask {
   virtual bool higher_is_better() const = 0;
   // Saved as safetensors metadata of the model file (e.g. the model config JSON).
   virtual std::map<std::string, std::string> checkpoint_metadata() const { return {}; }
+  // The model being trained, when the task trains a models::Model (every task of make_task):
+  // what eval, export and the run-directory loaders see.
+  virtual std::shared_ptr<models::Model> trained_model() const { return nullptr; }
+  // Files written into every checkpoint directory beside the model (name -> content), e.g. the
+  // run's tokenizer.json, so a checkpoint is a model directory with its tokenizer.
+  const std::map<std::string, std::string>& checkpoint_files() const { return checkpoint_files_; }
+  void add_checkpoint_file(const std::string& name, std::string content) {
+    checkpoint_files_[name] = std::move(content);
+  }
+
+ private:
+  std::map<std::string, std::string> checkpoint_files_;
 };
 
 class DataParallel;

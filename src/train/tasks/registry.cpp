@@ -5,6 +5,7 @@
 #include "task_common.h"
 
 #include "attnkit/error.h"
+#include "attnkit/text/tokenizer_json.h"
 #include "attnkit/train/tasks.h"
 
 #include <fmt/format.h>
@@ -78,7 +79,12 @@ std::unique_ptr<TrainingTask> make_task(const RunConfig& config) {
     throw Error(fmt::format("task.eval_split = test needs test files ({}); task '{}' has none", with_tests,
                             name));
   }
-  return task->make(config);
+  auto made = task->make(config);
+  // Checkpoints carry the tokenizer of a task that reads text through one, so a run directory
+  // is a model with its tokenizer.
+  if (task->tokenizer)
+    made->add_checkpoint_file("tokenizer.json", text::tokenizer_to_json_string(detail::task_tokenizer(config)));
+  return made;
 }
 
 }  // namespace attnkit::train

@@ -85,8 +85,9 @@ class ModelTask : public TrainingTask {
       : model_(std::move(model)), batch_size_(config.task.batch_size) {}
   torch::nn::Module& module() override { return *model_; }
   std::map<std::string, std::string> checkpoint_metadata() const override {
-    return io::attnkit_metadata(model_);
+    return io::attnkit_metadata(*model_);
   }
+  std::shared_ptr<models::Model> trained_model() const override { return model_.ptr(); }
   models::TaskModel model() const { return model_; }
 
  protected:

@@ -1,0 +1,149 @@
+// models::Model (model.h): the interface's shared code, and the two implementations' site lists
+// and descriptions (TaskModel: one site; EncoderDecoderModel: three).
+#include "attnkit/models/model_factory.h"
+
+#include "attnkit/error.h"
+#include "attnkit/models/encoder_decoder.h"
+#include "attnkit/models/task_model.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace attnkit::models {
+
+const char* to_string(ModelShape shape) {
+  switch (shape) {
+    case ModelShape::EncoderOnly: return "encoder-only";
+    case ModelShape::DecoderOnly: return "decoder-only";
+    case ModelShape::EncoderDecoder: return "encoder-decoder";
+  }
+  return "?";
+}
+
+// ---- sites ------------------------------------------------------------------------------------
+
+int64_t AttentionSiteRef::layers() const { return stack->config().layers; }
+
+std::vector<int64_t> AttentionSiteRef::heads_per_layer() const {
+  return stack->heads_per_layer(attention);
+}
+
+void AttentionSiteRef::set_head_gates(const std::vector<at::Tensor>& gates) const {
+  stack.ptr()->set_head_gates(gates, attention);
+}
+
+layers::MultiHeadAttention AttentionSiteRef::layer(int64_t layer) const {
+  return stack->attention(layer, attention);
+}
+
+AttentionSiteRef Model::attention_site(const std::string& name) const {
+  std::string names;
+  for (auto& site : attention_sites()) {
+    if (site.name == name) return site;
+    names += (names.empty() ? "" : ", ") + site.name;
+  }
+  throw Error(fmt::format("attention site '{}' is not one of this {} model's sites ({})",
+                          one_line(name), to_string(shape()), names));
+}
+
+void Model::clear_head_gates() const {
+  for (const auto& site : attention_sites()) site.set_head_gates({});
+}
+
+int64_t Model::head_count() const {
+  int64_t total = 0;
+  for (const auto& site : attention_sites())
+    for (int64_t heads : site.heads_per_layer()) total += heads;
+  return total;
+}
+
+TaskModelImpl& Model::task_model(const std::string& what) {
+  auto* task = dynamic_cast<TaskModelImpl*>(this);
+  if (!task)
+    throw Error(fmt::format("{} needs an encoder-only or decoder-only model (BERT, ALBERT, GPT-2 "
+                            "shapes); this is an {} model",
+                            what, to_string(shape())));
+  return *task;
+}
+
+EncoderDecoderModelImpl& Model::encoder_decoder(const std::string& what) {
+  auto* model = dynamic_cast<EncoderDecoderModelImpl*>(this);
+  if (!model)
+    throw Error(fmt::format("{} needs an encoder-decoder model; this is a {} model", what,
+                            to_string(shape())));
+  return *model;
+}
+
+// ---- task models: one stack, one site ---------------------------------------------------------
+
+ModelShape TaskModelImpl::shape() const {
+  return config().attention.causal ? ModelShape::DecoderOnly : ModelShape::EncoderOnly;
+}
+
+std::vector<AttentionSiteRef> TaskModelImpl::attention_sites() const {
+  const bool decoder = shape() == ModelShape::DecoderOnly;
+  return {{decoder ? "decoder.self" : "encoder.self", transformer, AttentionSite::Self}};
+}
+
+void TaskModelImpl::prune_heads(const std::string& site, const HeadIndices& heads) {
+  const auto ref = attention_site(site);
+  ref.stack.ptr()->prune_heads(heads, ref.attention);
+}
+
+nlohmann::json TaskModelImpl::config_description() const {
+  return nlohmann::json{{"model", config()}, {"heads", heads()}};
+}
+
+// ---- the encoder-decoder: two stacks, three sites ---------------------------------------------
+
+std::vector<AttentionSiteRef> EncoderDecoderModelImpl::attention_sites() const {
+  return {{"encoder.self", encoder, AttentionSite::Self},
+          {"decoder.self", decoder, AttentionSite::Self},
+          {"decoder.cross", decoder, AttentionSite::Cross}};
+}
+
+void EncoderDecoderModelImpl::prune_heads(const std::string& site, const HeadIndices& heads) {
+  const auto ref = attention_site(site);
+  ref.stack.ptr()->prune_heads(heads, ref.attention);
+  config_.encoder = encoder->config();
+  config_.decoder = decoder->config();
+}
+
+nlohmann::json EncoderDecoderModelImpl::config_description() const {
+  return nlohmann::json{{"architecture", "encoder-decoder"}, {"encoder_decoder", config_}};
+}
+
+// ---- descriptions -----------------------------------------------------------------------------
+
+std::shared_ptr<Model> make_model(const nlohmann::json& description, const std::string& where,
+                                  const DescriptionCheck& check) {
+  if (!description.is_object()) throw Error(fmt::format("{}: expected a JSON object", where));
+  try {
+    auto architecture = description.find("architecture");
+    if (architecture != description.end()) {
+      if (!architecture->is_string() || architecture->get<std::string>() != "encoder-decoder")
+        throw Error(fmt::format("'architecture' {} is not supported (this build knows "
+                                "\"encoder-decoder\"; task models have no 'architecture')",
+                                one_line(architecture->dump())));
+      if (!description.contains("encoder_decoder")) throw Error("missing 'encoder_decoder'");
+      if (description.contains("model") || description.contains("heads"))
+        throw Error("an encoder-decoder description has no 'model' or 'heads'");
+      const auto config = description.at("encoder_decoder").get<EncoderDecoderConfig>();
+      config.validate();
+      if (check) check({{config.encoder, {}}, {config.decoder, {}}});
+      return EncoderDecoderModel(config).ptr();
+    }
+    if (!description.contains("model")) throw Error("missing 'model'");
+    const auto config = description.at("model").get<TransformerConfig>();
+    const auto heads =
+        description.contains("heads") ? description.at("heads").get<HeadsConfig>() : HeadsConfig{};
+    if (check) check({{config, heads}});
+    return TaskModel(config, heads).ptr();
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", where, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: {}", where, one_line(e.what())));
+  }
+}
+
+}  // namespace attnkit::models
