@@ -9,15 +9,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <iterator>
+
 namespace attnkit::models {
 
 const char* to_string(ModelShape shape) {
-  switch (shape) {
-    case ModelShape::EncoderOnly: return "encoder-only";
-    case ModelShape::DecoderOnly: return "decoder-only";
-    case ModelShape::EncoderDecoder: return "encoder-decoder";
-  }
-  return "?";
+  // In the enum's order.
+  static constexpr const char* kNames[] = {"encoder-only", "decoder-only", "encoder-decoder"};
+  const auto index = static_cast<size_t>(shape);
+  return index < std::size(kNames) ? kNames[index] : "?";
 }
 
 // ---- sites ------------------------------------------------------------------------------------
