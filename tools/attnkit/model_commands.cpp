@@ -43,7 +43,7 @@ int run_encode(const EncodeOptions& o, const GlobalOptions& global) {
   const auto& c = loaded.config;
   if (in.input_ids.min().item<int64_t>() < 0 || in.input_ids.max().item<int64_t>() >= c.vocab_size)
     throw Error(fmt::format("--ids: ids must lie in [0, {}) for this model", c.vocab_size));
-  if (n > c.max_positions && c.positions == "learned")
+  if (n > c.max_positions && c.positions == layers::PositionEncoding::Learned)
     throw Error(fmt::format("--ids: {} tokens exceed the model's {} positions", n, c.max_positions));
   if (!o.token_type_ids.empty()) {
     if (c.type_vocab_size == 0) throw Error("--token-type-ids: this model has no token types");
@@ -85,7 +85,7 @@ int run_encode(const EncodeOptions& o, const GlobalOptions& global) {
   if (out.base.pooled.defined()) tensors.emplace_back("pooler_output", out.base.pooled);
   if (out.masked_lm_logits.defined()) tensors.emplace_back("mlm_logits", out.masked_lm_logits);
   if (out.next_sentence_logits.defined())
-    tensors.emplace_back(c.family == "albert" ? "sop_logits" : "seq_relationship_logits",
+    tensors.emplace_back(c.family == models::ModelFamily::Albert ? "sop_logits" : "seq_relationship_logits",
                          out.next_sentence_logits);
   if (out.causal_lm_logits.defined()) tensors.emplace_back("logits", out.causal_lm_logits);
   if (out.sequence_logits.defined()) tensors.emplace_back("sequence_logits", out.sequence_logits);
