@@ -185,7 +185,7 @@ nlohmann::json to_json(const PathDistribution& d) {
 nlohmann::json to_json(const CollapseExperiment& e) {
   nlohmann::json j;
   j["analysis"] = "rank collapse (Dong, Cordonnier, Loukas 2021)";
-  j["model"] = {{"source", e.model_source}, {"family", e.family}, {"dtype", e.dtype}};
+  j["model"] = {{"source", e.model_source}, {"family", models::model_family_name(e.family)}, {"dtype", e.dtype}};
   j["inputs"] = {{"source", e.input_source}, {"samples", e.samples}, {"seq_len", e.seq_len}};
   j["residual"] = "res(X) = X - 1 x^T with x the mean token (exact minimiser for Frobenius, an "
                   "upper bound of the minimum for the composite norm sqrt(||.||_1 ||.||_inf))";

@@ -26,7 +26,7 @@ inline double stored_parameters_estimate(const models::TransformerConfig& c, con
   const double value_width =
       c.attention.value_size > 0 ? heads * static_cast<double>(c.attention.value_size) : hidden;
   double total = static_cast<double>(c.vocab_size) * static_cast<double>(c.effective_embedding_size());
-  if (c.positions == "learned") total += static_cast<double>(c.max_positions) * hidden;
+  if (c.positions == layers::PositionEncoding::Learned) total += static_cast<double>(c.max_positions) * hidden;
   total += blocks * (2 * hidden * value_width + 2 * hidden * static_cast<double>(c.intermediate));
   total += hidden * static_cast<double>(std::max<int64_t>(h.next_sentence, 0) + std::max<int64_t>(h.sequence_labels, 0) +
                                         std::max<int64_t>(h.token_labels, 0) + std::max<int64_t>(h.condition_classes, 0));

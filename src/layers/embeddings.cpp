@@ -12,7 +12,8 @@ PositionEncoding parse_position_encoding(const std::string& name) {
   if (name == "learned" || name == "absolute") return PositionEncoding::Learned;
   if (name == "sinusoidal") return PositionEncoding::Sinusoidal;
   if (name == "none") return PositionEncoding::None;
-  throw Error(fmt::format("unknown position encoding '{}' (known: learned, sinusoidal, none)", name));
+  throw Error(fmt::format("unknown position encoding '{}' (known: learned, sinusoidal, none)",
+                          one_line(name)));
 }
 
 const char* position_encoding_name(PositionEncoding encoding) {

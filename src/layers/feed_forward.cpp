@@ -13,7 +13,8 @@ Activation parse_activation(const std::string& name) {
   if (name == "gelu_new" || name == "gelu_tanh" || name == "gelu_pytorch_tanh")
     return Activation::GeluTanh;
   if (name == "relu") return Activation::Relu;
-  throw Error(fmt::format("unknown activation '{}' (known: gelu, gelu_new, gelu_tanh, relu)", name));
+  throw Error(fmt::format("unknown activation '{}' (known: gelu, gelu_new, gelu_tanh, "
+                          "gelu_pytorch_tanh, relu)", one_line(name)));
 }
 
 const char* activation_name(Activation activation) {

@@ -33,9 +33,9 @@ EncoderDecoderConfig EncoderDecoderConfig::transformer(int64_t source_vocab, int
                                                        const layers::AttentionSpec& cross_attention) {
   auto stack = [&](int64_t vocab) {
     TransformerConfig c = TransformerConfig::bert(vocab, hidden, layers, heads, intermediate);
-    c.family = "custom";
-    c.positions = "sinusoidal";
-    c.activation = "relu";
+    c.family = ModelFamily::Custom;
+    c.positions = layers::PositionEncoding::Sinusoidal;
+    c.activation = layers::Activation::Relu;
     c.type_vocab_size = 0;
     c.pooler = false;
     c.embedding_layer_norm = false;

@@ -115,7 +115,7 @@ TaskModelImpl::TaskModelImpl(const TransformerConfig& config, const HeadsConfig&
   if (heads.masked_lm) {
     masked_lm = register_module(
         "masked_lm", MaskedLMHead(c.hidden, c.effective_embedding_size(), c.vocab_size,
-                                  layers::parse_activation(c.activation), c.layer_norm_eps,
+                                  c.activation, c.layer_norm_eps,
                                   heads.tie_lm));
     masked_lm->dense->weight.normal_(0.0, std);
     masked_lm->dense->bias.zero_();

@@ -22,10 +22,40 @@ void require_positive(const char* name, int64_t value) {
   if (value <= 0) throw Error(fmt::format("config: {} must be positive (got {})", name, value));
 }
 
+// Reads json[key] as a name and parses it into an enum; an unknown name is an error naming the key.
+template <typename Enum, typename Parse, typename Name>
+void read_name(StrictReader& r, const char* key, Enum& value, Parse parse, Name name) {
+  std::string text = name(value);
+  r.read(key, text);
+  try {
+    value = parse(text);
+  } catch (const Error& e) {
+    throw Error(fmt::format("config: {}: {}", key, e.what()));
+  }
+}
+
 }  // namespace
 
+const char* model_family_name(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::Bert: return "bert";
+    case ModelFamily::Albert: return "albert";
+    case ModelFamily::Gpt2: return "gpt2";
+    case ModelFamily::Custom: return "custom";
+  }
+  return "?";
+}
+
+ModelFamily parse_model_family(std::string_view name) {
+  for (ModelFamily family :
+       {ModelFamily::Bert, ModelFamily::Albert, ModelFamily::Gpt2, ModelFamily::Custom})
+    if (name == model_family_name(family)) return family;
+  throw Error(fmt::format("unknown model family '{}' (known: bert, albert, gpt2, custom)",
+                          one_line(name)));
+}
+
 void to_json(json& j, const TransformerConfig& c) {
-  j = json{{"family", c.family},
+  j = json{{"family", model_family_name(c.family)},
            {"vocab_size", c.vocab_size},
            {"hidden", c.hidden},
            {"layers", c.layers},
@@ -34,8 +64,8 @@ void to_json(json& j, const TransformerConfig& c) {
            {"embedding_size", c.embedding_size},
            {"max_positions", c.max_positions},
            {"type_vocab_size", c.type_vocab_size},
-           {"positions", c.positions},
-           {"activation", c.activation},
+           {"positions", layers::position_encoding_name(c.positions)},
+           {"activation", layers::activation_name(c.activation)},
            {"norm_first", c.norm_first},
            {"layer_norm_eps", c.layer_norm_eps},
            {"embedding_layer_norm", c.embedding_layer_norm},
@@ -93,7 +123,7 @@ HeadIndices head_indices_from_json(const json& j, const std::string& what) {
 
 void from_json(const json& j, TransformerConfig& c) {
   StrictReader r(j, "config");
-  r.read("family", c.family);
+  read_name(r, "family", c.family, parse_model_family, model_family_name);
   r.read("vocab_size", c.vocab_size);
   r.read("hidden", c.hidden);
   r.read("layers", c.layers);
@@ -102,8 +132,9 @@ void from_json(const json& j, TransformerConfig& c) {
   r.read("embedding_size", c.embedding_size);
   r.read("max_positions", c.max_positions);
   r.read("type_vocab_size", c.type_vocab_size);
-  r.read("positions", c.positions);
-  r.read("activation", c.activation);
+  read_name(r, "positions", c.positions, layers::parse_position_encoding,
+            layers::position_encoding_name);
+  read_name(r, "activation", c.activation, layers::parse_activation, layers::activation_name);
   r.read("norm_first", c.norm_first);
   r.read("layer_norm_eps", c.layer_norm_eps);
   r.read("embedding_layer_norm", c.embedding_layer_norm);
@@ -149,8 +180,6 @@ void TransformerConfig::validate() const {
   if (layer_norm_eps <= 0) throw Error("config: layer_norm_eps must be positive");
   if (pad_token_id < 0 || pad_token_id >= vocab_size)
     throw Error(fmt::format("config: pad_token_id {} outside the vocabulary", pad_token_id));
-  layers::parse_activation(activation);
-  layers::parse_position_encoding(positions);
   const int64_t blocks = share_layers ? layer_groups : layers;
   for (const auto* pruned : {&pruned_heads, &pruned_cross_heads}) {
     const char* name = pruned == &pruned_heads ? "pruned_heads" : "pruned_cross_heads";
@@ -170,7 +199,7 @@ void TransformerConfig::validate() const {
 TransformerConfig TransformerConfig::bert(int64_t vocab_size, int64_t hidden, int64_t layers,
                                           int64_t heads, int64_t intermediate) {
   TransformerConfig c;
-  c.family = "bert";
+  c.family = ModelFamily::Bert;
   c.vocab_size = vocab_size;
   c.hidden = hidden;
   c.layers = layers;
@@ -183,9 +212,9 @@ TransformerConfig TransformerConfig::albert(int64_t vocab_size, int64_t embeddin
                                             int64_t hidden, int64_t layers, int64_t heads,
                                             int64_t intermediate) {
   TransformerConfig c = bert(vocab_size, hidden, layers, heads, intermediate);
-  c.family = "albert";
+  c.family = ModelFamily::Albert;
   c.embedding_size = embedding_size;
-  c.activation = "gelu_new";
+  c.activation = layers::Activation::GeluTanh;
   c.share_layers = true;
   c.dropout = 0.0;
   return c;
@@ -194,7 +223,7 @@ TransformerConfig TransformerConfig::albert(int64_t vocab_size, int64_t embeddin
 TransformerConfig TransformerConfig::gpt2(int64_t vocab_size, int64_t hidden, int64_t layers,
                                           int64_t heads) {
   TransformerConfig c;
-  c.family = "gpt2";
+  c.family = ModelFamily::Gpt2;
   c.vocab_size = vocab_size;
   c.hidden = hidden;
   c.layers = layers;
@@ -202,7 +231,7 @@ TransformerConfig TransformerConfig::gpt2(int64_t vocab_size, int64_t hidden, in
   c.intermediate = 4 * hidden;
   c.max_positions = 1024;
   c.type_vocab_size = 0;
-  c.activation = "gelu_new";
+  c.activation = layers::Activation::GeluTanh;
   c.norm_first = true;
   c.layer_norm_eps = 1e-5;
   c.embedding_layer_norm = false;

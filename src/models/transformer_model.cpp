@@ -13,7 +13,7 @@ using layers::TransformerBlock;
 layers::TransformerBlockOptions TransformerModelImpl::block_options() const {
   const auto& c = config_;
   return layers::TransformerBlockOptions(c.hidden, c.heads, c.intermediate)
-      .activation(layers::parse_activation(c.activation))
+      .activation(c.activation)
       .norm_first(c.norm_first)
       .layer_norm_eps(c.layer_norm_eps)
       .attention(c.attention)
@@ -33,7 +33,7 @@ TransformerModelImpl::TransformerModelImpl(const TransformerConfig& config) : co
       layers::Embeddings(layers::EmbeddingsOptions(c.vocab_size, c.effective_embedding_size())
                              .hidden(c.hidden)
                              .max_positions(c.max_positions)
-                             .positions(layers::parse_position_encoding(c.positions))
+                             .positions(c.positions)
                              .type_vocab_size(c.type_vocab_size)
                              .layer_norm(c.embedding_layer_norm)
                              .layer_norm_eps(c.layer_norm_eps)

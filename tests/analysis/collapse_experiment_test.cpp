@@ -50,7 +50,7 @@ TEST(CollapseExperiment, OneMergedResultPerKind) {
   EXPECT_FALSE(e.results[1].bound.available);
   EXPECT_EQ(e.model_source, "random bert stack, init std 0.02, 2 seeds from 3");
   EXPECT_EQ(e.input_source, "random token ids in [0, 20), seed 1004");  // the last model's
-  EXPECT_EQ(e.family, "bert");
+  EXPECT_EQ(e.family, attnkit::models::ModelFamily::Bert);
   EXPECT_EQ(e.dtype, "float64");
   EXPECT_EQ(e.paths.layers, 2);
   EXPECT_EQ(e.paths.heads, 2);
@@ -150,7 +150,7 @@ TEST(RandomStackConfig, JsonFilesAndErrors) {
   attnkit::models::to_json(j, TransformerConfig::gpt2(30, 16, 5, 2));
   const auto file = attnkit::testing::write_bytes(dir / "config.json", j.dump());
   const TransformerConfig c = random_stack_config(file, {2, 0, 0, 0, 0}, 8);
-  EXPECT_EQ(c.family, "gpt2");
+  EXPECT_EQ(c.family, attnkit::models::ModelFamily::Gpt2);
   EXPECT_EQ(c.layers, 2);  // given
   EXPECT_EQ(c.hidden, 16);  // from the file
   EXPECT_EQ(c.dropout, 0.0);

@@ -254,7 +254,7 @@ TEST(Seq2Seq, EncoderDecoderTrainedOnReversalDecodesIt) {
     // left some seeds at loss 1.55 after 1500 steps.
     stack->norm_first = true;
     stack->final_layer_norm = true;
-    stack->positions = "learned";
+    stack->positions = layers::PositionEncoding::Learned;
     stack->max_positions = 16;
   }
   EncoderDecoderModel model(config);

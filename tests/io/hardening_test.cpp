@@ -2,6 +2,7 @@
 // crashed, escaped as a non-attnkit exception or allocated what a header claimed; now each is one
 // attnkit::Error line naming the file.
 #include "attnkit/error.h"
+#include "attnkit/io/huggingface.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/io/safetensors.h"
 #include "attnkit/models/task_model.h"
@@ -13,6 +14,7 @@
 
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -86,6 +88,48 @@ TEST(Hardening, HuggingFaceConfigErrorsNameTheFile) {
            {R"({"model_type": "t5"})", "model_type 't5' is not supported"}}) {
     const std::string config = write_bytes(dir / "config.json", text);
     expect_one_line_naming(error_of([&] { io::load_model(dir.string()); }), config, part);
+  }
+}
+
+// A model_type with a JSON newline escape ("al\nbert") made a refusal of two lines: user strings
+// in config.json errors are quoted on one line, and an unknown model_type is never read with
+// another family's rules (fuzz/regressions/hf_config/model_type_with_newline_escape).
+TEST(Hardening, HuggingFaceConfigQuotesUserStringsOnOneLine) {
+  const std::string text = testing::read_bytes(fs::path(ATTNKIT_SOURCE_DIR) / "fuzz" / "regressions" /
+                                               "hf_config" / "model_type_with_newline_escape");
+  const auto config = nlohmann::json::parse(text);
+  ASSERT_EQ(config["model_type"], "al\nbert");
+  const std::string message = error_of([&] { io::config_from_huggingface(config); });
+  EXPECT_EQ(message, "config.json: model_type 'al\\nbert' is not supported (attnkit reads bert, "
+                     "albert, gpt2)");
+  const auto dir = scratch_directory("io") / "newline";
+  fs::create_directories(dir);
+  write_bytes(dir / "model.safetensors", safetensors_bytes("{}"));
+  const std::string path = write_bytes(dir / "config.json", text);
+  expect_one_line_naming(error_of([&] { io::load_model(dir.string()); }), path,
+                         "model_type 'al\\nbert' is not supported (attnkit reads bert, albert, gpt2)");
+  // The other strings a refusal quotes.
+  nlohmann::json bert = {{"model_type", "bert"}, {"vocab_size", 10}, {"hidden_size", 4},
+                         {"num_hidden_layers", 1}, {"num_attention_heads", 1}, {"intermediate_size", 8}};
+  for (const auto& [key, value, part] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"position_embedding_type", "rel\nkey", "position_embedding_type 'rel\\nkey' is not supported"},
+           {"hidden_act", "gelu\nfast", "hidden_act 'gelu\\nfast' is not supported"},
+           {"hidden_act", "quick_gelu", "hidden_act 'quick_gelu' is not supported"}}) {
+    nlohmann::json bad = bert;
+    bad[key] = value;
+    const std::string bad_message = error_of([&] { io::config_from_huggingface(bad); });
+    EXPECT_NE(bad_message.find(part), std::string::npos) << bad_message;
+    EXPECT_EQ(bad_message.find('\n'), std::string::npos) << bad_message;
+  }
+  nlohmann::json gpt2 = {{"model_type", "gpt2"}, {"vocab_size", 10}, {"n_embd", 4}, {"n_layer", 1},
+                         {"n_head", 1}, {"activation_function", "gelu_fast"}};
+  EXPECT_EQ(error_of([&] { io::config_from_huggingface(gpt2); }),
+            "config.json: activation_function 'gelu_fast' is not supported (attnkit knows gelu, "
+            "gelu_new, gelu_tanh, gelu_pytorch_tanh, relu)");
+  // Every activation name attnkit knew is still read.
+  for (const char* name : {"gelu", "gelu_new", "gelu_tanh", "gelu_pytorch_tanh", "relu"}) {
+    gpt2["activation_function"] = name;
+    EXPECT_EQ(error_of([&] { io::config_from_huggingface(gpt2); }), "") << name;
   }
 }
 

@@ -5,6 +5,7 @@
 #include "support/test_files.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 namespace {
@@ -17,7 +18,7 @@ TEST(Presets, NamesAndDefaults) {
   EXPECT_TRUE(is_preset("gpt2"));
   EXPECT_FALSE(is_preset("GPT2"));
   const TransformerConfig c = preset("bert");
-  EXPECT_EQ(c.family, "bert");
+  EXPECT_EQ(c.family, ModelFamily::Bert);
   EXPECT_EQ(c.vocab_size, 1000);
   EXPECT_EQ(c.hidden, 64);
   EXPECT_EQ(c.layers, 12);
@@ -31,7 +32,7 @@ TEST(Presets, NamesAndDefaults) {
 TEST(Presets, FamiliesKeepTheirConventionsAtTheGivenSizes) {
   const PresetSizes sizes{50, 16, 3, 2, 40, 0};
   const TransformerConfig gpt2 = preset("gpt2", sizes);
-  EXPECT_EQ(gpt2.family, "gpt2");
+  EXPECT_EQ(gpt2.family, ModelFamily::Gpt2);
   EXPECT_EQ(gpt2.intermediate, 40);
   EXPECT_TRUE(gpt2.norm_first);
   EXPECT_TRUE(gpt2.final_layer_norm);
@@ -40,7 +41,7 @@ TEST(Presets, FamiliesKeepTheirConventionsAtTheGivenSizes) {
   const TransformerConfig albert = preset("albert", sizes);
   EXPECT_TRUE(albert.share_layers);
   EXPECT_EQ(albert.embedding_size, 16);  // E = H unless given
-  EXPECT_EQ(albert.activation, "gelu_new");
+  EXPECT_EQ(albert.activation, attnkit::layers::Activation::GeluTanh);
   const TransformerConfig factorised = preset("albert", {50, 16, 3, 2, 0, 8});
   EXPECT_EQ(factorised.embedding_size, 8);
   EXPECT_EQ(factorised.intermediate, 64);
@@ -64,6 +65,52 @@ TEST(Presets, BuildModelsOfTheirSize) {
 
 TEST(Presets, UnknownNameListsThePresets) {
   EXPECT_EQ(error_of([] { preset("bart"); }), "unknown model preset 'bart' (presets: bert, albert, gpt2)");
+}
+
+// family, positions and activation are enums written under the names checkpoints have always
+// held; an unknown name is a one-line error naming the key.
+TEST(ConfigJson, EnumsAreWrittenAndReadByName) {
+  using attnkit::layers::Activation;
+  using attnkit::layers::PositionEncoding;
+  for (const auto& name : preset_names()) {
+    const TransformerConfig c = preset(name);
+    nlohmann::json j;
+    to_json(j, c);
+    EXPECT_EQ(j["family"], name);
+    EXPECT_EQ(j["positions"], "learned");
+    EXPECT_EQ(j["activation"], name == "bert" ? "gelu" : "gelu_new");
+    TransformerConfig back;
+    from_json(j, back);
+    EXPECT_EQ(back.family, c.family);
+    EXPECT_EQ(back.activation, c.activation);
+  }
+  for (const ModelFamily family :
+       {ModelFamily::Bert, ModelFamily::Albert, ModelFamily::Gpt2, ModelFamily::Custom})
+    EXPECT_EQ(parse_model_family(model_family_name(family)), family);
+  TransformerConfig c;
+  c.family = ModelFamily::Custom;
+  c.positions = PositionEncoding::Sinusoidal;
+  c.activation = Activation::Relu;
+  nlohmann::json j;
+  to_json(j, c);
+  EXPECT_EQ(j["family"], "custom");
+  EXPECT_EQ(j["positions"], "sinusoidal");
+  EXPECT_EQ(j["activation"], "relu");
+  // Hugging Face's spelling of learned positions is read too.
+  j["positions"] = "absolute";
+  TransformerConfig absolute;
+  from_json(j, absolute);
+  EXPECT_EQ(absolute.positions, PositionEncoding::Learned);
+  for (const auto& [key, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"family", "config: family: unknown model family 'al\\nbert' (known: bert, albert, gpt2, custom)"},
+           {"positions", "config: positions: unknown position encoding 'al\\nbert' (known: learned, sinusoidal, none)"},
+           {"activation", "config: activation: unknown activation 'al\\nbert' (known: gelu, gelu_new, "
+                          "gelu_tanh, gelu_pytorch_tanh, relu)"}}) {
+    nlohmann::json bad = j;
+    bad[key] = "al\nbert";
+    TransformerConfig out;
+    EXPECT_EQ(error_of([&] { from_json(bad, out); }), expected) << key;
+  }
 }
 
 }  // namespace

@@ -129,7 +129,8 @@ TEST(Tasks, EveryTaskBuildsAndBatchesAreDeterministic) {
     torch::NoGradGuard no_grad;
     auto metrics = task->evaluate();
     EXPECT_TRUE(metrics.count(task->primary_metric())) << name;
-    EXPECT_EQ(task_model(*task)->config().family, std::string(name) == "listops" ? "bert" : "gpt2");
+    EXPECT_EQ(task_model(*task)->config().family,
+              std::string(name) == "listops" ? models::ModelFamily::Bert : models::ModelFamily::Gpt2);
   }
   auto bad = tiny("translate");
   EXPECT_NE(error_of([&] { make_task(bad); }).find("task.name: 'translate'"), std::string::npos);

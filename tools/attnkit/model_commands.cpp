@@ -78,7 +78,7 @@ void set_head_mask(models::Model& model, const std::string& text) {
 void check_ids(const at::Tensor& ids, const models::TransformerConfig& c, const char* option) {
   if (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= c.vocab_size)
     throw Error(fmt::format("{}: ids must lie in [0, {}) for this model", option, c.vocab_size));
-  if (ids.size(1) > c.max_positions && c.positions == "learned")
+  if (ids.size(1) > c.max_positions && c.positions == layers::PositionEncoding::Learned)
     throw Error(fmt::format("{}: {} tokens exceed the model's {} positions", option, ids.size(1),
                             c.max_positions));
 }
@@ -167,7 +167,7 @@ int run_encode(const EncodeOptions& o, const GlobalOptions& global) {
   if (out.base.pooled.defined()) tensors.emplace_back("pooler_output", out.base.pooled);
   if (out.masked_lm_logits.defined()) tensors.emplace_back("mlm_logits", out.masked_lm_logits);
   if (out.next_sentence_logits.defined())
-    tensors.emplace_back(c.family == "albert" ? "sop_logits" : "seq_relationship_logits",
+    tensors.emplace_back(c.family == models::ModelFamily::Albert ? "sop_logits" : "seq_relationship_logits",
                          out.next_sentence_logits);
   if (out.causal_lm_logits.defined()) tensors.emplace_back("logits", out.causal_lm_logits);
   if (out.sequence_logits.defined()) tensors.emplace_back("sequence_logits", out.sequence_logits);

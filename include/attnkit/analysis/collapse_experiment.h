@@ -63,7 +63,7 @@ struct CollapseExperimentOptions {
 
 struct CollapseExperiment {
   std::string model_source;  // what was analysed, e.g. "random bert stack, init std 0.02, 3 seeds from 0"
-  std::string family;
+  models::ModelFamily family = models::ModelFamily::Custom;
   std::string dtype;         // "float64" | "float32"
   std::string input_source;  // e.g. "random token ids in [0, 1000), seed 1002" (the last model's)
   int64_t samples = 0, seq_len = 0, subsets = 0;

@@ -1,7 +1,8 @@
 #pragma once
 // Hugging Face interop for BERT, ALBERT and GPT-2: config.json <-> TransformerConfig + HeadsConfig,
 // and checkpoint tensor names <-> attnkit module names through one name table per family
-// (`{layer}` = block index; ALBERT's blocks are its layer groups).
+// (`{layer}` = block index; ALBERT's blocks are its layer groups). Each family is one record of
+// the table in src/io/hf_families.cpp (src/io/hf_family.h); the functions here are generic.
 //
 // Loading accepts what save_pretrained and older releases wrote: names with or without the base
 // prefix ("bert." / "albert." / "transformer."), LayerNorm ".gamma"/".beta", non-parameter buffers
@@ -23,7 +24,7 @@ namespace attnkit::io {
 
 // How a checkpoint was laid out, so saving can write the same layout back.
 struct HuggingFaceLayout {
-  std::string model_type;                        // bert | albert | gpt2
+  std::string model_type;                        // a family of the table: bert | albert | gpt2
   bool prefixed = false;                         // base names carry "bert." etc.
   std::map<std::string, std::string> dtypes;     // HF name -> safetensors dtype (F32 default)
   std::vector<std::string> tied_copies;          // tied aliases the file held (re-written)
@@ -39,8 +40,9 @@ struct HuggingFaceModel {
 };
 
 // config.json -> TransformerConfig; `model_type` from "model_type" or "architectures". Throws
-// attnkit::Error for an unknown model type or a feature attnkit does not implement (relative
-// positions, cross attention in BERT, ALBERT inner groups > 1, ...), naming the key.
+// attnkit::Error (one line) for an unknown model type, listing the families attnkit reads, or for
+// a feature attnkit does not implement (relative positions, cross attention in BERT, ALBERT inner
+// groups > 1, an activation it lacks, ...), naming the key.
 models::TransformerConfig config_from_huggingface(const nlohmann::json& config_json,
                                                   std::string* model_type = nullptr);
 // TransformerConfig + heads -> a config.json save_pretrained would write. Throws when the config

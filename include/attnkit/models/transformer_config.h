@@ -1,8 +1,11 @@
 #pragma once
 // TransformerConfig: everything that shapes a TransformerModel. BERT, ALBERT and GPT-2 are
 // presets of it (one block, switches), not separate classes. Serialised as JSON in attnkit
-// checkpoints; io/hf_config converts to and from Hugging Face config.json.
+// checkpoints (the enums as their names); io/huggingface converts to and from Hugging Face
+// config.json.
 #include "attnkit/layers/attention_spec.h"
+#include "attnkit/layers/embeddings.h"
+#include "attnkit/layers/feed_forward.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -18,8 +21,16 @@ namespace attnkit::models {
 // `pruned_heads` in config.json). With shared layers (ALBERT) the key is the shared block.
 using HeadIndices = std::map<int64_t, std::vector<int64_t>>;
 
+// Which family's conventions a config follows: informational, and the Hugging Face family a
+// model is saved as (io/huggingface.h). Custom: none (e.g. the encoder-decoder's stacks).
+enum class ModelFamily { Bert, Albert, Gpt2, Custom };
+const char* model_family_name(ModelFamily family);  // "bert", "albert", "gpt2", "custom"
+// The inverse of model_family_name; throws attnkit::Error "unknown model family 'NAME' (known:
+// bert, albert, gpt2, custom)", NAME on one line.
+ModelFamily parse_model_family(std::string_view name);
+
 struct TransformerConfig {
-  std::string family = "bert";  // bert | albert | gpt2 | custom (informational + HF naming)
+  ModelFamily family = ModelFamily::Bert;  // informational + HF naming
   int64_t vocab_size = 30522;
   int64_t hidden = 768;
   int64_t layers = 12;
@@ -28,9 +39,9 @@ struct TransformerConfig {
   int64_t embedding_size = 0;  // 0 = hidden; ALBERT's factorised E
   int64_t max_positions = 512;
   int64_t type_vocab_size = 2;  // 0 = no token-type embedding
-  std::string positions = "learned";  // learned | sinusoidal | none
-  std::string activation = "gelu";    // gelu | gelu_new | relu
-  bool norm_first = false;            // pre-LN (GPT-2) vs post-LN (BERT)
+  layers::PositionEncoding positions = layers::PositionEncoding::Learned;
+  layers::Activation activation = layers::Activation::Gelu;  // GeluTanh: HF's gelu_new
+  bool norm_first = false;  // pre-LN (GPT-2) vs post-LN (BERT)
   double layer_norm_eps = 1e-12;
   bool embedding_layer_norm = true;
   bool final_layer_norm = false;  // GPT-2's ln_f
@@ -85,7 +96,8 @@ void to_json(nlohmann::json& j, const TransformerConfig& config);
 // throws attnkit::Error naming `what`.
 nlohmann::json head_indices_to_json(const HeadIndices& heads);
 HeadIndices head_indices_from_json(const nlohmann::json& j, const std::string& what);
-// Strict: unknown keys and wrong types are errors naming the key.
+// Strict: unknown keys, wrong types and unknown family / positions / activation names are errors
+// naming the key.
 void from_json(const nlohmann::json& j, TransformerConfig& config);
 
 }  // namespace attnkit::models

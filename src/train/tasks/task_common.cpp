@@ -38,7 +38,7 @@ models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_
   if (vocab > c.vocab_size)
     throw Error(fmt::format("model.init {}: the tokenizer has {} ids but the model's vocabulary {}",
                             directory, vocab, c.vocab_size));
-  if (c.positions == "learned" && longest > c.max_positions)
+  if (c.positions == layers::PositionEncoding::Learned && longest > c.max_positions)
     throw Error(fmt::format("model.init {}: inputs of {} tokens exceed the model's {} positions "
                             "(lower task.truncate)", directory, longest, c.max_positions));
   if (token_types > std::max<int64_t>(c.type_vocab_size, 1))
@@ -137,7 +137,7 @@ models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, i
   const auto& m = config.model;
   const std::string family = m.family.empty() ? (causal ? "gpt2" : "bert") : m.family;
   if (!models::is_preset(family))
-    throw Error(fmt::format("model.family: '{}' is not one of {}", family,
+    throw Error(fmt::format("model.family: '{}' is not one of {}", one_line(family),
                             fmt::join(models::preset_names(), ", ")));
   models::TransformerConfig c =
       models::preset(family, {vocab, m.hidden, m.layers, m.heads, m.intermediate, m.embedding_size});
@@ -145,7 +145,11 @@ models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, i
   c.pooler = config.model.pooling == "pooler" && !causal;
   c.attention = layers::AttentionSpec::parse(m.attention);
   c.attention.causal = causal;
-  c.positions = m.positions;
+  try {
+    c.positions = layers::parse_position_encoding(m.positions);
+  } catch (const Error& e) {
+    throw Error(fmt::format("model.positions: {}", e.what()));
+  }
   c.dropout = m.dropout;
   c.max_positions = m.max_positions > 0 ? m.max_positions : std::max<int64_t>(longest, 16);
   c.attention.max_length = c.max_positions;  // Synthesizer logits span the longest input

@@ -1,0 +1,21 @@
+#pragma once
+// What BERT and ALBERT share (hf_bert.cpp, hf_albert.cpp): most of config.json, the embeddings'
+// and heads' names, tied aliases, buffers and head detection. `albert` picks ALBERT's variants
+// (layer groups, factorised embeddings, "predictions." / "sop_classifier." heads).
+#include "hf_family.h"
+
+namespace attnkit::io::detail {
+
+models::TransformerConfig bert_like_config_from_json(const nlohmann::json& config_json, bool albert);
+nlohmann::json bert_like_config_to_json(const models::TransformerConfig& config,
+                                        const models::HeadsConfig& heads, bool albert);
+std::vector<NameRule> bert_like_rules(const models::TransformerConfig& config,
+                                      const models::HeadsConfig& heads, bool albert);
+std::vector<TiedAlias> bert_like_aliases(const models::HeadsConfig& heads, bool albert);
+void bert_like_detect_heads(const CheckpointContents& contents, const nlohmann::json& config_json,
+                            models::TransformerConfig& config, models::HeadsConfig& heads,
+                            bool albert);
+// position_ids / token_type_ids buffers under embeddings.
+inline constexpr const char* kBertLikeBuffers = R"(^embeddings\.(position_ids|token_type_ids)$)";
+
+}  // namespace attnkit::io::detail
