@@ -40,8 +40,7 @@ void CausalLM::start(int64_t batch, int64_t horizon) {
 at::Tensor CausalLM::forward(const at::Tensor& ids, const at::Tensor& valid,
                              const at::Tensor& positions) {
   at::Tensor h = last_column(session_->forward(ids, valid, positions));
-  const auto& head = model_->lm_head;
-  return linear_rows(h, head.defined() ? head : model_->transformer->word_embeddings(), {});
+  return linear_rows(h, models::lm_head_weight(model_->lm_head, *model_->transformer), {});
 }
 
 void CausalLM::select_rows(const at::Tensor& index) { session_->select_rows(index); }
@@ -145,8 +144,7 @@ void Seq2SeqLM::start(int64_t batch, int64_t horizon) {
 at::Tensor Seq2SeqLM::forward(const at::Tensor& ids, const at::Tensor& valid,
                               const at::Tensor& positions) {
   at::Tensor h = last_column(session_->forward(ids, valid, positions));
-  const auto& head = model_->lm_head;
-  return linear_rows(h, head.defined() ? head : model_->decoder->word_embeddings(), {});
+  return linear_rows(h, models::lm_head_weight(model_->lm_head, *model_->decoder), {});
 }
 
 void Seq2SeqLM::select_rows(const at::Tensor& index) { session_->select_rows(index); }

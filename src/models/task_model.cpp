@@ -179,7 +179,7 @@ TaskOutput TaskModelImpl::forward(const TaskInputs& in) {
   };
   if (masked_lm) out.masked_lm_logits = masked_lm->forward(h, transformer->word_embeddings());
   if (heads_.causal_lm)
-    out.causal_lm_logits = at::linear(h, lm_head.defined() ? lm_head : transformer->word_embeddings());
+    out.causal_lm_logits = at::linear(h, lm_head_weight(lm_head, *transformer));
   if (next_sentence) out.next_sentence_logits = next_sentence->forward(out.base.pooled);
   if (classifier) out.sequence_logits = classifier->forward(dropout(pool(in, out.base)));
   if (tagger) out.token_logits = tagger->forward(dropout(h));
