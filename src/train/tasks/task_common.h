@@ -1,10 +1,11 @@
 #pragma once
 // The machinery the training tasks of src/train/tasks/ share (internal to the train layer, not a
-// public header): the data order, padding, the model-owning task base and the two generic tasks
+// public header): the data order, the model-owning task base and the two generic tasks
 // (whole-sequence classification, causal LM over aligned rows), model building, tokenizer and
 // data-file helpers, and the factory of each task family, which registry.cpp's table names.
 #include "attnkit/error.h"
 #include "attnkit/io/model_directory.h"
+#include "attnkit/models/batching.h"
 #include "attnkit/text/tokenizer.h"
 #include "attnkit/train/run_config.h"
 #include "attnkit/train/text_datasets.h"
@@ -63,9 +64,6 @@ class BatchOrder {
   uint64_t epoch_ = 0;
   std::vector<size_t> order_;
 };
-
-// Right-pads rows to the longest with `pad`; returns ids and the 0/1 attention mask.
-std::pair<at::Tensor, at::Tensor> pad_rows(const std::vector<const Ids*>& rows, int64_t pad);
 
 // Calls body(first, rows) for consecutive slices of at most `batch` rows (evaluation order).
 template <typename Row, typename Body>
@@ -134,7 +132,7 @@ class ClassificationTask : public ModelTask {
 
  private:
   std::pair<at::Tensor, at::Tensor> run(const std::vector<const Ids*>& rows) {
-    auto [ids, mask] = pad_rows(rows, pad_);
+    auto [ids, mask] = models::right_padded_ids(rows, pad_);
     models::TaskInputs in;
     in.input_ids = ids;
     in.attention_mask = mask;
@@ -205,8 +203,8 @@ class LanguageModelTask : public ModelTask {
       inputs.push_back(&r->input);
       targets.push_back(&r->target);
     }
-    auto [ids, mask] = pad_rows(inputs, pad_);
-    auto target = pad_rows(targets, models::kIgnoreLabel).first;
+    auto [ids, mask] = models::right_padded_ids(inputs, pad_);
+    auto target = models::right_padded_ids(targets, models::kIgnoreLabel).ids;
     models::TaskInputs in;
     in.input_ids = ids;
     in.attention_mask = mask;
