@@ -1,6 +1,7 @@
 #include "attnkit/analysis/heads.h"
 
 #include "attnkit/error.h"
+#include "attnkit/models/prediction_metrics.h"
 #include "attnkit/progress.h"
 
 #include <fmt/format.h>
@@ -176,13 +177,13 @@ HeadTask classification_task(models::TaskModel task_model, const at::Tensor& inp
   task.metric = [=]() mutable {
     task_model->eval();
     torch::NoGradGuard no_grad;
-    int64_t correct = 0;
+    models::PredictionMetrics metrics;
     for (int64_t start = 0; start < N; start += batch_size) {
       const int64_t count = std::min(batch_size, N - start);
       auto out = task_model->forward(batch_inputs(input_ids, mask, start, count));
-      correct += out.sequence_logits.argmax(-1).eq(labels.narrow(0, start, count)).sum().item<int64_t>();
+      metrics.add_predictions(out.sequence_logits, labels.narrow(0, start, count));
     }
-    return double(correct) / double(N);
+    return metrics.accuracy();
   };
   return task;
 }
@@ -209,36 +210,20 @@ HeadTask language_model_task(models::TaskModel task_model, const at::Tensor& inp
                                });
   task.metric_name = "next_token_accuracy";
   // One pass over all windows: correct predictions, counted positions, summed cross entropy.
-  struct Totals {
-    int64_t correct = 0, counted = 0;
-    double loss = 0;
-  };
   auto evaluate_all = [=]() mutable {
     task_model->eval();
     torch::NoGradGuard no_grad;
-    Totals t;
+    models::PredictionMetrics metrics;
     for (int64_t start = 0; start < N; start += batch_size) {
       const int64_t count = std::min(batch_size, N - start);
       const at::Tensor logits =
           task_model->forward(batch_inputs(input_ids, mask, start, count)).causal_lm_logits;
-      const at::Tensor y = targets.narrow(0, start, count);
-      const at::Tensor counted = y.ne(models::kIgnoreLabel);
-      const int64_t n = counted.sum().item<int64_t>();
-      if (n == 0) continue;
-      t.correct += logits.argmax(-1).eq(y).logical_and(counted).sum().item<int64_t>();
-      t.loss += models::cross_entropy(logits, y).item<double>() * double(n);
-      t.counted += n;
+      metrics.add(logits, targets.narrow(0, start, count));
     }
-    return t;
+    return metrics;
   };
-  task.metric = [=]() mutable {
-    const Totals t = evaluate_all();
-    return double(t.correct) / double(t.counted);
-  };
-  task.evaluation_loss = [=]() mutable {
-    const Totals t = evaluate_all();
-    return t.loss / double(t.counted);
-  };
+  task.metric = [=]() mutable { return evaluate_all().accuracy(); };
+  task.evaluation_loss = [=]() mutable { return evaluate_all().mean_loss(); };
   return task;
 }
 

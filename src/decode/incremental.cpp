@@ -288,36 +288,39 @@ at::Tensor IncrementalModel::forward(const at::Tensor& ids, const at::Tensor& va
   if (ids.dim() != 2 || valid.sizes() != ids.sizes() || positions.sizes() != ids.sizes())
     throw Error("decode: ids, valid and positions must all be [batch, n]");
   const auto& c = model_->config();
-  const bool pre = c.norm_first;
   // One row: the dense layers run attnkit's gemv on LibTorch's threads (row_linear.h); the small
   // products left (attention over the cache, the feature sums) run on the calling thread rather
   // than wake OpenBLAS's own pool, whose spinning workers would compete with LibTorch's.
   std::optional<ops::cpu::SingleThreadedBlas> one_pool;
   if (ids.numel() == 1) one_pool.emplace();
   at::Tensor h = model_->embeddings->forward(ids, token_types, 0, condition_, positions);
+  layers::BlockInputs inputs;  // the LayerNorms' condition; the sub-layers below hold the rest
+  inputs.condition = condition_;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
-    auto block = model_->block(layer);
-    const auto& paths = block->paths();
-    auto norm = [&](layers::ConditionalLayerNorm& ln, const at::Tensor& x) {
-      return paths.layer_norm ? ln->forward(x, condition_) : x;
+    layers::TransformerBlockImpl& block = *model_->block(layer);
+    AttentionState* state = self_[layer].get();
+    // The block's residual / LayerNorm / paths sequence around the cached sub-layers.
+    layers::BlockSublayers sublayers;
+    sublayers.self_attention = [&block, state, &valid, causal](const at::Tensor& input) {
+      layers::AttentionResult result;
+      result.output = state->step(*block.attention, input, valid, causal);
+      return result;
     };
-    auto residual = [&](const at::Tensor& x, layers::ConditionalLayerNorm& ln, auto&& sublayer) {
-      at::Tensor y = sublayer(pre ? norm(ln, x) : x);
-      if (paths.skip) y = x + y;
-      return pre ? y : norm(ln, y);
+    sublayers.skipped_self_attention = [&block, state, &valid, causal](const at::Tensor& input) {
+      state->step(*block.attention, input, valid, causal);
     };
-    AttentionState& state = *self_[layer];
-    h = residual(h, block->ln_attention, [&](const at::Tensor& input) {
-      at::Tensor out = state.step(*block->attention, input, valid, causal);
-      return paths.attention ? out : at::zeros_like(input);
-    });
-    if (block->cross_attention) {
-      CrossAttentionCache& cross = *cross_[layer];
-      h = residual(h, block->ln_cross,
-                   [&](const at::Tensor& input) { return cross.forward(*block->cross_attention, input); });
+    if (block.cross_attention) {
+      CrossAttentionCache* cross = cross_[layer].get();
+      sublayers.cross_attention = [&block, cross](const at::Tensor& input) {
+        layers::AttentionResult result;
+        result.output = cross->forward(*block.cross_attention, input);
+        return result;
+      };
     }
-    if (paths.mlp)
-      h = residual(h, block->ln_ffn, [&](const at::Tensor& input) { return feed_forward_rows(*block->ffn, input); });
+    sublayers.feed_forward = [&block](const at::Tensor& input) {
+      return feed_forward_rows(*block.ffn, input);
+    };
+    h = block.forward(h, inputs, sublayers).hidden;
   }
   if (model_->final_norm) h = model_->final_norm->forward(h, condition_);
   length_ += ids.size(1);

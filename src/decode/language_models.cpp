@@ -1,6 +1,7 @@
 #include "attnkit/decode/language_models.h"
 
 #include "attnkit/error.h"
+#include "attnkit/models/batching.h"
 #include "row_linear.h"
 
 #include <fmt/format.h>
@@ -40,8 +41,7 @@ void CausalLM::start(int64_t batch, int64_t horizon) {
 at::Tensor CausalLM::forward(const at::Tensor& ids, const at::Tensor& valid,
                              const at::Tensor& positions) {
   at::Tensor h = last_column(session_->forward(ids, valid, positions));
-  const auto& head = model_->lm_head;
-  return linear_rows(h, head.defined() ? head : model_->transformer->word_embeddings(), {});
+  return linear_rows(h, models::lm_head_weight(model_->lm_head, *model_->transformer), {});
 }
 
 void CausalLM::select_rows(const at::Tensor& index) { session_->select_rows(index); }
@@ -128,15 +128,8 @@ Seq2SeqLM::Seq2SeqLM(models::EncoderDecoderModel model, std::vector<std::vector<
 void Seq2SeqLM::start(int64_t batch, int64_t horizon) {
   if (batch != static_cast<int64_t>(sources_.size()))
     throw Error(fmt::format("generate: {} prompts for {} sources", batch, sources_.size()));
-  int64_t longest = 1;
-  for (const auto& s : sources_) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
-  at::Tensor ids = at::full({batch, longest}, pad_id_, at::kLong);
-  at::Tensor mask = at::zeros({batch, longest}, at::kLong);
-  for (int64_t r = 0; r < batch; ++r)
-    for (size_t i = 0; i < sources_[r].size(); ++i) {
-      ids[r][static_cast<int64_t>(i)] = sources_[r][i];
-      mask[r][static_cast<int64_t>(i)] = 1;
-    }
+  // The encoder's input is right padded (the decoder's prompts are left padded, generation.cpp).
+  const auto [ids, mask] = models::right_padded_ids(sources_, pad_id_);
   at::Tensor memory = model_->encode(ids, mask);
   session_ = std::make_unique<IncrementalModel>(model_->decoder, batch, horizon, memory,
                                                 mask.to(at::kBool));
@@ -145,8 +138,7 @@ void Seq2SeqLM::start(int64_t batch, int64_t horizon) {
 at::Tensor Seq2SeqLM::forward(const at::Tensor& ids, const at::Tensor& valid,
                               const at::Tensor& positions) {
   at::Tensor h = last_column(session_->forward(ids, valid, positions));
-  const auto& head = model_->lm_head;
-  return linear_rows(h, head.defined() ? head : model_->decoder->word_embeddings(), {});
+  return linear_rows(h, models::lm_head_weight(model_->lm_head, *model_->decoder), {});
 }
 
 void Seq2SeqLM::select_rows(const at::Tensor& index) { session_->select_rows(index); }

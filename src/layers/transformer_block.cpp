@@ -38,31 +38,53 @@ at::Tensor TransformerBlockImpl::residual(const at::Tensor& x, ConditionalLayerN
                                           const BlockInputs& in, Sublayer&& sublayer) {
   const bool pre = options_.norm_first();
   at::Tensor y = sublayer(pre ? norm(ln, x, in) : x);
-  if (options_.dropout() > 0) y = torch::dropout(y, options_.dropout(), is_training());
+  if (options_.dropout() > 0 && is_training()) y = torch::dropout(y, options_.dropout(), true);
   if (paths().skip) y = x + y;
   return pre ? y : norm(ln, y, in);
 }
 
 BlockOutput TransformerBlockImpl::forward(const at::Tensor& x, const BlockInputs& in) {
+  BlockSublayers sublayers;
+  sublayers.self_attention = [&](const at::Tensor& input) {
+    return attention->forward(input, in.self);
+  };
+  if (cross_attention) {
+    if (!in.memory)
+      throw Error("decoder block: cross attention needs the encoder memory [batch, S, width]");
+    sublayers.cross_attention = [&](const at::Tensor& input) {
+      AttentionInputs cross;
+      cross.key_padding = in.memory_padding;
+      cross.need_head_contexts = in.need_cross_head_contexts;
+      return cross_attention->forward(input, cross, in.memory);
+    };
+  }
+  sublayers.feed_forward = [&](const at::Tensor& input) { return ffn->forward(input); };
+  return forward(x, in, sublayers);
+}
+
+BlockOutput TransformerBlockImpl::forward(const at::Tensor& x, const BlockInputs& in,
+                                          const BlockSublayers& sublayers) {
   BlockOutput out;
   at::Tensor h = residual(x, ln_attention, in, [&](const at::Tensor& input) {
-    if (!paths().attention) return at::zeros_like(input);
-    AttentionResult r = attention->forward(input, in.self);
+    if (!paths().attention) {
+      if (sublayers.skipped_self_attention) sublayers.skipped_self_attention(input);
+      return at::zeros_like(input);
+    }
+    AttentionResult r = sublayers.self_attention(input);
     out.weights = r.weights;
     out.head_contexts = r.head_contexts;
     return r.output;
   });
   if (cross_attention) {
-    if (!in.memory)
-      throw Error("decoder block: cross attention needs the encoder memory [batch, S, width]");
+    if (!sublayers.cross_attention)
+      throw Error("decoder block: no cross-attention sub-layer given (BlockSublayers::cross_attention)");
     h = residual(h, ln_cross, in, [&](const at::Tensor& input) {
-      AttentionInputs cross;
-      cross.key_padding = in.memory_padding;
-      return cross_attention->forward(input, cross, in.memory).output;
+      AttentionResult r = sublayers.cross_attention(input);
+      out.cross_head_contexts = r.head_contexts;
+      return r.output;
     });
   }
-  if (paths().mlp)
-    h = residual(h, ln_ffn, in, [&](const at::Tensor& input) { return ffn->forward(input); });
+  if (paths().mlp) h = residual(h, ln_ffn, in, sublayers.feed_forward);
   out.hidden = h;
   return out;
 }

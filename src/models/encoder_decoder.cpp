@@ -112,7 +112,7 @@ at::Tensor EncoderDecoderModelImpl::decode(const at::Tensor& target_ids, const a
   if (source_mask) in.memory_padding = source_mask->to(at::kBool);
   in.position_offset = position_offset;
   const auto hidden = decoder->forward(in).last_hidden_state;
-  return at::linear(hidden, lm_head.defined() ? lm_head : decoder->word_embeddings());
+  return at::linear(hidden, lm_head_weight(lm_head, *decoder));
 }
 
 at::Tensor EncoderDecoderModelImpl::forward(const at::Tensor& source_ids,

@@ -1,6 +1,7 @@
 #include "attnkit/models/task_model.h"
 
 #include "attnkit/error.h"
+#include "attnkit/models/batching.h"
 #include "attnkit/ops/masks.h"
 #include "strict_json.h"
 
@@ -179,7 +180,7 @@ TaskOutput TaskModelImpl::forward(const TaskInputs& in) {
   };
   if (masked_lm) out.masked_lm_logits = masked_lm->forward(h, transformer->word_embeddings());
   if (heads_.causal_lm)
-    out.causal_lm_logits = at::linear(h, lm_head.defined() ? lm_head : transformer->word_embeddings());
+    out.causal_lm_logits = at::linear(h, lm_head_weight(lm_head, *transformer));
   if (next_sentence) out.next_sentence_logits = next_sentence->forward(out.base.pooled);
   if (classifier) out.sequence_logits = classifier->forward(dropout(pool(in, out.base)));
   if (tagger) out.token_logits = tagger->forward(dropout(h));
@@ -243,28 +244,31 @@ UnilmBatch unilm_batch(const std::vector<std::vector<int64_t>>& sources,
                             "and {})",
                             sources.size(), targets.size()));
   const int64_t batch = static_cast<int64_t>(sources.size());
-  int64_t n = 0;
-  for (int64_t b = 0; b < batch; ++b)
-    n = std::max<int64_t>(n, 3 + sources[b].size() + targets[b].size());
-  UnilmBatch out;
-  out.input_ids = at::full({batch, n}, pad_id, at::kLong);
-  out.token_type_ids = at::ones({batch, n}, at::kLong);
-  out.attention_mask = at::zeros({batch, n}, at::kLong);
-  out.targets = at::full({batch, n}, kIgnoreLabel, at::kLong);
-  auto ids = out.input_ids.accessor<int64_t, 2>();
-  auto types = out.token_type_ids.accessor<int64_t, 2>();
-  auto real = out.attention_mask.accessor<int64_t, 2>();
-  auto next = out.targets.accessor<int64_t, 2>();
+  // [CLS] source [SEP] target [SEP] per row; where the target starts.
+  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(batch));
+  std::vector<int64_t> target_starts;
   for (int64_t b = 0; b < batch; ++b) {
-    std::vector<int64_t> row{cls_id};
+    auto& row = rows[static_cast<size_t>(b)];
+    row.push_back(cls_id);
     row.insert(row.end(), sources[b].begin(), sources[b].end());
     row.push_back(sep_id);
-    const int64_t target_start = static_cast<int64_t>(row.size());
+    target_starts.push_back(static_cast<int64_t>(row.size()));
     row.insert(row.end(), targets[b].begin(), targets[b].end());
     row.push_back(sep_id);
+  }
+  UnilmBatch out;
+  PaddedIds padded = right_padded_ids(rows, pad_id);
+  out.input_ids = std::move(padded.ids);
+  out.attention_mask = std::move(padded.attention_mask);
+  const int64_t n = out.input_ids.size(1);
+  out.token_type_ids = at::ones({batch, n}, at::kLong);
+  out.targets = at::full({batch, n}, kIgnoreLabel, at::kLong);
+  auto types = out.token_type_ids.accessor<int64_t, 2>();
+  auto next = out.targets.accessor<int64_t, 2>();
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto& row = rows[static_cast<size_t>(b)];
+    const int64_t target_start = target_starts[static_cast<size_t>(b)];
     for (int64_t t = 0; t < static_cast<int64_t>(row.size()); ++t) {
-      ids[b][t] = row[t];
-      real[b][t] = 1;
       types[b][t] = t < target_start ? 0 : 1;
       // The [SEP] closing the source predicts the first target token, the last target token
       // predicts the closing [SEP].

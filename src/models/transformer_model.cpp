@@ -257,4 +257,8 @@ int64_t parameter_count(const torch::nn::Module& module) {
   return count;
 }
 
+const at::Tensor& lm_head_weight(const at::Tensor& own_head, const TransformerModelImpl& model) {
+  return own_head.defined() ? own_head : model.word_embeddings();
+}
+
 }  // namespace attnkit::models

@@ -11,6 +11,7 @@
 
 #include "attnkit/error.h"
 #include "attnkit/file.h"
+#include "attnkit/models/batching.h"
 #include "attnkit/parse.h"
 #include "attnkit/text/unicode.h"
 
@@ -592,26 +593,20 @@ ClassificationTensors classification_tensors(const ClassificationData& data,
                                              const text::Tokenizer& tokenizer, int64_t max_length,
                                              int64_t pad_id) {
   std::vector<std::vector<int64_t>> rows;
-  int64_t longest = 1;
   for (const auto& e : data.examples) {
     const auto encoding = tokenizer.encode(e.text);
     std::vector<int64_t> row(encoding.ids.begin(), encoding.ids.end());
     if (int64_t(row.size()) > max_length) row.resize(max_length);
     if (row.empty()) row.push_back(pad_id);
-    longest = std::max<int64_t>(longest, row.size());
     rows.push_back(std::move(row));
   }
   const int64_t n = int64_t(rows.size());
   ClassificationTensors t;
-  t.input_ids = torch::full({n, longest}, pad_id, torch::kLong);
-  t.attention_mask = torch::zeros({n, longest}, torch::kLong);
+  auto padded = models::right_padded_ids(rows, pad_id);
+  t.input_ids = std::move(padded.ids);
+  t.attention_mask = std::move(padded.attention_mask);
   t.labels = torch::empty({n}, torch::kLong);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t length = int64_t(rows[i].size());
-    t.input_ids[i].narrow(0, 0, length).copy_(torch::tensor(rows[i], torch::kLong));
-    t.attention_mask[i].narrow(0, 0, length).fill_(1);
-    t.labels[i] = data.examples[i].label;
-  }
+  for (int64_t i = 0; i < n; ++i) t.labels[i] = data.examples[i].label;
   return t;
 }
 

@@ -1,7 +1,8 @@
 // TransformerBlock against the block equations written out with textbook float64 formulas
 // (layers/textbook.h): post-LN and pre-LN, every combination of the run-time path switches
 // (skip, MLP, LayerNorm, attention), key padding, causality, conditional LayerNorm, and decoder
-// blocks with cross attention; finite-difference gradients; errors.
+// blocks with cross attention and their per-head contexts; the sub-layer callbacks
+// (BlockSublayers) the incremental decoder passes; finite-difference gradients; errors.
 // (The full BERT / GPT-2 blocks against torch.nn.TransformerEncoderLayer are in
 // tests/python/test_hf_interop.py.)
 #include "attnkit/layers/transformer_block.h"
@@ -187,6 +188,66 @@ TEST(TransformerBlock, CausalBlockIgnoresFutureTokens) {
     EXPECT_TRUE(a.slice(1, 0, 6).equal(b.slice(1, 0, 6)));
     EXPECT_FALSE(a.select(1, 6).equal(b.select(1, 6)));
   }
+}
+
+// The cross-attention sub-layer's per-head contexts come back when asked, and asking changes
+// nothing else; they are those of the cross attention run on the sub-layer's input.
+TEST(TransformerBlock, CrossHeadContextsWhenAsked) {
+  torch::manual_seed(25);
+  for (bool norm_first : {false, true}) {
+    Setting s;
+    s.norm_first = norm_first;
+    s.cross = true;
+    TransformerBlock block = make_block(s);
+    const at::Tensor x = torch::randn({2, 4, 8}, torch::kDouble);
+    BlockInputs in = make_inputs(s, 2, 4);
+    const auto plain = block->forward(x, in);
+    EXPECT_FALSE(plain.cross_head_contexts.defined());
+    in.need_cross_head_contexts = true;
+    const auto asked = block->forward(x, in);
+    EXPECT_TRUE(asked.hidden.equal(plain.hidden));
+    ASSERT_TRUE(asked.cross_head_contexts.defined());
+    EXPECT_EQ(asked.cross_head_contexts.sizes(), (std::vector<int64_t>{2, 2, 4, 4}));
+    // The contexts the block's sub-layers saw, recomputed from the same input.
+    at::Tensor cross_input;
+    layers::BlockSublayers sublayers;
+    sublayers.self_attention = [&](const at::Tensor& t) { return block->attention->forward(t, in.self); };
+    sublayers.cross_attention = [&](const at::Tensor& t) {
+      cross_input = t;
+      layers::AttentionInputs cross;
+      cross.key_padding = in.memory_padding;
+      cross.need_head_contexts = true;
+      return block->cross_attention->forward(t, cross, in.memory);
+    };
+    sublayers.feed_forward = [&](const at::Tensor& t) { return block->ffn->forward(t); };
+    const auto by_sublayers = block->forward(x, in, sublayers);
+    EXPECT_TRUE(by_sublayers.hidden.equal(plain.hidden));
+    EXPECT_TRUE(by_sublayers.cross_head_contexts.equal(asked.cross_head_contexts));
+    EXPECT_EQ(cross_input.sizes(), x.sizes());
+  }
+}
+
+// With the attention path off, the block calls skipped_self_attention (a cache still takes the
+// columns) and not self_attention; the output is as without sub-layer callbacks.
+TEST(TransformerBlock, SkippedSelfAttentionIsCalledWhenTheAttentionPathIsOff) {
+  torch::manual_seed(26);
+  Setting s;
+  TransformerBlock block = make_block(s);
+  BlockPaths paths;
+  paths.attention = false;
+  block->set_paths(paths);
+  const at::Tensor x = torch::randn({2, 4, 8}, torch::kDouble);
+  int self_calls = 0, skipped_calls = 0;
+  layers::BlockSublayers sublayers;
+  sublayers.self_attention = [&](const at::Tensor& t) {
+    ++self_calls;
+    return block->attention->forward(t);
+  };
+  sublayers.skipped_self_attention = [&](const at::Tensor&) { ++skipped_calls; };
+  sublayers.feed_forward = [&](const at::Tensor& t) { return block->ffn->forward(t); };
+  EXPECT_TRUE(block->forward(x, {}, sublayers).hidden.equal(block->forward(x).hidden));
+  EXPECT_EQ(self_calls, 0);
+  EXPECT_EQ(skipped_calls, 1);
 }
 
 TEST(TransformerBlock, GradientsByFiniteDifferences) {

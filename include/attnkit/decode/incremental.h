@@ -70,8 +70,9 @@ class CrossAttentionCache {
 };
 
 // One decoding session of a TransformerModel (GPT-2, a BERT under UniLM, the decoder half of the
-// encoder-decoder). The model must be in eval mode (dropout is not applied); call under
-// torch::NoGradGuard.
+// encoder-decoder). Each block runs its own residual / LayerNorm / paths sequence around the
+// cached sub-layers (layers::TransformerBlockImpl::forward with BlockSublayers). The model must be
+// in eval mode (in training the blocks would apply their dropout); call under torch::NoGradGuard.
 class IncrementalModel {
  public:
   IncrementalModel(models::TransformerModel model, int64_t batch, int64_t horizon,

@@ -17,6 +17,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
+
 namespace attnkit::layers {
 
 struct BlockPaths {
@@ -51,18 +53,41 @@ struct BlockInputs {
   c10::optional<at::Tensor> memory;         // [batch, S, memory_hidden] for cross attention
   c10::optional<at::Tensor> memory_padding; // [batch, S] bool, true = real token
   c10::optional<at::Tensor> condition;      // [batch, condition_size]
+  bool need_cross_head_contexts = false;    // fill BlockOutput::cross_head_contexts
 };
 
 struct BlockOutput {
   at::Tensor hidden;         // [batch, n, hidden]
   at::Tensor weights;        // self-attention weights, if asked
   at::Tensor head_contexts;  // self-attention per-head contexts, if asked
+  at::Tensor cross_head_contexts;  // cross-attention per-head contexts, if asked
+};
+
+// How a block computes its sub-layers, each from the sub-layer's input [batch, n, hidden] (the
+// LayerNorm's output when norm_first). forward(x, inputs) passes the block's own modules; the
+// incremental decoder (decode/incremental.h) passes its cached computations. Either way the block
+// runs one residual / LayerNorm / dropout / paths sequence around them.
+struct BlockSublayers {
+  // Self attention; called only while paths().attention is on.
+  std::function<AttentionResult(const at::Tensor& input)> self_attention;
+  // Optional: called instead of self_attention while paths().attention is off, its result unused
+  // (a cached state that must still take the new columns).
+  std::function<void(const at::Tensor& input)> skipped_self_attention;
+  // Cross attention over the memory; decoder blocks (options().cross_attention()) only.
+  std::function<AttentionResult(const at::Tensor& input)> cross_attention;
+  // The feed-forward network; called only while paths().mlp is on.
+  std::function<at::Tensor(const at::Tensor& input)> feed_forward;
 };
 
 class TransformerBlockImpl : public torch::nn::Module {
  public:
   explicit TransformerBlockImpl(const TransformerBlockOptions& options);
   BlockOutput forward(const at::Tensor& x, const BlockInputs& inputs = {});
+  // The block around `sublayers` (inputs.self and inputs.memory are for the sub-layers: this
+  // reads only inputs.condition, for the LayerNorms). Dropout on the sub-layers' outputs is
+  // applied in training only.
+  BlockOutput forward(const at::Tensor& x, const BlockInputs& inputs,
+                      const BlockSublayers& sublayers);
 
   const TransformerBlockOptions& options() const { return options_; }
   const BlockPaths& paths() const { return options_.paths(); }

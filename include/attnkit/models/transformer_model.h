@@ -92,6 +92,10 @@ class TransformerModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TransformerModel);
 
+// The weight [vocab, hidden] of a language-model head over `model`'s outputs: `own_head` when it
+// is defined (an untied head), else the model's word embeddings (a tied head, GPT-2's lm_head).
+const at::Tensor& lm_head_weight(const at::Tensor& own_head, const TransformerModelImpl& model);
+
 // Parameter count of a module (all parameters, shared ones once).
 int64_t parameter_count(const torch::nn::Module& module);
 

@@ -42,16 +42,12 @@ class Seq2SeqTask : public ModelTask {
   }
 
   std::map<std::string, double> evaluate() override {
-    double loss_sum = 0, tokens = 0, correct = 0;
+    models::PredictionMetrics metrics;
     std::vector<std::vector<std::string>> hypotheses;
     std::vector<std::vector<std::vector<std::string>>> references;
     for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const PairRow*>& rows) {
       auto [logits, batch] = run(rows);
-      const auto counted = batch.targets.ne(models::kIgnoreLabel);
-      const double count = counted.sum().item<double>();
-      loss_sum += models::cross_entropy(logits, batch.targets).item<double>() * count;
-      tokens += count;
-      correct += logits.argmax(-1).eq(batch.targets).logical_and(counted).sum().item<double>();
+      metrics.add(logits, batch.targets);
       std::vector<Ids> sources;
       for (const auto* r : rows) sources.push_back(r->source);
       const auto decoded =
@@ -61,10 +57,10 @@ class Seq2SeqTask : public ModelTask {
         references.push_back({words(rows[b]->target)});
       }
     });
-    const double loss = loss_sum / tokens;
+    const double loss = metrics.mean_loss();
     return {{"loss", loss},
             {"perplexity", std::exp(loss)},
-            {"token_accuracy", correct / tokens},
+            {"token_accuracy", metrics.accuracy()},
             {"bleu", corpus_bleu(hypotheses, references).score}};
   }
   std::string primary_metric() const override { return "bleu"; }

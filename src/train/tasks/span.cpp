@@ -111,7 +111,7 @@ class SpanTask : public ModelTask {
   std::tuple<at::Tensor, at::Tensor, at::Tensor> run(const std::vector<const SpanRow*>& rows) {
     std::vector<const Ids*> ids;
     for (const auto* r : rows) ids.push_back(&r->ids);
-    auto [input, mask] = pad_rows(ids, pad_);
+    auto [input, mask] = models::right_padded_ids(ids, pad_);
     models::TaskInputs in;
     in.input_ids = input;
     in.attention_mask = mask;

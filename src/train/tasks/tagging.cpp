@@ -65,11 +65,11 @@ class TaggingTask : public ModelTask {
       ids.push_back(&r->ids);
       labels.push_back(&r->labels);
     }
-    auto [input, mask] = pad_rows(ids, pad_);
+    auto [input, mask] = models::right_padded_ids(ids, pad_);
     models::TaskInputs in;
     in.input_ids = input;
     in.attention_mask = mask;
-    return {model_->forward(in).token_logits, pad_rows(labels, models::kIgnoreLabel).first, mask};
+    return {model_->forward(in).token_logits, models::right_padded_ids(labels, models::kIgnoreLabel).ids, mask};
   }
   std::vector<TaggedRow> train_, val_;
   std::vector<std::string> tag_names_;

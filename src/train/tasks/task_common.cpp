@@ -13,19 +13,6 @@
 namespace attnkit::train {
 namespace detail {
 
-std::pair<at::Tensor, at::Tensor> pad_rows(const std::vector<const Ids*>& rows, int64_t pad) {
-  int64_t n = 1;
-  for (const auto* r : rows) n = std::max<int64_t>(n, r->size());
-  auto ids = at::full({static_cast<int64_t>(rows.size()), n}, pad, at::kLong);
-  auto mask = at::zeros({static_cast<int64_t>(rows.size()), n}, at::kLong);
-  for (size_t b = 0; b < rows.size(); ++b) {
-    const int64_t len = rows[b]->size();
-    ids[b].slice(0, 0, len).copy_(torch::tensor(*rows[b], at::kLong));
-    mask[b].slice(0, 0, len).fill_(1);
-  }
-  return {ids, mask};
-}
-
 namespace {
 
 // The task's model started from a model directory: its architecture (with any pruned heads) and

@@ -1,10 +1,12 @@
 #pragma once
 // The machinery the training tasks of src/train/tasks/ share (internal to the train layer, not a
-// public header): the data order, padding, the model-owning task base and the two generic tasks
+// public header): the data order, the model-owning task base and the two generic tasks
 // (whole-sequence classification, causal LM over aligned rows), model building, tokenizer and
 // data-file helpers, and the factory of each task family, which registry.cpp's table names.
 #include "attnkit/error.h"
 #include "attnkit/io/model_directory.h"
+#include "attnkit/models/batching.h"
+#include "attnkit/models/prediction_metrics.h"
 #include "attnkit/text/tokenizer.h"
 #include "attnkit/train/run_config.h"
 #include "attnkit/train/text_datasets.h"
@@ -64,9 +66,6 @@ class BatchOrder {
   std::vector<size_t> order_;
 };
 
-// Right-pads rows to the longest with `pad`; returns ids and the 0/1 attention mask.
-std::pair<at::Tensor, at::Tensor> pad_rows(const std::vector<const Ids*>& rows, int64_t pad);
-
 // Calls body(first, rows) for consecutive slices of at most `batch` rows (evaluation order).
 template <typename Row, typename Body>
 void for_each_batch(const std::vector<Row>& all, int64_t batch, Body body) {
@@ -118,24 +117,21 @@ class ClassificationTask : public ModelTask {
   }
 
   std::map<std::string, double> evaluate() override {
-    double loss = 0, correct = 0;
-    const size_t n = val_ids_.size();
+    models::PredictionMetrics metrics;
     for_each_batch(val_ids_, batch_size_, [&](size_t start, const std::vector<const Ids*>& rows) {
       auto labels = torch::tensor(std::vector<int64_t>(val_labels_.begin() + start,
                                                        val_labels_.begin() + start + rows.size()),
                                   at::kLong);
-      auto logits = run(rows).first;
-      loss += models::cross_entropy(logits, labels).item<double>() * rows.size();
-      correct += logits.argmax(-1).eq(labels).sum().item<double>();
+      metrics.add(run(rows).first, labels);
     });
-    return {{"accuracy", correct / n}, {"loss", loss / n}};
+    return {{"accuracy", metrics.accuracy()}, {"loss", metrics.mean_loss()}};
   }
   std::string primary_metric() const override { return "accuracy"; }
   bool higher_is_better() const override { return true; }
 
  private:
   std::pair<at::Tensor, at::Tensor> run(const std::vector<const Ids*>& rows) {
-    auto [ids, mask] = pad_rows(rows, pad_);
+    auto [ids, mask] = models::right_padded_ids(rows, pad_);
     models::TaskInputs in;
     in.input_ids = ids;
     in.attention_mask = mask;
@@ -172,26 +168,20 @@ class LanguageModelTask : public ModelTask {
   }
 
   std::map<std::string, double> evaluate() override {
-    double loss_sum = 0, tokens = 0, correct = 0, sequences_right = 0;
-    const size_t n = val_.size();
+    models::PredictionMetrics metrics;
     for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const LmRow*>& rows) {
       auto [logits, targets, mask] = run(rows);
-      auto counted = targets.ne(models::kIgnoreLabel);
-      const double count = counted.sum().item<double>();
-      if (count == 0) return;
-      loss_sum += models::cross_entropy(logits, targets).item<double>() * count;
-      tokens += count;
-      auto right = logits.argmax(-1).eq(targets).logical_and(counted);
-      correct += right.sum().item<double>();
-      // A row is right when every counted position is.
-      sequences_right += right.sum(1).eq(counted.sum(1)).sum().item<double>();
+      metrics.add(logits, targets);
     });
-    if (tokens == 0) throw Error("evaluation data has no target tokens");
-    const double loss = loss_sum / tokens;
+    if (metrics.counted() == 0) throw Error("evaluation data has no target tokens");
+    const double loss = metrics.mean_loss();
     std::map<std::string, double> out{{"loss", loss},
                                       {"perplexity", std::exp(loss)},
-                                      {"token_accuracy", correct / tokens}};
-    if (sequence_metric_) out["sequence_accuracy"] = sequences_right / n;
+                                      {"token_accuracy", metrics.accuracy()}};
+    // A row is right when every counted position is.
+    if (sequence_metric_)
+      out["sequence_accuracy"] =
+          static_cast<double>(metrics.rows_all_right()) / static_cast<double>(val_.size());
     return out;
   }
   std::string primary_metric() const override {
@@ -206,8 +196,8 @@ class LanguageModelTask : public ModelTask {
       inputs.push_back(&r->input);
       targets.push_back(&r->target);
     }
-    auto [ids, mask] = pad_rows(inputs, pad_);
-    auto target = pad_rows(targets, models::kIgnoreLabel).first;
+    auto [ids, mask] = models::right_padded_ids(inputs, pad_);
+    auto target = models::right_padded_ids(targets, models::kIgnoreLabel).ids;
     models::TaskInputs in;
     in.input_ids = ids;
     in.attention_mask = mask;
