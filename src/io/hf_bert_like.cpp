@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
 namespace attnkit::io::detail {
 
@@ -80,31 +81,30 @@ std::vector<NameRule> bert_like_rules(const TransformerConfig& c, const HeadsCon
   if (c.type_vocab_size > 0)
     r.push_back({"embeddings.token_type_embeddings.weight", "embeddings.token_type.weight"});
   add_dense(r, "embeddings.LayerNorm", "embeddings.norm");
-  const std::string block = "blocks.{layer}.";
-  if (albert) {
-    add_dense(r, "encoder.embedding_hidden_mapping_in", "embeddings.projection");
-    const std::string layer = "encoder.albert_layer_groups.{layer}.albert_layers.0.";
-    add_dense(r, layer + "attention.query", block + "attention.q");
-    add_dense(r, layer + "attention.key", block + "attention.k");
-    add_dense(r, layer + "attention.value", block + "attention.v");
-    add_dense(r, layer + "attention.dense", block + "attention.o");
-    add_dense(r, layer + "attention.LayerNorm", block + "ln_attention");
-    add_dense(r, layer + "ffn", block + "ffn.fc_in");
-    add_dense(r, layer + "ffn_output", block + "ffn.fc_out");
-    add_dense(r, layer + "full_layer_layer_norm", block + "ln_ffn");
-    if (c.pooler) add_dense(r, "pooler", "pooler");
-  } else {
-    const std::string layer = "encoder.layer.{layer}.";
-    add_dense(r, layer + "attention.self.query", block + "attention.q");
-    add_dense(r, layer + "attention.self.key", block + "attention.k");
-    add_dense(r, layer + "attention.self.value", block + "attention.v");
-    add_dense(r, layer + "attention.output.dense", block + "attention.o");
-    add_dense(r, layer + "attention.output.LayerNorm", block + "ln_attention");
-    add_dense(r, layer + "intermediate.dense", block + "ffn.fc_in");
-    add_dense(r, layer + "output.dense", block + "ffn.fc_out");
-    add_dense(r, layer + "output.LayerNorm", block + "ln_ffn");
-    if (c.pooler) add_dense(r, "pooler.dense", "pooler");
-  }
+  // attnkit's names of a block's parts, and each family's names of the same parts in that order.
+  static constexpr std::array<const char*, 8> kOurs{"attention.q",  "attention.k", "attention.v",
+                                                    "attention.o",  "ln_attention", "ffn.fc_in",
+                                                    "ffn.fc_out", "ln_ffn"};
+  struct BlockNames {
+    const char* layer;
+    std::array<const char*, 8> parts;
+    const char* pooler;
+  };
+  static constexpr BlockNames kBert{
+      "encoder.layer.{layer}.",
+      {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+       "attention.output.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm"},
+      "pooler.dense"};
+  static constexpr BlockNames kAlbert{
+      "encoder.albert_layer_groups.{layer}.albert_layers.0.",
+      {"attention.query", "attention.key", "attention.value", "attention.dense", "attention.LayerNorm",
+       "ffn", "ffn_output", "full_layer_layer_norm"},
+      "pooler"};
+  if (albert) add_dense(r, "encoder.embedding_hidden_mapping_in", "embeddings.projection");
+  const BlockNames& names = albert ? kAlbert : kBert;
+  for (size_t i = 0; i < kOurs.size(); ++i)
+    add_dense(r, std::string(names.layer) + names.parts[i], std::string("blocks.{layer}.") + kOurs[i]);
+  if (c.pooler) add_dense(r, names.pooler, "pooler");
   const auto same = TensorLayout::Same;
   const auto head = RuleScope::Head;
   if (h.masked_lm) {
