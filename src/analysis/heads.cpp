@@ -25,10 +25,11 @@ void tick(ProgressReporter* progress) {
 std::vector<std::vector<at::Tensor>> gates_of(const std::vector<models::AttentionSiteRef>& sites,
                                               const HeadMask& mask, bool requires_grad) {
   std::vector<std::vector<at::Tensor>> gates(sites.size());
+  std::vector<at::ScalarType> dtypes;
+  for (const auto& site : sites) dtypes.push_back(site.stack->parameters().front().scalar_type());
   const auto rows = head_rows(sites);
   for (size_t r = 0; r < rows.size(); ++r) {
-    const auto dtype = sites[rows[r].site].stack->parameters().front().scalar_type();
-    at::Tensor g = torch::tensor(mask[r], torch::kDouble).to(dtype);
+    at::Tensor g = torch::tensor(mask[r], torch::kDouble).to(dtypes[rows[r].site]);
     if (requires_grad) g.requires_grad_(true);
     gates[rows[r].site].push_back(g);
   }
@@ -395,6 +396,13 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
 
 namespace {
 
+// One stack's self attention as a site (for the single-stack overloads).
+models::AttentionSiteRef self_attention_site(const models::TransformerModelImpl& model) {
+  auto self = std::const_pointer_cast<models::TransformerModelImpl>(
+      std::static_pointer_cast<const models::TransformerModelImpl>(model.shared_from_this()));
+  return {"self", models::TransformerModel(self), AttentionSite::Self};
+}
+
 // Depths one block serves (ALBERT's shared blocks serve several consecutive depths).
 int64_t depths_per_block(const models::TransformerConfig& c) {
   return c.share_layers ? c.layers / c.layer_groups : 1;
@@ -425,9 +433,10 @@ std::vector<models::HeadIndices> heads_to_prune(const std::vector<models::Attent
     for (int64_t b = 0; b < sites[s].stack->block_count(); ++b)
       blocks.push_back({int64_t(s), b, std::vector<double>(heads[b * per_block], -INFINITY)});
   }
+  const HeadMask full = full_mask(sites);  // heads per row now
   for (size_t r = 0; r < rows.size(); ++r) {
     const auto& site = sites[rows[r].site];
-    const int64_t l = rows[r].layer, heads = site.heads_per_layer()[l];
+    const int64_t l = rows[r].layer, heads = int64_t(full[r].size());
     if (int64_t(importance[r].size()) != heads)
       throw Error(fmt::format("prune: {}layer {}: {} importances for {} heads",
                               sites.size() > 1 ? site.name + " " : "", l, importance[r].size(), heads));
@@ -464,11 +473,8 @@ std::vector<models::HeadIndices> heads_to_prune(const std::vector<models::Attent
 models::HeadIndices heads_to_prune(const models::TransformerModelImpl& model,
                                    const HeadTable& importance, double fraction,
                                    int64_t min_heads_per_layer) {
-  auto self = std::const_pointer_cast<models::TransformerModelImpl>(
-      std::static_pointer_cast<const models::TransformerModelImpl>(model.shared_from_this()));
-  const models::AttentionSiteRef site{"self", models::TransformerModel(self), AttentionSite::Self};
-  return heads_to_prune(std::vector<models::AttentionSiteRef>{site}, importance, fraction,
-                        min_heads_per_layer)
+  return heads_to_prune(std::vector<models::AttentionSiteRef>{self_attention_site(model)},
+                        importance, fraction, min_heads_per_layer)
       .front();
 }
 
@@ -492,9 +498,7 @@ models::HeadIndices to_original_numbering(const models::AttentionSiteRef& site,
 
 models::HeadIndices to_original_numbering(const models::TransformerModelImpl& model,
                                           const models::HeadIndices& current) {
-  auto self = std::const_pointer_cast<models::TransformerModelImpl>(
-      std::static_pointer_cast<const models::TransformerModelImpl>(model.shared_from_this()));
-  return to_original_numbering({"self", models::TransformerModel(self), AttentionSite::Self}, current);
+  return to_original_numbering(self_attention_site(model), current);
 }
 
 namespace {

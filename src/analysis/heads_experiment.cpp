@@ -1,10 +1,8 @@
 #include "attnkit/analysis/heads_experiment.h"
 
 #include "attnkit/error.h"
-#include "attnkit/parse.h"
 #include "attnkit/file.h"
 #include "attnkit/progress.h"
-#include "attnkit/models/encoder_decoder.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <regex>
 
 namespace attnkit::analysis {
 namespace {
@@ -198,19 +195,10 @@ PruneResult prune_model(const PruneOptions& o, const HeadsProgress& progress) {
   // Heads to remove per site, in the unpruned numbering.
   std::vector<models::HeadIndices> prune(sites.size());
   if (o.heads || o.heads_by_site) {
-    if (o.heads) {
-      if (sites.size() != 1)
-        throw Error(fmt::format("prune: --heads: this {} model has {} attention sites; name them "
-                                "({{\"decoder.cross\": {{\"0\": [1]}}}})",
-                                models::to_string(model.shape()), sites.size()));
-      prune[0] = *o.heads;
-    }
-    if (o.heads_by_site)
-      for (const auto& [name, heads] : *o.heads_by_site) {
-        model.attention_site(name);  // names the sites for an unknown name
-        for (size_t s = 0; s < sites.size(); ++s)
-          if (sites[s].name == name) prune[s] = heads;
-      }
+    const models::SiteHeads given = o.heads ? models::SiteHeads{{"", *o.heads}} : *o.heads_by_site;
+    for (const auto& [site, heads] : model.resolve_site_heads(given, "prune: --heads"))
+      for (size_t s = 0; s < sites.size(); ++s)
+        if (sites[s].name == site.name) prune[s] = heads;
   } else {
     HeadTable importance;
     if (!o.importance_file.empty()) {
@@ -225,7 +213,7 @@ PruneResult prune_model(const PruneOptions& o, const HeadsProgress& progress) {
   }
   for (size_t s = 0; s < sites.size(); ++s) model.prune_heads(sites[s].name, prune[s]);
   r.format = o.format.empty() ? loaded.format : o.format;
-  io::save_model(loaded, o.model, o.out, r.format);
+  io::save_model(loaded, o.out, r.format);
   r.heads_after = model.head_count();
   for (const auto& site : model.attention_sites()) {
     const auto& c = site.stack->config();

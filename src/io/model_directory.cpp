@@ -214,8 +214,7 @@ void save_attnkit_model(models::Model& model, const std::string& directory) {
                         attnkit_config_json(model).dump(2) + "\n");
 }
 
-void save_model(LoadedModel& model, const std::string& from, const std::string& to,
-                const std::string& format) {
+void save_model(LoadedModel& model, const std::string& to, const std::string& format) {
   if (format != "attnkit" && format != "huggingface")
     throw Error(fmt::format("format must be 'attnkit' or 'huggingface' (got '{}')", format));
   if (format == "attnkit") {
@@ -229,11 +228,10 @@ void save_model(LoadedModel& model, const std::string& from, const std::string& 
     }
     save_huggingface(model.task, info, to);
   }
-  const std::string source_directory = resolve_model_path(from);
-  if (!fs::is_directory(source_directory)) return;
+  if (!fs::is_directory(model.path)) return;
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                            "vocab.txt", "vocab.json", "merges.txt"}) {
-    const auto source = fs::path(source_directory) / name;
+    const auto source = fs::path(model.path) / name;
     if (fs::exists(source))
       write_file_atomically((fs::path(to) / name).string(), read_file(source.string()));
   }
@@ -246,7 +244,7 @@ void convert_model(const std::string& from, const std::string& to, const std::st
   if (fs::equivalent(from, to, same_ec))
     throw Error("convert: the output directory must differ from the input");
   auto loaded = load_model(from);
-  save_model(loaded, from, to, format);
+  save_model(loaded, to, format);
 }
 
 }  // namespace attnkit::io

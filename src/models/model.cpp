@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iterator>
 
 namespace attnkit::models {
@@ -46,8 +47,37 @@ AttentionSiteRef Model::attention_site(const std::string& name) const {
                           one_line(name), to_string(shape()), names));
 }
 
-void Model::clear_head_gates() const {
-  for (const auto& site : attention_sites()) site.set_head_gates({});
+SiteHeads site_heads_from_json(const nlohmann::json& j, const std::string& what) {
+  const bool by_site = j.is_object() && !j.empty() &&
+                       std::all_of(j.items().begin(), j.items().end(),
+                                   [](const auto& item) { return item.value().is_object(); });
+  if (!by_site) return {{"", head_indices_from_json(j, what)}};
+  SiteHeads out;
+  for (const auto& [name, heads] : j.items())
+    out[name] = head_indices_from_json(heads, fmt::format("{}: {}", what, one_line(name)));
+  return out;
+}
+
+std::vector<std::pair<AttentionSiteRef, HeadIndices>> Model::resolve_site_heads(
+    const SiteHeads& heads, const std::string& what) const {
+  const auto sites = attention_sites();
+  std::vector<std::pair<AttentionSiteRef, HeadIndices>> out;
+  for (const auto& [name, list] : heads) {
+    if (!name.empty()) {
+      try {
+        out.emplace_back(attention_site(name), list);
+      } catch (const Error& e) {
+        throw Error(fmt::format("{}: {}", what, e.what()));
+      }
+    } else if (sites.size() == 1) {
+      out.emplace_back(sites[0], list);
+    } else {
+      throw Error(fmt::format("{}: this {} model has {} attention sites; name them, e.g. "
+                              "{{\"{}\": {{\"0\": [1]}}}}",
+                              what, to_string(shape()), sites.size(), sites.back().name));
+    }
+  }
+  return out;
 }
 
 int64_t Model::head_count() const {

@@ -107,6 +107,18 @@ TEST(ModelDirectory, TaskModelDescriptionIsTheEarlierLayout) {
   EXPECT_THROW(model->encoder_decoder("test"), Error);
 }
 
+// Loading `path` fails with one line that contains `part`.
+void expect_one_line_load_error(const std::filesystem::path& path, const std::string& part) {
+  try {
+    io::load_model(path.string());
+    ADD_FAILURE() << "loaded " << path;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(part), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
 // A run directory is a model: its best checkpoint, else its newest step checkpoint.
 TEST(ModelDirectory, RunDirectoryResolvesToBestElseNewestCheckpoint) {
   namespace fs = std::filesystem;
@@ -126,14 +138,7 @@ TEST(ModelDirectory, RunDirectoryResolvesToBestElseNewestCheckpoint) {
   // A directory that is neither a model nor a run: one line naming it.
   const auto empty = scratch / "not_a_model";
   fs::create_directories(empty);
-  try {
-    io::load_model(empty.string());
-    FAIL() << "loaded an empty directory";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("no config.json"), std::string::npos) << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-  }
+  expect_one_line_load_error(empty, "no config.json");
 }
 
 // The CLI's output and exit code for `args` (stderr folded into the output).
@@ -202,14 +207,7 @@ TEST(ModelDirectory, UnknownArchitectureIsOneLine) {
   auto config = nlohmann::json::parse(read_file((dir / "config.json").string()));
   config["architecture"] = "two\ntowers";
   io::write_file_atomically((dir / "config.json").string(), config.dump());
-  try {
-    io::load_model(dir.string());
-    FAIL() << "loaded an unknown architecture";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("architecture"), std::string::npos) << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-  }
+  expect_one_line_load_error(dir, "architecture");
 }
 
 }  // namespace

@@ -63,9 +63,13 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   // one, else none.
   auto tokenizer = o.tokenizer.empty() ? text::find_tokenizer(loaded.path)
                                        : std::optional(text::load_tokenizer(o.tokenizer));
+  // An encoder-decoder's prompts are its encoder's sources; its decoder pads.
   const bool seq2seq = loaded.model->shape() == models::ModelShape::EncoderDecoder;
-  const int64_t vocab = seq2seq ? loaded.model->encoder_decoder("generate").config().encoder.vocab_size
-                                : loaded.config.vocab_size;
+  const models::TransformerConfig& prompt_stack =
+      seq2seq ? loaded.model->encoder_decoder("generate").config().encoder : loaded.config;
+  const models::TransformerConfig& output_stack =
+      seq2seq ? loaded.model->encoder_decoder("generate").config().decoder : loaded.config;
+  const int64_t vocab = prompt_stack.vocab_size;
   const std::vector<std::string> texts = prompt_texts(o);
   if (texts.empty() && o.prompt_ids.empty())
     throw Error("generate: give --prompt TEXT, --prompts FILE or --prompt-ids IDS");
@@ -102,10 +106,8 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   std::optional<int64_t> tokenizer_eos;
   if (tokenizer)
     if (auto id = tokenizer->token_to_id(decode::default_end_token(*loaded.model))) tokenizer_eos = *id;
-  const int64_t model_pad = seq2seq ? loaded.model->encoder_decoder("generate").config().decoder.pad_token_id
-                                    : loaded.config.pad_token_id;
   decode::set_special_tokens(config, loaded.huggingface.config_json, o.eos_ids, o.no_eos,
-                             tokenizer_eos, model_pad);
+                             tokenizer_eos, output_stack.pad_token_id);
   std::function<std::string(const std::vector<int64_t>&)> detokenize;
   if (tokenizer) detokenize = [&](const std::vector<int64_t>& ids) { return tokenizer->decode(to_u32(ids)); };
   config.detokenize = detokenize;

@@ -171,17 +171,7 @@ int run_prune(const PruneCommand& c, const GlobalOptions& global) {
     } catch (const nlohmann::json::exception&) {
       throw Error("--heads: not JSON (expected {\"layer\": [heads]} or {\"site\": {\"layer\": [heads]}})");
     }
-    // Unpruned numbering, as HF; per site when every value is an object.
-    const bool by_site = parsed.is_object() && !parsed.empty() &&
-                         std::all_of(parsed.items().begin(), parsed.items().end(),
-                                     [](const auto& item) { return item.value().is_object(); });
-    if (by_site) {
-      o.heads_by_site.emplace();
-      for (const auto& [site, heads] : parsed.items())
-        (*o.heads_by_site)[site] = models::head_indices_from_json(heads, "--heads: " + site);
-    } else {
-      o.heads = models::head_indices_from_json(parsed, "--heads");
-    }
+    o.heads_by_site = models::site_heads_from_json(parsed, "--heads");  // unpruned numbering, as HF
   }
   o.fraction = c.fraction;
   o.min_heads = c.min_heads;

@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <memory>
 #include <sstream>
 
@@ -41,22 +40,9 @@ void set_head_mask(models::Model& model, const std::string& text) {
   } catch (const nlohmann::json::exception&) {
     throw Error("--head-mask: not JSON (expected {\"layer\": [heads]} or {\"site\": {\"layer\": [heads]}})");
   }
-  const auto sites = model.attention_sites();
-  std::vector<std::pair<models::AttentionSiteRef, models::HeadIndices>> masked;
-  const bool by_site = parsed.is_object() && !parsed.empty() &&
-                       std::all_of(parsed.items().begin(), parsed.items().end(),
-                                   [](const auto& item) { return item.value().is_object(); });
-  if (by_site) {
-    for (const auto& [name, heads] : parsed.items())
-      masked.emplace_back(model.attention_site(name),
-                          models::head_indices_from_json(heads, "--head-mask: " + name));
-  } else {
-    if (sites.size() != 1)
-      throw Error(fmt::format("--head-mask: this {} model has {} attention sites; name them, e.g. "
-                              "{{\"{}\": {{\"0\": [1]}}}}",
-                              models::to_string(model.shape()), sites.size(), sites.back().name));
-    masked.emplace_back(sites[0], models::head_indices_from_json(parsed, "--head-mask"));
-  }
+  const auto given = models::site_heads_from_json(parsed, "--head-mask");
+  const bool by_site = !given.count("");
+  const auto masked = model.resolve_site_heads(given, "--head-mask");
   for (const auto& [site, heads] : masked) {
     std::vector<at::Tensor> gates;
     for (int64_t count : site.heads_per_layer()) gates.push_back(torch::ones({count}));

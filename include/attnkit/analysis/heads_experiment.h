@@ -129,10 +129,10 @@ HeadTable read_heads_importance(const std::string& path, const std::string& what
 struct PruneOptions {
   std::string model, out;
   std::string format;  // "attnkit" | "huggingface"; empty: the input's
-  // Exactly one of: the heads to remove (unpruned numbering; `heads` for a model with one
-  // attention site, `heads_by_site` by site name for any model) ...
+  // Exactly one of: the heads to remove (unpruned numbering): `heads` for a model with one
+  // attention site, or `heads_by_site` for any model (models::SiteHeads; "" = the only site) ...
   std::optional<models::HeadIndices> heads;
-  std::optional<std::map<std::string, models::HeadIndices>> heads_by_site;
+  std::optional<models::SiteHeads> heads_by_site;
   // ... or a fraction of all heads, least important first, by the importance of a heads.json
   // (importance_file) or else scored on `data` (read by read_data); exactly one of the two.
   double fraction = -1;

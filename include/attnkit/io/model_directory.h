@@ -67,10 +67,9 @@ inline void save_attnkit_model(models::TaskModel& model, const std::string& dire
 
 // Writes `model` (as it is now, e.g. pruned) to `to` in `format` ("attnkit" | "huggingface"; a
 // Hugging Face input keeps its layout details; encoder-decoder models are written in attnkit
-// format only), copying the tokenizer files of the directory `from` (tokenizer.json, vocab.txt,
-// vocab.json, merges.txt, ...; `from` as resolve_model_path reads it) along.
-void save_model(LoadedModel& model, const std::string& from, const std::string& to,
-                const std::string& format);
+// format only), copying the tokenizer files of the directory it was read from (model.path:
+// tokenizer.json, vocab.txt, vocab.json, merges.txt, ...) along.
+void save_model(LoadedModel& model, const std::string& to, const std::string& format);
 
 // Loads `from` (either format) and writes it to `to` in `format` ("attnkit" | "huggingface"),
 // copying tokenizer files (tokenizer.json, vocab.txt, vocab.json, merges.txt, ...) along.

@@ -27,8 +27,10 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch::nn {
@@ -57,6 +59,13 @@ struct AttentionSiteRef {
   layers::MultiHeadAttention layer(int64_t layer) const;
 };
 
+// Heads by attention site: site name -> {layer: [heads]}. The name "" stands for the only site of
+// a model that has one (the {"layer": [heads]} form of the command line).
+using SiteHeads = std::map<std::string, HeadIndices>;
+// {"layer": [heads]} (-> {"": ...}) or {"SITE": {"layer": [heads]}, ...} (every value an object).
+// Throws attnkit::Error naming `what` for anything else (head_indices_from_json's rules).
+SiteHeads site_heads_from_json(const nlohmann::json& j, const std::string& what);
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -73,10 +82,12 @@ class Model {
   // Physical head pruning at a site ({layer: [heads]} in the unpruned numbering, Hugging Face's
   // prune_heads convention); recorded in the model's config, so a saved model reloads pruned.
   virtual void prune_heads(const std::string& site, const HeadIndices& heads) = 0;
-  // Removes every site's gates.
-  void clear_head_gates() const;
   // Heads of every site now (after pruning).
   int64_t head_count() const;
+  // Each site `heads` names, with its heads, in the given order. Throws attnkit::Error "`what`:
+  // ..." for an unknown site name, or for "" when the model has several sites.
+  std::vector<std::pair<AttentionSiteRef, HeadIndices>> resolve_site_heads(
+      const SiteHeads& heads, const std::string& what) const;
 
   // What make_model rebuilds this model from (without weights): a JSON object that an attnkit
   // config.json and checkpoint metadata carry beside "attnkit_format". Task models: {"model":
