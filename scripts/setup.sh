@@ -14,6 +14,9 @@ PACKAGES=(
   clang libclang-rt-14-dev  # make fuzz (libFuzzer), make test-asan
   python3-numpy python3-venv python3-pip
   fortunes fortunes-zh
+  # real corpora (DESIGN.md): parallel Bible verses (SWORD + mod2imp), KJV text, Fashion-MNIST
+  sword-text-web sword-text-sparv sword-text-kjv libsword-utils bible-kjv-text dataset-fashion-mnist
+  libsentencepiece-dev  # Marian's source.spm / target.spm
 )
 
 SUDO=""
