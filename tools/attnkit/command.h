@@ -36,6 +36,9 @@ inline CLI::Validator at_least(long long lower) {
 // for a token that is not a non-negative integer, and "OPTION: no ids given" for none.
 std::vector<int64_t> parse_id_list(const std::string& text, const char* option);
 
+// `attnkit data X` writers that live in their own files (data_X_command.cpp).
+void add_data_corpus_command(CLI::App* data_cmd, GlobalOptions& global);
+
 void register_analyze_command(CLI::App& app, GlobalOptions& global);
 void register_attention_command(CLI::App& app, GlobalOptions& global);
 void register_demo_command(CLI::App& app, GlobalOptions& global);
