@@ -26,6 +26,11 @@ def run(argv, cwd):
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
+def run_each(commands):
+    """Runs (argv, cwd) pairs one after another; their results in order."""
+    return [run(*c) for c in commands]
+
+
 class BenchFlags(unittest.TestCase):
     def built(self):
         """(name, path, bad value) of each benchmark in the build folder."""
@@ -48,36 +53,44 @@ class BenchFlags(unittest.TestCase):
         for word in words:
             self.assertIn(word, lines[0])
 
+    def check_each(self, argv_of, check):
+        """Runs each built benchmark with argv_of(bad value) in an empty folder of its own, then
+        check(name, result) and that the folder is still empty."""
+        benches = self.built()
+        with tempfile.TemporaryDirectory() as root:
+            cwds = [os.path.join(root, name) for name, _, _ in benches]
+            for cwd in cwds:
+                os.mkdir(cwd)
+            results = run_each([([path, *argv_of(bad)], cwd) for (_, path, bad), cwd in zip(benches, cwds)])
+            for (name, _, _), cwd, r in zip(benches, cwds, results):
+                with self.subTest(bench=name):
+                    check(name, r)
+                    self.assertEqual(os.listdir(cwd), [], f"{name} wrote into its working directory")
+
     def test_help_prints_the_usage_and_runs_nothing(self):
-        for name, path, _ in self.built():
-            with self.subTest(bench=name), tempfile.TemporaryDirectory() as cwd:
-                r = run([path, "--help"], cwd)
-                self.assertEqual(r.returncode, 0, r.stderr)
-                self.assertIn("Usage:", r.stdout)
-                self.assertIn("--help", r.stdout)
-                self.assertNotIn("corpus:", r.stdout)  # the tokenizer benchmark's first line when it runs
-                self.assertFalse([l for l in r.stdout.splitlines() if l.startswith("{")])  # JSON result lines
-                self.assertEqual(os.listdir(cwd), [], f"{name} --help wrote into its working directory")
+        def check(name, r):
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("Usage:", r.stdout)
+            self.assertIn("--help", r.stdout)
+            self.assertNotIn("corpus:", r.stdout)  # the tokenizer benchmark's first line when it runs
+            self.assertFalse([l for l in r.stdout.splitlines() if l.startswith("{")])  # JSON result lines
+        self.check_each(lambda bad: ["--help"], check)
 
     def test_an_unknown_flag_is_a_one_line_error(self):
-        for name, path, _ in self.built():
-            with self.subTest(bench=name), tempfile.TemporaryDirectory() as cwd:
-                self.assert_one_line_error(run([path, "--no-such-flag"], cwd), name, "--no-such-flag")
-                self.assertEqual(os.listdir(cwd), [])
+        self.check_each(lambda bad: ["--no-such-flag"],
+                        lambda name, r: self.assert_one_line_error(r, name, "--no-such-flag"))
 
     def test_a_bad_value_is_a_one_line_error(self):
-        for name, path, (argv, word) in self.built():
-            with self.subTest(bench=name), tempfile.TemporaryDirectory() as cwd:
-                self.assert_one_line_error(run([path, *argv], cwd), name, word)
-                self.assertEqual(os.listdir(cwd), [])
+        self.check_each(lambda bad: bad[0],
+                        lambda name, r: self.assert_one_line_error(r, name, BENCHES[name][1]))
 
     def test_the_cli_names_the_subcommand_whose_help_to_read(self):
         cli = os.path.join(BUILD, "attnkit")
         with tempfile.TemporaryDirectory() as cwd:
-            r = run([cli, "--no-such-flag"], cwd)  # CLI11 first says that a subcommand is required
-            self.assert_one_line_error(r, "attnkit", "(see attnkit --help)")
-            r = run([cli, "train", "--no-such-flag"], cwd)
-            self.assert_one_line_error(r, "attnkit", "--no-such-flag", "(see attnkit train --help)")
+            top, train = run_each([([cli, "--no-such-flag"], cwd), ([cli, "train", "--no-such-flag"], cwd)])
+            self.assert_one_line_error(top, "attnkit", "(see attnkit --help)")  # CLI11: a subcommand is required
+            self.assert_one_line_error(train, "attnkit", "--no-such-flag", "(see attnkit train --help)")
+            self.assertEqual(os.listdir(cwd), [])
 
 
 if __name__ == "__main__":
