@@ -4,7 +4,7 @@
 // the global options (threads, seed) have been applied.
 #include <CLI/CLI.hpp>
 
-#include "attnkit/parse.h"
+#include "flags.h"  // tools/flags.h: at_least, one-line parse errors
 
 #include <cstdint>
 #include <functional>
@@ -20,16 +20,6 @@ struct GlobalOptions {
   std::vector<std::string> argv;  // the command line as given (for re-launching workers)
   std::function<int()> action;  // set by the chosen subcommand
 };
-
-// "--n: must be >= 1 (got 0)" instead of CLI11's PositiveNumber text with a 300-digit bound.
-inline CLI::Validator at_least(long long lower) {
-  return CLI::Validator(
-      [lower](std::string& value) -> std::string {
-        if (const auto number = try_parse_int(value); number && *number >= lower) return {};
-        return "must be an integer >= " + std::to_string(lower) + " (got " + value + ")";
-      },
-      ">=" + std::to_string(lower));
-}
 
 // Token ids separated by spaces (a trailing comma on an id is allowed), for --ids / --prompt-ids.
 // Throws attnkit::Error "OPTION: 'TOKEN' is not an integer ..." / "... is not a token id ..."
