@@ -136,23 +136,32 @@ std::string evaluation_path(const std::string& train_path, const std::string& sp
   return path.replace(at, 5, split);
 }
 
-TextBlocks text_blocks(const RunConfig& config, const text::Tokenizer& tokenizer, int64_t block,
-                       std::optional<int64_t> separator) {
+LanguageModelData read_text_files(const RunConfig& config, const text::Tokenizer& tokenizer, size_t block,
+                                  std::optional<int64_t> separator, size_t* files) {
   const auto& t = config.task;
-  if (block < 1) throw Error(fmt::format("task '{}': task.truncate {} leaves no room for text", t.name, t.truncate));
   std::vector<std::string> paths;
   std::string path;
   std::istringstream list(t.data);
   while (std::getline(list, path, ','))
     if (!path.empty()) paths.push_back(path);
+  if (files) *files = paths.size();
   LanguageModelDataOptions options;
-  options.block_size = static_cast<size_t>(block);
+  options.block_size = block;
   options.threads = 0;
   options.skip_bad_lines = t.skip_bad_lines;
   if (separator) options.end_of_text_id = static_cast<uint32_t>(*separator);
   auto data = read_language_model_data(paths, tokenizer, options);
   report_skipped(t.data, data.stats);
-  const size_t tokens = data.tokens - (separator ? paths.size() : 0);
+  return data;
+}
+
+TextBlocks text_blocks(const RunConfig& config, const text::Tokenizer& tokenizer, int64_t block,
+                       std::optional<int64_t> separator) {
+  const auto& t = config.task;
+  if (block < 1) throw Error(fmt::format("task '{}': task.truncate {} leaves no room for text", t.name, t.truncate));
+  size_t files = 0;
+  const auto data = read_text_files(config, tokenizer, static_cast<size_t>(block), separator, &files);
+  const size_t tokens = data.tokens - (separator ? files : 0);
   if (tokens == 0) throw Error(fmt::format("task '{}': {} holds no text (an empty corpus)", t.name, t.data));
   // read_language_model_data's blocks carry one token more (the last one's LM target); here the
   // blocks are its first `block` tokens, so N tokens make floor((N - 1) / block) blocks.
