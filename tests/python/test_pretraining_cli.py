@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """attnkit train --task.name mlm / plm end to end: an mlm run resumes bit-identically (the masks are a
 pure function of seed and micro-batch), its checkpoint converts to Hugging Face layout and loads in
-transformers' BertForMaskedLM with logits equal to `attnkit encode`'s within 1e-4; plm trains and
-refuses cosFormer in one line.
+transformers' BertForMaskedLM with logits equal to `attnkit encode`'s within 1e-4, and the run
+directory fine-tunes seq2seq through --init; plm trains and refuses cosFormer in one line.
 
 ctest runs this file with /usr/bin/python3; it re-runs itself with the test venv's python
 (scripts/peer_python.sh), which has transformers."""
@@ -89,6 +89,19 @@ class PretrainingCli(unittest.TestCase):
             ref = model(input_ids=torch.tensor([ids])).logits
         self.assertEqual(list(got.shape), [1, len(ids), 16])
         self.assertLess((ref - got).abs().max().item(), TOLERANCE)
+        # The run directory fine-tunes a UniLM seq2seq task: every tensor (masked-LM head, two
+        # token types) is taken over, and its tokenizer comes from the checkpoint.
+        rng = random.Random(2)
+        for split, count in (("train", 12), ("val", 4)):
+            with open(os.path.join(self.dir, f"pairs_{split}.tsv"), "w") as f:
+                for _ in range(count):
+                    words = [rng.choice(WORDS) for _ in range(3)]
+                    f.write(" ".join(words) + "\t" + " ".join(reversed(words)) + "\n")
+        rc, _, err = attnkit("train", "--task.name", "seq2seq", "--task.data", os.path.join(self.dir, "pairs_train.tsv"),
+                             "--init", full, "--task.batch_size", "4", "--task.truncate", "16", "--run.steps", "2",
+                             "--run.dir", os.path.join(self.dir, "s2s"))
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(err, r"init: \d+ tensors .*; new: none")
 
     def test_plm_trains_and_refuses_cosformer(self):
         run = os.path.join(self.dir, "plm")

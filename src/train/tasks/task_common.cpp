@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 namespace attnkit::train {
@@ -93,9 +94,15 @@ models::HeadsConfig classification_heads(const RunConfig& config, int64_t labels
 }
 
 text::Tokenizer task_tokenizer(const RunConfig& config) {
-  // Fine-tuning from a model directory: its tokenizer unless another is named.
-  if (config.task.tokenizer.empty() && !config.model.init.empty())
-    return text::load_tokenizer(config.model.init);
+  // Fine-tuning from a model directory: its tokenizer unless another is named. A run directory
+  // (or a checkpoint's model.safetensors) names the checkpoint folder io::load_model reads.
+  if (config.task.tokenizer.empty() && !config.model.init.empty()) {
+    namespace fs = std::filesystem;
+    fs::path model = io::resolve_model_path(config.model.init);
+    if (!fs::is_directory(model)) model = model.parent_path();
+    if (auto found = text::find_tokenizer(model.string())) return *found;
+    return text::load_tokenizer(config.model.init);  // its error names what is missing
+  }
   if (config.task.tokenizer.empty())
     throw Error(fmt::format("task '{}' needs task.tokenizer (a tokenizer.json, vocab.txt or a "
                             "directory with one)", config.task.name));
