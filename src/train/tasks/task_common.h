@@ -250,5 +250,6 @@ std::unique_ptr<TrainingTask> make_span(const RunConfig& config);               
 std::unique_ptr<TrainingTask> make_seq2seq(const RunConfig& config);             // seq2seq.cpp
 std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config);             // language_model.cpp
 std::unique_ptr<TrainingTask> make_synthetic(const RunConfig& config);           // synthetic.cpp
+std::unique_ptr<TrainingTask> make_translation(const RunConfig& config);         // translation.cpp
 
 }  // namespace attnkit::train::detail
