@@ -239,6 +239,17 @@ Data read_reported(const std::string& path, Read read) {
   return data;
 }
 
+// Pairs of a source<TAB>target file as token ids (no special tokens), with the target's text.
+struct EncodedPair {
+  Ids source, target;
+  std::string target_text;
+};
+// task.data and its evaluation file (read_seq2seq_tsv, skipped lines reported), encoded by
+// `tokenizer`: the evaluation side keeps its first task.eval_examples pairs (0 = all); a pair with
+// no token on a side is dropped. Error naming `task` when either side is left empty.
+std::pair<std::vector<EncodedPair>, std::vector<EncodedPair>> encoded_pair_files(
+    const RunConfig& config, const text::Tokenizer& tokenizer, const std::string& task);
+
 // The evaluation file of a training file: "train" in its name becomes the split ("val", "test").
 std::string evaluation_path(const std::string& train_path, const std::string& split);
 

@@ -179,27 +179,17 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
     throw Error(fmt::format("task 'translation': the tokenizer {} has no start token (<s>, [BOS], [CLS], "
                             "<|endoftext|>) or no end token (</s>, [EOS], [SEP], <|endoftext|>)",
                             t.tokenizer));
-  const auto options = read_options(config);
-  auto read = [&](const std::string& p) { return read_seq2seq_tsv(p, options); };
-  const auto train = read_reported<Seq2SeqData>(t.data, read);
-  const auto val = read_reported<Seq2SeqData>(evaluation_path(t.data, t.eval_split), read);
-  auto encode = [&](const Seq2SeqData& data, int64_t limit) {
+  auto [train, val] = encoded_pair_files(config, tokenizer, "translation");
+  auto cut = [&](std::vector<EncodedPair>& pairs) {
     std::vector<PairRow> rows;
-    for (const auto& e : data.examples) {
-      if (limit > 0 && static_cast<int64_t>(rows.size()) >= limit) break;
-      const auto s = tokenizer.encode(e.source, /*add_special_tokens=*/false).ids;
-      const auto g = tokenizer.encode(e.target, /*add_special_tokens=*/false).ids;
-      PairRow row{Ids(s.begin(), s.end()), Ids(g.begin(), g.end()), e.target};
-      if (row.source.empty() || row.target.empty()) continue;  // nothing the tokenizer keeps
-      if (static_cast<int64_t>(row.source.size()) > t.truncate) row.source.resize(t.truncate);
-      if (static_cast<int64_t>(row.target.size()) > t.truncate - 1) row.target.resize(t.truncate - 1);
-      rows.push_back(std::move(row));
+    for (auto& p : pairs) {
+      if (static_cast<int64_t>(p.source.size()) > t.truncate) p.source.resize(t.truncate);
+      if (static_cast<int64_t>(p.target.size()) > t.truncate - 1) p.target.resize(t.truncate - 1);
+      rows.push_back(PairRow{std::move(p.source), std::move(p.target), std::move(p.target_text)});
     }
     return rows;
   };
-  auto train_rows = encode(train, 0), val_rows = encode(val, t.eval_examples);
-  if (train_rows.empty() || val_rows.empty())
-    throw Error(fmt::format("task 'translation': no pair of {} or its evaluation file has tokens on both sides", t.data));
+  auto train_rows = cut(train), val_rows = cut(val);
 
   const int64_t vocab = tokenizer.vocab_size();
   auto c = models::EncoderDecoderConfig::transformer(vocab, vocab, m.hidden, m.layers, m.heads,
