@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -150,32 +151,26 @@ TEST(TranslationTask, SameSeedSameModelAndBeamSearchDecodes) {
 TEST(TranslationTask, BadSettingsAndDataAreOneLineErrors) {
   const auto dir = scratch_directory("translation_errors");
   auto config = toy_config(dir, 1);
-  auto check = [&](RunConfig c, const std::string& expected) {
+  write_bytes(dir / "bad_train.tsv", "red cat\tgato rojo\nred dog gato\n");
+  write_bytes(dir / "bad_val.tsv", "red cat\tgato rojo\n");
+  write_bytes(dir / "vocab_nosep.txt", "[PAD]\n[UNK]\nred\n");
+  const std::vector<std::pair<std::function<void(RunConfig&)>, std::string>> cases = {
+      {[](RunConfig& c) { c.task.label_smoothing = 1.0; }, "task.label_smoothing must be in [0, 1)"},
+      {[](RunConfig& c) { c.task.beams = 0; }, "task.beams must be >= 1"},
+      {[](RunConfig& c) { c.model.family = "gpt2"; }, "model.family must be empty or transformer"},
+      {[](RunConfig& c) { c.model.max_positions = 8; }, "model.max_positions (8) is below task.truncate (16)"},
+      {[](RunConfig& c) { c.task.data = ""; }, "needs task.data"},
+      {[&](RunConfig& c) { c.task.data = (dir / "bad_train.tsv").string(); },
+       "bad_train.tsv:2: expected 2 tab-separated columns, got 1"},
+      {[&](RunConfig& c) { c.task.tokenizer = (dir / "vocab_nosep.txt").string(); }, "has no start token"},
+  };
+  for (const auto& [change, expected] : cases) {
+    auto c = config;
+    change(c);
     const std::string message = error_of([&] { make_task(c); });
     EXPECT_NE(message.find(expected), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-  };
-  auto c = config;
-  c.task.label_smoothing = 1.0;
-  check(c, "task.label_smoothing must be in [0, 1)");
-  c = config;
-  c.task.beams = 0;
-  check(c, "task.beams must be >= 1");
-  c = config;
-  c.model.family = "gpt2";
-  check(c, "model.family must be empty or transformer");
-  c = config;
-  c.task.data = "";
-  check(c, "needs task.data");
-  write_bytes(dir / "bad_train.tsv", "red cat\tgato rojo\nred dog gato\n");
-  write_bytes(dir / "bad_val.tsv", "red cat\tgato rojo\n");
-  c = config;
-  c.task.data = (dir / "bad_train.tsv").string();
-  check(c, "bad_train.tsv:2: expected 2 tab-separated columns, got 1");
-  write_bytes(dir / "vocab_nosep.txt", "[PAD]\n[UNK]\nred\n");
-  c = config;
-  c.task.tokenizer = (dir / "vocab_nosep.txt").string();
-  check(c, "has no start token");
+  }
 }
 
 }  // namespace

@@ -160,6 +160,10 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
                             "empty or transformer (got '{}'; pre- or post-LN: model.pre_ln)",
                             m.family));
   if (!m.init.empty()) throw Error("task 'translation' cannot start from model.init yet");
+  if (m.max_positions > 0 && m.max_positions < t.truncate)
+    throw Error(fmt::format("model.max_positions ({}) is below task.truncate ({}): a source or target of "
+                            "task.truncate tokens would not fit the position table",
+                            m.max_positions, t.truncate));
   if (m.hidden < 1 || m.layers < 1 || m.heads < 1 || m.hidden % m.heads != 0)
     throw Error(fmt::format("model.hidden ({}) must be a positive multiple of model.heads ({})", m.hidden, m.heads));
   const auto self_attention = layers::AttentionSpec::parse(m.attention);
