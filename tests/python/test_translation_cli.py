@@ -76,13 +76,19 @@ class TranslationCli(unittest.TestCase):
         rc, _, err = attnkit("--quiet", "train", "--task.name", "translation", "--task.data",
                              os.path.join(data, "toy_train.tsv"), "--task.tokenizer", vocab, "--task.truncate", "8",
                              "--task.batch_size", "8", "--task.beams", "2", "--task.label_smoothing", "0.1",
-                             "--model.hidden", "16", "--model.layers", "1", "--model.heads", "2",
-                             "--run.steps", "5", "--run.dir", run)
+                             "--model.hidden", "32", "--model.layers", "2", "--model.heads", "2",
+                             "--model.pre_ln", "true", "--model.dropout", "0", "--optimizer.lr", "1e-3",
+                             "--schedule.warmup", "20", "--run.steps", "300", "--run.dir", run)
         self.assertEqual(rc, 0, err)
         self.assertTrue(os.path.isfile(os.path.join(run, "checkpoints", "best", "model.safetensors")))
+        # `attnkit generate` translates with the run's best checkpoint (the padding token starts
+        # the decoder, [SEP] ends it) a training sentence it has learnt (200 steps sufficed).
+        rc, out, err = attnkit("--quiet", "generate", "--model", run, "--prompt", "big dog old cat")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.strip(), "perro grande gato viejo")
         rc, out, err = attnkit("eval", "--run", run, "--split", "test")
         self.assertEqual(rc, 0, err)
-        self.assertRegex(out, r"^step 5 split test bleu=\S+ chrf=\S+ loss=")
+        self.assertRegex(out, r"^step 300 split test bleu=\S+ chrf=\S+ loss=")
         ref = write(os.path.join(self.dir, "ref.txt"), "El niño, 1,000.5 pesos.\nOtra línea\n")
         rc, out, err = attnkit("bleu", "--hyp", ref, "--ref", ref)
         self.assertEqual(rc, 0, err)

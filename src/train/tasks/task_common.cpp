@@ -108,7 +108,8 @@ void report_skipped(const std::string& what, const DataReadStats& stats) {
 }
 
 std::pair<std::vector<EncodedPair>, std::vector<EncodedPair>> encoded_pair_files(
-    const RunConfig& config, const text::Tokenizer& tokenizer, const std::string& task) {
+    const RunConfig& config, const text::Tokenizer& tokenizer, const std::string& task,
+    bool source_special_tokens) {
   const auto& t = config.task;
   const auto options = read_options(config);
   auto read = [&](const std::string& p) { return read_seq2seq_tsv(p, options); };
@@ -116,7 +117,7 @@ std::pair<std::vector<EncodedPair>, std::vector<EncodedPair>> encoded_pair_files
     std::vector<EncodedPair> rows;
     for (const auto& e : data.examples) {
       if (limit > 0 && static_cast<int64_t>(rows.size()) >= limit) break;
-      const auto s = tokenizer.encode(e.source, /*add_special_tokens=*/false).ids;
+      const auto s = tokenizer.encode(e.source, source_special_tokens).ids;
       const auto g = tokenizer.encode(e.target, /*add_special_tokens=*/false).ids;
       if (s.empty() || g.empty()) continue;  // nothing the tokenizer keeps
       rows.push_back(EncodedPair{Ids(s.begin(), s.end()), Ids(g.begin(), g.end()), e.target});

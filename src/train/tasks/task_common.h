@@ -245,10 +245,12 @@ struct EncodedPair {
   std::string target_text;
 };
 // task.data and its evaluation file (read_seq2seq_tsv, skipped lines reported), encoded by
-// `tokenizer`: the evaluation side keeps its first task.eval_examples pairs (0 = all); a pair with
-// no token on a side is dropped. Error naming `task` when either side is left empty.
+// `tokenizer` (sources with its special tokens when source_special_tokens): the evaluation side
+// keeps its first task.eval_examples pairs (0 = all); a pair with no token on a side is dropped.
+// Error naming `task` when either side is left empty.
 std::pair<std::vector<EncodedPair>, std::vector<EncodedPair>> encoded_pair_files(
-    const RunConfig& config, const text::Tokenizer& tokenizer, const std::string& task);
+    const RunConfig& config, const text::Tokenizer& tokenizer, const std::string& task,
+    bool source_special_tokens = false);
 
 // The evaluation file of a training file: "train" in its name becomes the split ("val", "test").
 std::string evaluation_path(const std::string& train_path, const std::string& split);

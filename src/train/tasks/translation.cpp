@@ -14,16 +14,19 @@
 namespace attnkit::train::detail {
 namespace {
 
-// models::EncoderDecoderModel (Vaswani et al. 2017) over one joint vocabulary (task.tokenizer):
-// the encoder reads the source's tokens, the decoder reads <s> + target and predicts target +
-// </s> (teacher forcing), trained with label-smoothed cross entropy (task.label_smoothing).
-// A source longer than task.truncate tokens loses its end, a target its end beyond
-// task.truncate - 1 (the decoder's input then holds task.truncate tokens). Evaluation: loss,
-// perplexity and token accuracy of the target under teacher forcing (no smoothing), and
-// sacreBLEU's corpus BLEU and chrF (fractions; sacreBLEU prints 100×) of decodes (greedy, or
-// beam search with task.beams and task.length_penalty) detokenised by the tokenizer, against
-// the reference text as the file has it (not cut). Decoding stops at </s> or after the longest
-// training target + 1 tokens (within the position table). The best checkpoint has the best BLEU.
+// models::EncoderDecoderModel (Vaswani et al. 2017) over one joint vocabulary (task.tokenizer),
+// with Marian's conventions, which `attnkit generate` follows for every encoder-decoder: the
+// encoder reads the source encoded with the tokenizer's special tokens; the decoder starts from
+// the padding token (the model's pad_token_id, its decoder_start) and reads pad + target,
+// predicting target + the end token (</s>, else [SEP], [EOS] or <|endoftext|>); trained with
+// label-smoothed cross entropy (task.label_smoothing). A source longer than task.truncate
+// tokens loses its end, a target its end beyond task.truncate - 1 (the decoder's input then holds
+// task.truncate tokens). Evaluation: loss, perplexity and token accuracy of the target under
+// teacher forcing (no smoothing), and sacreBLEU's corpus BLEU and chrF (fractions; sacreBLEU
+// prints 100×) of decodes (greedy, or beam search with task.beams and task.length_penalty)
+// detokenised by the tokenizer, against the reference text as the file has it (not cut).
+// Decoding stops at the end token or after the longest training target + 1 tokens (within the
+// position table). The best checkpoint has the best BLEU.
 struct PairRow {
   Ids source, target;
   std::string reference;
@@ -32,9 +35,9 @@ struct PairRow {
 class TranslationTask : public TrainingTask {
  public:
   TranslationTask(models::EncoderDecoderModel model, const RunConfig& config, text::Tokenizer tokenizer,
-                  std::vector<PairRow> train, std::vector<PairRow> val, int64_t bos, int64_t eos, int64_t pad)
+                  std::vector<PairRow> train, std::vector<PairRow> val, int64_t eos, int64_t pad)
       : model_(std::move(model)), tokenizer_(std::move(tokenizer)), train_(std::move(train)),
-        val_(std::move(val)), bos_(bos), eos_(eos), pad_(pad), batch_size_(config.task.batch_size),
+        val_(std::move(val)), eos_(eos), pad_(pad), batch_size_(config.task.batch_size),
         label_smoothing_(config.task.label_smoothing), beams_(config.task.beams),
         length_penalty_(config.task.length_penalty),
         order_(train_.size(), config.task.batch_size, config.trainer.seed) {
@@ -90,7 +93,7 @@ class TranslationTask : public TrainingTask {
     std::vector<Ids> sources, inputs, labels;
     for (const auto* r : rows) {
       sources.push_back(r->source);
-      Ids in{bos_};
+      Ids in{pad_};  // the decoder starts from the padding token (Marian)
       in.insert(in.end(), r->target.begin(), r->target.end());
       Ids out = r->target;
       out.push_back(eos_);
@@ -118,7 +121,7 @@ class TranslationTask : public TrainingTask {
     g.max_new_tokens = max_new_tokens_;
     g.eos_token_ids = {eos_};
     g.pad_token_id = pad_;
-    const std::vector<Ids> prompts(sources.size(), Ids{bos_});
+    const std::vector<Ids> prompts(sources.size(), Ids{pad_});
     std::vector<Ids> out;
     for (auto& result : decode::generate(lm, prompts, g)) {
       Ids tokens = result.front().tokens;
@@ -134,7 +137,7 @@ class TranslationTask : public TrainingTask {
   models::EncoderDecoderModel model_;
   text::Tokenizer tokenizer_;
   std::vector<PairRow> train_, val_;
-  int64_t bos_, eos_, pad_, batch_size_;
+  int64_t eos_, pad_, batch_size_;
   double label_smoothing_;
   int64_t beams_;
   double length_penalty_;
@@ -176,14 +179,13 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
   }
 
   auto tokenizer = task_tokenizer(config);
-  // GPT-2's byte-level BPE has one special token, which then starts and ends the target.
-  const auto bos = special_id(tokenizer, {"<s>", "[BOS]", "[CLS]", "<|endoftext|>"});
-  const auto eos = special_id(tokenizer, {"</s>", "[EOS]", "[SEP]", "<|endoftext|>"});
-  if (!bos || !eos)
-    throw Error(fmt::format("task 'translation': the tokenizer {} has no start token (<s>, [BOS], [CLS], "
-                            "<|endoftext|>) or no end token (</s>, [EOS], [SEP], <|endoftext|>)",
+  const auto eos = special_id(tokenizer, {"</s>", "[SEP]", "[EOS]", "<|endoftext|>"});
+  if (!eos)
+    throw Error(fmt::format("task 'translation': the tokenizer {} has no end token (</s>, [SEP], [EOS], "
+                            "<|endoftext|>)",
                             t.tokenizer));
-  auto [train, val] = encoded_pair_files(config, tokenizer, "translation");
+  const int64_t pad = pad_id(tokenizer);  // also the decoder's start token
+  auto [train, val] = encoded_pair_files(config, tokenizer, "translation", /*source_special_tokens=*/true);
   auto cut = [&](std::vector<EncodedPair>& pairs) {
     std::vector<PairRow> rows;
     for (auto& p : pairs) {
@@ -208,14 +210,14 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
     stack->attention.max_length = stack->max_positions;
   }
   c.decoder.cross_attention_spec.max_length = c.encoder.max_positions;
+  c.encoder.pad_token_id = c.decoder.pad_token_id = pad;
   c.share_embeddings = m.share_embeddings;
   c.tie_output = true;
   c.validate();
   torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
   models::EncoderDecoderModel model(c);
-  const int64_t pad = pad_id(tokenizer);
   return std::make_unique<TranslationTask>(model, config, std::move(tokenizer), std::move(train_rows),
-                                           std::move(val_rows), *bos, *eos, pad);
+                                           std::move(val_rows), *eos, pad);
 }
 
 }  // namespace attnkit::train::detail
