@@ -320,3 +320,268 @@ BleuScore corpus_bleu(const std::vector<std::vector<std::string>>& hypotheses,
 }
 
 }  // namespace attnkit::train
+
+// ---------------------------------------------------------------------------------------------
+// sacreBLEU
+namespace attnkit::train {
+namespace {
+
+// Python's str.isspace() (what str.split() splits on).
+bool python_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
+}
+
+std::vector<std::u32string> python_split(const std::u32string& line) {
+  std::vector<std::u32string> out;
+  std::u32string word;
+  for (char32_t c : line) {
+    if (python_space(c)) {
+      if (!word.empty()) out.push_back(std::move(word));
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  if (!word.empty()) out.push_back(std::move(word));
+  return out;
+}
+
+void replace_all(std::u32string& s, std::u32string_view from, std::u32string_view to) {
+  std::u32string out;
+  size_t at = 0;
+  for (size_t hit; (hit = s.find(from, at)) != std::u32string::npos; at = hit + from.size()) {
+    out.append(s, at, hit - at);
+    out += to;
+  }
+  out.append(s, at, std::u32string::npos);
+  s = std::move(out);
+}
+
+bool ascii_digit(char32_t c) { return c >= U'0' && c <= U'9'; }
+
+// 13a's first rule: [{-~] [[-`] [ -&] [(-+] [:-@] and '/'.
+bool punctuation_13a(char32_t c) {
+  return (c >= U'{' && c <= U'~') || (c >= U'[' && c <= U'`') || (c >= U' ' && c <= U'&') ||
+         (c >= U'(' && c <= U'+') || (c >= U':' && c <= U'@') || c == U'/';
+}
+
+// re.sub of a two-character pattern (first, second) -> first + middle + second + after, left to
+// right without overlaps; `before` goes in front of the first character.
+template <typename First, typename Second>
+std::u32string split_pairs(const std::u32string& s, First first, Second second, std::u32string_view before,
+                           std::u32string_view middle, std::u32string_view after) {
+  std::u32string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    if (i + 1 < s.size() && first(s[i]) && second(s[i + 1])) {
+      out += before;
+      out += s[i];
+      out += middle;
+      out += s[i + 1];
+      out += after;
+      i += 2;
+    } else {
+      out += s[i++];
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> tokenize_13a_u32(std::u32string line) {
+  while (!line.empty() && python_space(line.back())) line.pop_back();  // sent.rstrip()
+  replace_all(line, U"<skipped>", U"");
+  replace_all(line, U"-\n", U"");
+  replace_all(line, U"\n", U" ");
+  if (line.find(U'&') != std::u32string::npos) {
+    replace_all(line, U"&quot;", U"\"");
+    replace_all(line, U"&amp;", U"&");
+    replace_all(line, U"&lt;", U"<");
+    replace_all(line, U"&gt;", U">");
+  }
+  std::u32string padded;
+  padded.reserve(line.size() * 2 + 2);
+  padded += U' ';
+  for (char32_t c : line) {
+    if (punctuation_13a(c)) {
+      padded += U' ';
+      padded += c;
+      padded += U' ';
+    } else {
+      padded += c;
+    }
+  }
+  padded += U' ';
+  auto not_digit = [](char32_t c) { return !ascii_digit(c); };
+  auto period_or_comma = [](char32_t c) { return c == U'.' || c == U','; };
+  auto hyphen = [](char32_t c) { return c == U'-'; };
+  std::u32string s = split_pairs(padded, not_digit, period_or_comma, U"", U" ", U" ");  // \1 \2 + ' '
+  s = split_pairs(s, period_or_comma, not_digit, U" ", U" ", U"");                      // ' ' \1 ' ' \2
+  s = split_pairs(s, ascii_digit, hyphen, U"", U" ", U" ");                              // \1 ' ' \2 ' '
+  std::vector<std::string> tokens;
+  for (const auto& word : python_split(s)) tokens.push_back(text::unicode::encode_utf8(word));
+  return tokens;
+}
+
+std::u32string decode(std::string_view text) {
+  return text::unicode::decode_utf8(text, text::unicode::InvalidUtf8::kReplace);
+}
+
+// One hypothesis against its references, sacreBLEU's _compute_segment_statistics.
+void add_bleu_statistics(const std::vector<std::string>& hypothesis,
+                         const std::vector<std::vector<std::string>>& references, BleuScore& bleu) {
+  for (size_t n = 1; n <= 4; ++n) {
+    NgramCounts max_reference;
+    for (const auto& reference : references)
+      for (const auto& [ngram, count] : count_ngrams(reference, n))
+        max_reference[ngram] = std::max(max_reference[ngram], count);
+    for (const auto& [ngram, count] : count_ngrams(hypothesis, n)) {
+      bleu.totals[n - 1] += count;
+      if (auto it = max_reference.find(ngram); it != max_reference.end())
+        bleu.matches[n - 1] += std::min(count, it->second);
+    }
+  }
+  const size_t c = hypothesis.size();
+  size_t closest = 0, closest_distance = 0;
+  bool first = true;
+  for (const auto& reference : references) {
+    const size_t r = reference.size();
+    const size_t distance = r > c ? r - c : c - r;
+    if (first || distance < closest_distance || (distance == closest_distance && r < closest)) {
+      closest = r;
+      closest_distance = distance;
+      first = false;
+    }
+  }
+  bleu.hypothesis_length += c;
+  bleu.reference_length += closest;
+}
+
+constexpr int kChrfOrder = 6;
+constexpr double kChrfBeta = 2;
+
+using CharCounts = std::unordered_map<std::u32string, size_t>;
+
+std::array<CharCounts, kChrfOrder> char_ngrams(std::string_view line) {
+  std::u32string chars;
+  for (char32_t c : decode(line))
+    if (!python_space(c)) chars += c;
+  std::array<CharCounts, kChrfOrder> out;
+  for (size_t n = 1; n <= kChrfOrder; ++n)
+    for (size_t i = 0; i + n <= chars.size(); ++i) ++out[n - 1][chars.substr(i, n)];
+  return out;
+}
+
+// [hyp, ref, match] per order, sacreBLEU's _get_match_statistics.
+using ChrfStats = std::array<std::array<size_t, 3>, kChrfOrder>;
+
+double chrf_f_score(const ChrfStats& stats) {
+  const double factor = kChrfBeta * kChrfBeta;
+  double precision = 0, recall = 0;
+  int effective = 0;
+  for (const auto& [hyp, ref, match] : stats) {
+    if (hyp > 0 && ref > 0) {
+      precision += static_cast<double>(match) / static_cast<double>(hyp);
+      recall += static_cast<double>(match) / static_cast<double>(ref);
+      ++effective;
+    }
+  }
+  if (effective > 0) {
+    precision /= effective;
+    recall /= effective;
+  }
+  if (precision + recall == 0) return 0.0;
+  return (1 + factor) * precision * recall / (factor * precision + recall);
+}
+
+}  // namespace
+
+std::vector<std::string> tokenize_13a(std::string_view line) { return tokenize_13a_u32(decode(line)); }
+
+BleuScore sacrebleu_corpus_bleu(const std::vector<std::string>& hypotheses,
+                                const std::vector<std::vector<std::string>>& references) {
+  check_counts("sacrebleu_corpus_bleu", hypotheses.size(), references.size());
+  BleuScore bleu;
+  for (size_t s = 0; s < hypotheses.size(); ++s) {
+    if (references[s].empty()) throw Error(fmt::format("sacrebleu_corpus_bleu: hypothesis {} has no reference", s));
+    std::vector<std::vector<std::string>> refs;
+    for (const auto& r : references[s]) refs.push_back(tokenize_13a(r));
+    add_bleu_statistics(tokenize_13a(hypotheses[s]), refs, bleu);
+  }
+  const double c = static_cast<double>(bleu.hypothesis_length);
+  const double r = static_cast<double>(bleu.reference_length);
+  bleu.brevity_penalty = bleu.hypothesis_length < bleu.reference_length ? (c > 0 ? std::exp(1 - r / c) : 0.0) : 1.0;
+  if (std::all_of(bleu.matches.begin(), bleu.matches.end(), [](size_t m) { return m == 0; })) return bleu;
+  double smooth = 1, log_sum = 0;
+  bool zero = false;
+  for (size_t n = 0; n < 4; ++n) {
+    if (bleu.totals[n] == 0) {  // sacreBLEU stops here; the orders left keep precision 0
+      zero = true;
+      break;
+    }
+    if (bleu.matches[n] == 0) {
+      smooth *= 2;
+      bleu.precisions[n] = 1.0 / (smooth * static_cast<double>(bleu.totals[n]));
+    } else {
+      bleu.precisions[n] = static_cast<double>(bleu.matches[n]) / static_cast<double>(bleu.totals[n]);
+    }
+    log_sum += std::log(bleu.precisions[n]);
+  }
+  bleu.score = zero ? 0.0 : bleu.brevity_penalty * std::exp(log_sum / 4);
+  return bleu;
+}
+
+ChrfScore sacrebleu_corpus_chrf(const std::vector<std::string>& hypotheses,
+                                const std::vector<std::vector<std::string>>& references) {
+  check_counts("sacrebleu_corpus_chrf", hypotheses.size(), references.size());
+  ChrfStats total{};
+  for (size_t s = 0; s < hypotheses.size(); ++s) {
+    if (references[s].empty()) throw Error(fmt::format("sacrebleu_corpus_chrf: hypothesis {} has no reference", s));
+    const auto hyp = char_ngrams(hypotheses[s]);
+    ChrfStats best{};
+    double best_f = -1;
+    for (const auto& reference : references[s]) {
+      const auto ref = char_ngrams(reference);
+      ChrfStats stats{};
+      for (size_t n = 0; n < kChrfOrder; ++n) {
+        size_t hyp_count = 0, ref_count = 0, match = 0;
+        for (const auto& [ngram, count] : hyp[n]) {
+          hyp_count += count;
+          if (auto it = ref[n].find(ngram); it != ref[n].end()) match += std::min(count, it->second);
+        }
+        for (const auto& entry : ref[n]) ref_count += entry.second;
+        stats[n] = {ref[n].empty() ? 0 : hyp_count, ref_count, match};
+      }
+      const double f = chrf_f_score(stats);
+      if (f > best_f) {
+        best_f = f;
+        best = stats;
+      }
+    }
+    for (size_t n = 0; n < kChrfOrder; ++n)
+      for (size_t k = 0; k < 3; ++k) total[n][k] += best[n][k];
+  }
+  ChrfScore chrf;
+  chrf.score = chrf_f_score(total);
+  for (size_t n = 0; n < kChrfOrder; ++n) {
+    chrf.hypothesis_ngrams[n] = total[n][0];
+    chrf.reference_ngrams[n] = total[n][1];
+    chrf.matches[n] = total[n][2];
+  }
+  return chrf;
+}
+
+std::string format_sacrebleu(const BleuScore& bleu) {
+  const double ratio = bleu.reference_length ? static_cast<double>(bleu.hypothesis_length) /
+                                                   static_cast<double>(bleu.reference_length)
+                                             : 0.0;
+  return fmt::format("BLEU = {:.2f} {:.1f}/{:.1f}/{:.1f}/{:.1f} (BP = {:.3f} ratio = {:.3f} hyp_len = {} ref_len = {})",
+                     100 * bleu.score, 100 * bleu.precisions[0], 100 * bleu.precisions[1],
+                     100 * bleu.precisions[2], 100 * bleu.precisions[3], bleu.brevity_penalty, ratio,
+                     bleu.hypothesis_length, bleu.reference_length);
+}
+
+std::string format_chrf(const ChrfScore& chrf) { return fmt::format("chrF2 = {:.2f}", 100 * chrf.score); }
+
+}  // namespace attnkit::train

@@ -129,6 +129,12 @@ const std::vector<Setting>& settings() {
         ATTNKIT_FIELD(double, "optimizer", "momentum", "SGD momentum", c.trainer.optimizer.momentum),
         ATTNKIT_FIELD(int64_t, "schedule", "warmup", "linear warm-up steps", c.trainer.schedule.warmup_steps),
         ATTNKIT_FIELD(double, "schedule", "min_ratio", "decay floor as a fraction of the peak rate", c.trainer.schedule.min_ratio),
+        ATTNKIT_FIELD(double, "task", "label_smoothing", "translation: label smoothing of the loss, in [0, 1)", c.task.label_smoothing),
+        ATTNKIT_FIELD(int64_t, "task", "beams", "translation: validation decoding, 1 = greedy, else beam search", c.task.beams),
+        ATTNKIT_FIELD(double, "task", "length_penalty", "translation: beam search length penalty (HF generate)", c.task.length_penalty),
+        ATTNKIT_FIELD(bool, "model", "pre_ln", "translation: pre-LN blocks (default post-LN)", c.model.pre_ln),
+        ATTNKIT_FIELD(bool, "model", "share_embeddings", "translation: one embedding for source, target and output", c.model.share_embeddings),
+        ATTNKIT_FIELD(std::string, "model", "cross_attention", "translation: cross attention kind (default: model.attention)", c.model.cross_attention),
     };
     Setting optimizer;
     optimizer.info = {"optimizer", "name", "adamw | adam | sgd"};

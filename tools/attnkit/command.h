@@ -31,6 +31,7 @@ void add_data_corpus_command(CLI::App* data_cmd, GlobalOptions& global);
 
 void register_analyze_command(CLI::App& app, GlobalOptions& global);
 void register_attention_command(CLI::App& app, GlobalOptions& global);
+void register_bleu_command(CLI::App& app, GlobalOptions& global);  // bleu_command.cpp
 void register_demo_command(CLI::App& app, GlobalOptions& global);
 void register_generate_command(CLI::App& app, GlobalOptions& global);
 void register_inspect_command(CLI::App& app, GlobalOptions& global);  // inspect FILE.safetensors
@@ -40,5 +41,7 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global);
 void register_report_command(CLI::App& app, GlobalOptions& global);
 void register_train_commands(CLI::App& app, GlobalOptions& global);  // train, eval, data
 void register_tokenize_commands(CLI::App& app, GlobalOptions& global);
+// attnkit data parallel (data_parallel_command.cpp), called by register_train_commands.
+void add_data_parallel_command(CLI::App* data_cmd, GlobalOptions& global);
 
 }  // namespace attnkit::cli

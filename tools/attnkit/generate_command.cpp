@@ -107,6 +107,11 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   std::optional<int64_t> tokenizer_eos;
   if (tokenizer)
     if (auto id = tokenizer->token_to_id(decode::default_end_token(*loaded.model))) tokenizer_eos = *id;
+  // An encoder-decoder trained here (task translation) ends at the tokenizer's end token, [SEP]
+  // for BERT-style vocabularies when there is no </s>.
+  if (tokenizer && seq2seq && !tokenizer_eos)
+    for (const char* name : {"[SEP]", "[EOS]", "<|endoftext|>"})
+      if (auto id = tokenizer->token_to_id(name); id && !tokenizer_eos) tokenizer_eos = *id;
   decode::set_special_tokens(config, loaded.huggingface.config_json, o.eos_ids, o.no_eos,
                              tokenizer_eos, output_stack.pad_token_id);
   std::function<std::string(const std::vector<int64_t>&)> detokenize;

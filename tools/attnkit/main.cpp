@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   register_analyze_command(app, global);
   register_heads_commands(app, global);
   register_attention_command(app, global);
+  register_bleu_command(app, global);
   register_demo_command(app, global);
   register_generate_command(app, global);
   register_inspect_command(app, global);

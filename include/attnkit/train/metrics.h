@@ -95,4 +95,47 @@ struct BleuScore {
 BleuScore corpus_bleu(const std::vector<std::vector<std::string>>& hypotheses,
                       const std::vector<std::vector<std::vector<std::string>>>& references);
 
+// ---------------------------------------------------------------------------------------------
+// sacreBLEU (Post 2018; the `sacrebleu` package 2.x with its default settings) on detokenised
+// text. references[i] holds the reference strings of hypotheses[i] (at least one each).
+//
+// Tokenisation "13a" (mteval-v13a.pl as sacreBLEU runs it): trailing whitespace is stripped,
+// "<skipped>" and "-\n" removed, line breaks become spaces, &quot; &amp; &lt; &gt; decoded (in
+// that order); the line is padded with a space on each side; then each of the ASCII punctuation
+// marks { | } ~ [ \ ] ^ _ ` space ! " # $ % & ( ) * + : ; < = > ? @ / gets a space on both
+// sides; a period or comma after a non-digit is split off ("x." -> "x . "), then one before a
+// non-digit (" . x"), and a hyphen after a digit ("3-" -> "3 - "), each rule applied left to
+// right without overlaps as Python's re.sub; tokens are what stays between Unicode whitespace
+// (Python's str.split()). Digits are ASCII 0-9 only.
+std::vector<std::string> tokenize_13a(std::string_view line);
+
+// sacreBLEU's BLEU (tokenize="13a", smooth_method="exp", lowercase=False, 4-grams): n-gram
+// counts of every reference of a hypothesis are merged by maximum; BP as corpus_bleu; when no
+// n-gram of any order matches, BLEU is 0; otherwise p_n = matches / totals, where an order with
+// no match takes p_n = 1 / (2^k · totals) for the k-th such order ("exp" smoothing), and an order
+// with no hypothesis n-gram at all ends the list with p_n = 0 (BLEU 0). Fractions as above:
+// sacreBLEU prints 100 · score.
+BleuScore sacrebleu_corpus_bleu(const std::vector<std::string>& hypotheses,
+                                const std::vector<std::vector<std::string>>& references);
+
+// sacreBLEU's chrF with its defaults (chrF2: character n-grams n = 1..6 of each line with its
+// Unicode whitespace removed, code points, beta = 2, no word n-grams, mixed case). Per hypothesis
+// the reference with the best sentence F-score counts; per order the corpus sums hypothesis,
+// reference and matched n-grams (a hypothesis's n-grams count only where its reference has
+// n-grams of that order); precision and recall are averaged over the orders where both sides
+// have n-grams, and chrF = (1 + β²)·P·R / (β²·P + R) (0 when P + R = 0). A fraction too.
+struct ChrfScore {
+  double score = 0;
+  std::array<size_t, 6> hypothesis_ngrams{};  // per order 1..6
+  std::array<size_t, 6> reference_ngrams{};
+  std::array<size_t, 6> matches{};
+};
+ChrfScore sacrebleu_corpus_chrf(const std::vector<std::string>& hypotheses,
+                                const std::vector<std::vector<std::string>>& references);
+
+// sacreBLEU's score strings: "BLEU = 34.12 67.1/41.0/27.3/18.2 (BP = 0.987 ratio = 0.987
+// hyp_len = 1234 ref_len = 1250)" and "chrF2 = 56.78".
+std::string format_sacrebleu(const BleuScore& bleu);
+std::string format_chrf(const ChrfScore& chrf);
+
 }  // namespace attnkit::train

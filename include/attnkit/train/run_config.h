@@ -8,10 +8,10 @@
 //   [task]       name (a task of the registry, tasks.h), data, tokenizer, batch_size, truncate,
 //                min_length, max_length, train_examples, eval_examples, eval_split,
 //                skip_bad_lines, symbols, mask_probability, mask_fraction, random_fraction,
-//                whole_word, predict_last
+//                whole_word, predict_last, label_smoothing, beams, length_penalty
 //   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
-//                max_positions, pooling
+//                max_positions, pooling, pre_ln, share_embeddings, cross_attention
 //   [optimizer]  name (adamw | adam | sgd), lr, weight_decay, beta1, beta2, eps, momentum
 //   [schedule]   kind (constant | linear | cosine), warmup, min_ratio
 #include "attnkit/models/task_model.h"
@@ -46,6 +46,12 @@ struct TaskConfig {
   double random_fraction = 0.1;
   bool whole_word = false;
   int64_t predict_last = 0;  // plm: predict only the last K tokens of each order (0 = all)
+  // translation: label smoothing of the training loss (PyTorch's: (1 - e) * NLL + e * the mean
+  // of -log p over the vocabulary), and the validation decoder (1 = greedy, else beam search
+  // with that many beams and length_penalty, as Hugging Face generate).
+  double label_smoothing = 0.0;
+  int64_t beams = 1;
+  double length_penalty = 1.0;
 };
 
 struct ModelSettings {
@@ -63,6 +69,12 @@ struct ModelSettings {
   // A model directory (attnkit or Hugging Face layout) to start from: its architecture and
   // weights replace the settings above; the task's heads not in it are new (`attnkit train --init`).
   std::string init;
+  // translation (encoder-decoder): pre-LN blocks (else post-LN, as Vaswani et al.), one token
+  // embedding for source and target (and the LM head), the decoder's cross attention kind
+  // ("" = model.attention).
+  bool pre_ln = false;
+  bool share_embeddings = true;
+  std::string cross_attention;
 };
 
 struct RunConfig {

@@ -16,7 +16,8 @@ namespace attnkit::train {
 
 const std::vector<TaskInfo>& task_registry() {
   using detail::make_listops, detail::make_seq2seq, detail::make_span, detail::make_synthetic,
-      detail::make_tagging, detail::make_text_classification, detail::make_text_lm;
+      detail::make_tagging, detail::make_text_classification, detail::make_text_lm,
+      detail::make_translation;
   using detail::make_mlm, detail::make_plm;
   constexpr auto kNone = TaskData::kNone, kOptional = TaskData::kOptional, kRequired = TaskData::kRequired;
   // name, task.data, files (what task.data names), test split, tokenizer, help, factory
@@ -31,6 +32,8 @@ const std::vector<TaskInfo>& task_registry() {
        "SQuAD-style span extraction (exact match, F1)", make_span},
       {"seq2seq", kRequired, "the training TSV: source<TAB>target", true, true,
        "UniLM source -> target (corpus BLEU of greedy decodes)", make_seq2seq},
+      {"translation", kRequired, "the training TSV: source<TAB>target", true, true,
+       "encoder-decoder source -> target (sacreBLEU of greedy or beam decodes)", make_translation},
       {"lm", kRequired, "text files separated by commas", false, true,
        "causal LM over text files in blocks of task.truncate tokens (perplexity)", make_text_lm},
       {"mlm", kRequired, "text files separated by commas", false, true,

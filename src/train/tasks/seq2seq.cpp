@@ -104,27 +104,18 @@ std::unique_ptr<TrainingTask> make_seq2seq(const RunConfig& config) {
   if (!cls || !sep)
     throw Error(fmt::format("task 'seq2seq': the tokenizer {} has no [CLS]/<s> or no [SEP]/</s> token",
                             t.tokenizer));
-  const auto options = read_options(config);
-  auto read = [&](const std::string& p) { return read_seq2seq_tsv(p, options); };
-  const auto train = read_reported<Seq2SeqData>(t.data, read);
-  const auto val = read_reported<Seq2SeqData>(evaluation_path(t.data, t.eval_split), read);
-  auto encode = [&](const Seq2SeqData& data, int64_t limit) {
+  auto [train, val] = encoded_pair_files(config, tokenizer, "seq2seq");
+  auto cut = [&](std::vector<EncodedPair>& pairs) {
     std::vector<PairRow> rows;
-    for (const auto& e : data.examples) {
-      if (limit > 0 && static_cast<int64_t>(rows.size()) >= limit) break;
-      const auto s = tokenizer.encode(e.source, /*add_special_tokens=*/false).ids;
-      const auto g = tokenizer.encode(e.target, /*add_special_tokens=*/false).ids;
-      PairRow row{Ids(s.begin(), s.end()), Ids(g.begin(), g.end())};
-      if (row.source.empty() || row.target.empty()) continue;  // nothing the tokenizer keeps
+    for (auto& p : pairs) {
+      PairRow row{std::move(p.source), std::move(p.target)};
       while (static_cast<int64_t>(row.source.size() + row.target.size()) > t.truncate - 3)
         (row.source.size() >= row.target.size() ? row.source : row.target).pop_back();
       rows.push_back(std::move(row));
     }
     return rows;
   };
-  auto train_rows = encode(train, 0), val_rows = encode(val, t.eval_examples);
-  if (train_rows.empty() || val_rows.empty())
-    throw Error(fmt::format("task 'seq2seq': no pair of {} or its evaluation file has tokens on both sides", t.data));
+  auto train_rows = cut(train), val_rows = cut(val);
   models::HeadsConfig heads;
   heads.masked_lm = true;
   auto model = build_model(config, tokenizer.vocab_size(), t.truncate, false, heads, /*token_types=*/2);

@@ -239,6 +239,19 @@ Data read_reported(const std::string& path, Read read) {
   return data;
 }
 
+// Pairs of a source<TAB>target file as token ids (no special tokens), with the target's text.
+struct EncodedPair {
+  Ids source, target;
+  std::string target_text;
+};
+// task.data and its evaluation file (read_seq2seq_tsv, skipped lines reported), encoded by
+// `tokenizer` (sources with its special tokens when source_special_tokens): the evaluation side
+// keeps its first task.eval_examples pairs (0 = all); a pair with no token on a side is dropped.
+// Error naming `task` when either side is left empty.
+std::pair<std::vector<EncodedPair>, std::vector<EncodedPair>> encoded_pair_files(
+    const RunConfig& config, const text::Tokenizer& tokenizer, const std::string& task,
+    bool source_special_tokens = false);
+
 // The evaluation file of a training file: "train" in its name becomes the split ("val", "test").
 std::string evaluation_path(const std::string& train_path, const std::string& split);
 
@@ -252,6 +265,7 @@ std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config);            
 std::unique_ptr<TrainingTask> make_synthetic(const RunConfig& config);           // synthetic.cpp
 std::unique_ptr<TrainingTask> make_mlm(const RunConfig& config);                 // mlm.cpp
 std::unique_ptr<TrainingTask> make_plm(const RunConfig& config);                 // plm.cpp
+std::unique_ptr<TrainingTask> make_translation(const RunConfig& config);         // translation.cpp
 
 // The text files of task.data (separated by commas) through read_language_model_data with blocks
 // of `block` (+ 1) tokens and `separator` after each file when set (task.skip_bad_lines applied and

@@ -1,0 +1,223 @@
+// translation: an encoder-decoder Transformer on source<TAB>target pairs, selected by sacreBLEU.
+#include "task_common.h"
+
+#include "attnkit/decode/generation.h"
+#include "attnkit/decode/language_models.h"
+#include "attnkit/error.h"
+#include "attnkit/layers/attention_spec.h"
+#include "attnkit/layers/embeddings.h"
+#include "attnkit/models/encoder_decoder.h"
+#include "attnkit/train/metrics.h"
+
+#include <fmt/format.h>
+
+namespace attnkit::train::detail {
+namespace {
+
+// models::EncoderDecoderModel (Vaswani et al. 2017) over one joint vocabulary (task.tokenizer),
+// with Marian's conventions, which `attnkit generate` follows for every encoder-decoder: the
+// encoder reads the source encoded with the tokenizer's special tokens; the decoder starts from
+// the padding token (the model's pad_token_id, its decoder_start) and reads pad + target,
+// predicting target + the end token (</s>, else [SEP], [EOS] or <|endoftext|>); trained with
+// label-smoothed cross entropy (task.label_smoothing). A source longer than task.truncate
+// tokens loses its end, a target its end beyond task.truncate - 1 (the decoder's input then holds
+// task.truncate tokens). Evaluation: loss, perplexity and token accuracy of the target under
+// teacher forcing (no smoothing), and sacreBLEU's corpus BLEU and chrF (fractions; sacreBLEU
+// prints 100×) of decodes (greedy, or beam search with task.beams and task.length_penalty)
+// detokenised by the tokenizer, against the reference text as the file has it (not cut).
+// Decoding stops at the end token or after the longest training target + 1 tokens (within the
+// position table). The best checkpoint has the best BLEU.
+struct PairRow {
+  Ids source, target;
+  std::string reference;
+};
+
+class TranslationTask : public TrainingTask {
+ public:
+  TranslationTask(models::EncoderDecoderModel model, const RunConfig& config, text::Tokenizer tokenizer,
+                  std::vector<PairRow> train, std::vector<PairRow> val, int64_t eos, int64_t pad)
+      : model_(std::move(model)), tokenizer_(std::move(tokenizer)), train_(std::move(train)),
+        val_(std::move(val)), eos_(eos), pad_(pad), batch_size_(config.task.batch_size),
+        label_smoothing_(config.task.label_smoothing), beams_(config.task.beams),
+        length_penalty_(config.task.length_penalty),
+        order_(train_.size(), config.task.batch_size, config.trainer.seed) {
+    int64_t longest = 1;
+    for (const auto& r : train_) longest = std::max<int64_t>(longest, static_cast<int64_t>(r.target.size()));
+    max_new_tokens_ = std::min<int64_t>(longest + 1, model_->config().decoder.max_positions - 1);
+  }
+
+  torch::nn::Module& module() override { return *model_; }
+  std::map<std::string, std::string> checkpoint_metadata() const override {
+    return io::attnkit_metadata(*model_);
+  }
+  std::shared_ptr<models::Model> trained_model() const override { return model_.ptr(); }
+
+  MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
+    std::vector<const PairRow*> rows;
+    for (size_t i : order_.batch(index, rank, world)) rows.push_back(&train_[i]);
+    const Batch b = batch(rows);
+    const at::Tensor logits = model_->forward(b.source, b.decoder_input, b.source_mask, b.target_mask);
+    const at::Tensor loss =
+        at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), b.labels.reshape({-1}), {},
+                               at::Reduction::Mean, models::kIgnoreLabel, label_smoothing_);
+    return {loss, b.source_mask.sum().item<int64_t>() + b.target_mask.sum().item<int64_t>()};
+  }
+
+  std::map<std::string, double> evaluate() override {
+    models::PredictionMetrics metrics;
+    std::vector<std::string> hypotheses;
+    std::vector<std::vector<std::string>> references;
+    for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const PairRow*>& rows) {
+      const Batch b = batch(rows);
+      metrics.add(model_->forward(b.source, b.decoder_input, b.source_mask, b.target_mask), b.labels);
+      std::vector<Ids> sources;
+      for (const auto* r : rows) sources.push_back(r->source);
+      for (const auto& ids : translate(sources)) hypotheses.push_back(detokenize(ids));
+      for (const auto* r : rows) references.push_back({r->reference});
+    });
+    const double loss = metrics.mean_loss();
+    return {{"loss", loss},
+            {"perplexity", std::exp(loss)},
+            {"token_accuracy", metrics.accuracy()},
+            {"bleu", sacrebleu_corpus_bleu(hypotheses, references).score},
+            {"chrf", sacrebleu_corpus_chrf(hypotheses, references).score}};
+  }
+  std::string primary_metric() const override { return "bleu"; }
+  bool higher_is_better() const override { return true; }
+
+ private:
+  struct Batch {
+    at::Tensor source, source_mask, decoder_input, target_mask, labels;
+  };
+  Batch batch(const std::vector<const PairRow*>& rows) const {
+    std::vector<Ids> sources, inputs, labels;
+    for (const auto* r : rows) {
+      sources.push_back(r->source);
+      Ids in{pad_};  // the decoder starts from the padding token (Marian)
+      in.insert(in.end(), r->target.begin(), r->target.end());
+      Ids out = r->target;
+      out.push_back(eos_);
+      inputs.push_back(std::move(in));
+      labels.push_back(std::move(out));
+    }
+    Batch b;
+    auto [source, source_mask] = models::right_padded_ids(sources, pad_);
+    auto [input, target_mask] = models::right_padded_ids(inputs, pad_);
+    b.source = source;
+    b.source_mask = source_mask;
+    b.decoder_input = input;
+    b.target_mask = target_mask;
+    b.labels = models::right_padded_ids(labels, models::kIgnoreLabel).ids;
+    return b;
+  }
+
+  // New tokens per source, without the </s> that ended them.
+  std::vector<Ids> translate(const std::vector<Ids>& sources) {
+    decode::Seq2SeqLM lm(model_, sources, pad_);
+    decode::GenerationConfig g;
+    g.strategy = beams_ > 1 ? decode::Strategy::Beam : decode::Strategy::Greedy;
+    g.num_beams = std::max<int64_t>(beams_, 1);
+    g.length_penalty = length_penalty_;
+    g.max_new_tokens = max_new_tokens_;
+    g.eos_token_ids = {eos_};
+    g.pad_token_id = pad_;
+    const std::vector<Ids> prompts(sources.size(), Ids{pad_});
+    std::vector<Ids> out;
+    for (auto& result : decode::generate(lm, prompts, g)) {
+      Ids tokens = result.front().tokens;
+      if (!tokens.empty() && tokens.back() == eos_) tokens.pop_back();
+      out.push_back(std::move(tokens));
+    }
+    return out;
+  }
+  std::string detokenize(const Ids& ids) const {
+    return tokenizer_.decode(std::vector<uint32_t>(ids.begin(), ids.end()));
+  }
+
+  models::EncoderDecoderModel model_;
+  text::Tokenizer tokenizer_;
+  std::vector<PairRow> train_, val_;
+  int64_t eos_, pad_, batch_size_;
+  double label_smoothing_;
+  int64_t beams_;
+  double length_penalty_;
+  int64_t max_new_tokens_ = 1;
+  BatchOrder order_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
+  const auto& t = config.task;
+  const auto& m = config.model;
+  // Settings first, before anything is read or allocated.
+  if (t.data.empty()) throw Error("task 'translation' needs task.data (the training TSV: source<TAB>target)");
+  if (t.truncate < 2) throw Error("task 'translation' needs task.truncate >= 2");
+  if (!(t.label_smoothing >= 0.0 && t.label_smoothing < 1.0))
+    throw Error(fmt::format("task.label_smoothing must be in [0, 1) (got {})", t.label_smoothing));
+  if (t.beams < 1) throw Error(fmt::format("task.beams must be >= 1 (got {})", t.beams));
+  if (!std::isfinite(t.length_penalty))
+    throw Error(fmt::format("task.length_penalty must be finite (got {})", t.length_penalty));
+  if (!m.family.empty() && m.family != "transformer")
+    throw Error(fmt::format("task 'translation' trains an encoder-decoder Transformer: model.family must be "
+                            "empty or transformer (got '{}'; pre- or post-LN: model.pre_ln)",
+                            m.family));
+  if (!m.init.empty()) throw Error("task 'translation' cannot start from model.init yet");
+  if (m.max_positions > 0 && m.max_positions < t.truncate)
+    throw Error(fmt::format("model.max_positions ({}) is below task.truncate ({}): a source or target of "
+                            "task.truncate tokens would not fit the position table",
+                            m.max_positions, t.truncate));
+  if (m.hidden < 1 || m.layers < 1 || m.heads < 1 || m.hidden % m.heads != 0)
+    throw Error(fmt::format("model.hidden ({}) must be a positive multiple of model.heads ({})", m.hidden, m.heads));
+  const auto self_attention = layers::AttentionSpec::parse(m.attention);
+  const auto cross_attention = layers::AttentionSpec::parse(m.cross_attention.empty() ? m.attention : m.cross_attention);
+  layers::PositionEncoding positions;
+  try {
+    positions = layers::parse_position_encoding(m.positions);
+  } catch (const Error& e) {
+    throw Error(fmt::format("model.positions: {}", e.what()));
+  }
+
+  auto tokenizer = task_tokenizer(config);
+  const auto eos = special_id(tokenizer, {"</s>", "[SEP]", "[EOS]", "<|endoftext|>"});
+  if (!eos)
+    throw Error(fmt::format("task 'translation': the tokenizer {} has no end token (</s>, [SEP], [EOS], "
+                            "<|endoftext|>)",
+                            t.tokenizer));
+  const int64_t pad = pad_id(tokenizer);  // also the decoder's start token
+  auto [train, val] = encoded_pair_files(config, tokenizer, "translation", /*source_special_tokens=*/true);
+  auto cut = [&](std::vector<EncodedPair>& pairs) {
+    std::vector<PairRow> rows;
+    for (auto& p : pairs) {
+      if (static_cast<int64_t>(p.source.size()) > t.truncate) p.source.resize(t.truncate);
+      if (static_cast<int64_t>(p.target.size()) > t.truncate - 1) p.target.resize(t.truncate - 1);
+      rows.push_back(PairRow{std::move(p.source), std::move(p.target), std::move(p.target_text)});
+    }
+    return rows;
+  };
+  auto train_rows = cut(train), val_rows = cut(val);
+
+  const int64_t vocab = tokenizer.vocab_size();
+  auto c = models::EncoderDecoderConfig::transformer(vocab, vocab, m.hidden, m.layers, m.heads,
+                                                     m.intermediate > 0 ? m.intermediate : 4 * m.hidden,
+                                                     self_attention, cross_attention);
+  for (auto* stack : {&c.encoder, &c.decoder}) {
+    stack->norm_first = m.pre_ln;
+    stack->final_layer_norm = m.pre_ln;  // a pre-LN stack ends with a LayerNorm
+    stack->positions = positions;
+    stack->dropout = m.dropout;
+    stack->max_positions = m.max_positions > 0 ? m.max_positions : std::max<int64_t>(t.truncate, 16);
+    stack->attention.max_length = stack->max_positions;
+  }
+  c.decoder.cross_attention_spec.max_length = c.encoder.max_positions;
+  c.encoder.pad_token_id = c.decoder.pad_token_id = pad;
+  c.share_embeddings = m.share_embeddings;
+  c.tie_output = true;
+  c.validate();
+  torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
+  models::EncoderDecoderModel model(c);
+  return std::make_unique<TranslationTask>(model, config, std::move(tokenizer), std::move(train_rows),
+                                           std::move(val_rows), *eos, pad);
+}
+
+}  // namespace attnkit::train::detail

@@ -1,0 +1,71 @@
+// attnkit bleu: sacreBLEU's corpus BLEU and chrF (include/attnkit/train/metrics.h) of a file of
+// hypotheses against one or more reference files, one detokenised segment per line.
+#include "attnkit/error.h"
+#include "attnkit/file.h"
+#include "attnkit/text/unicode.h"
+#include "attnkit/train/metrics.h"
+#include "command.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+namespace attnkit::cli {
+namespace {
+
+struct BleuArguments {
+  std::string hypotheses;
+  std::vector<std::string> references;
+};
+
+// The lines of a UTF-8 file ("\n" or "\r\n"; a last line without "\n" counts, the empty string
+// after a final "\n" does not). Error "FILE:LINE: invalid UTF-8" otherwise.
+std::vector<std::string> read_lines(const std::string& path) {
+  const std::string content = read_file(path);
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < content.size()) {
+    size_t end = content.find('\n', start);
+    if (end == std::string::npos) end = content.size();
+    std::string line = content.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (text::unicode::find_invalid_utf8(line) != std::string::npos)
+      throw Error(fmt::format("{}:{}: invalid UTF-8", path, lines.size() + 1));
+    lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  return lines;
+}
+
+int run_bleu(const BleuArguments& args) {
+  const auto hypotheses = read_lines(args.hypotheses);
+  std::vector<std::vector<std::string>> references(hypotheses.size());
+  for (const auto& path : args.references) {
+    const auto lines = read_lines(path);
+    if (lines.size() != hypotheses.size())
+      throw Error(fmt::format("{} has {} lines but {} has {}", path, lines.size(), args.hypotheses,
+                              hypotheses.size()));
+    for (size_t i = 0; i < lines.size(); ++i) references[i].push_back(lines[i]);
+  }
+  fmt::print("{}\n{}\n", train::format_sacrebleu(train::sacrebleu_corpus_bleu(hypotheses, references)),
+             train::format_chrf(train::sacrebleu_corpus_chrf(hypotheses, references)));
+  return 0;
+}
+
+}  // namespace
+
+void register_bleu_command(CLI::App& app, GlobalOptions& global) {
+  auto args = std::make_shared<BleuArguments>();
+  auto* cmd = app.add_subcommand(
+      "bleu", "sacreBLEU's corpus BLEU (13a, exp smoothing) and chrF2 of hypotheses against references");
+  cmd->footer(
+      "One detokenised segment per line; line i of every --ref file is a reference of line i of\n"
+      "--hyp. Prints sacreBLEU's score strings, e.g.\n"
+      "  BLEU = 34.12 67.1/41.0/27.3/18.2 (BP = 0.987 ratio = 0.987 hyp_len = 1234 ref_len = 1250)\n"
+      "  chrF2 = 56.78");
+  cmd->add_option("--hyp", args->hypotheses, "hypotheses, one per line")->required();
+  cmd->add_option("--ref", args->references, "references, one per line (repeat for several)")->required();
+  cmd->callback([args, &global] { global.action = [args] { return run_bleu(*args); }; });
+}
+
+}  // namespace attnkit::cli

@@ -1,0 +1,106 @@
+// attnkit data parallel: source<TAB>target train / val / test files for translation, from two
+// SWORD Bible modules (verse-aligned, split by book) or from a user TSV of pairs
+// (include/attnkit/train/parallel_corpus.h).
+#include "attnkit/error.h"
+#include "attnkit/parse.h"
+#include "attnkit/train/parallel_corpus.h"
+#include "command.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <sstream>
+
+namespace attnkit::cli {
+namespace {
+
+struct ParallelArguments {
+  std::string out;
+  std::string source_module = "engWEB2015eb";
+  std::string target_module = "spaRV1909eb";
+  std::string pairs;
+  std::string validation_books;
+  std::string test_books;
+  double validation_fraction = 0.02;
+  double test_fraction = 0.03;
+};
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : separator) + s;
+  return out;
+}
+
+// "Ruth,Jonah" -> {"Ruth", "Jonah"} (spaces around names dropped; book names may hold spaces).
+std::vector<std::string> book_list(const std::string& text) {
+  std::vector<std::string> books;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto first = item.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    books.push_back(item.substr(first, item.find_last_not_of(' ') - first + 1));
+  }
+  return books;
+}
+
+int run_parallel(const ParallelArguments& args, const GlobalOptions& global) {
+  train::ParallelSplits splits;
+  std::string what;
+  if (!args.pairs.empty()) {
+    splits = train::split_user_pairs(args.pairs, args.validation_fraction, args.test_fraction);
+    what = args.pairs;
+  } else {
+    const auto validation = args.validation_books.empty() ? train::kDefaultValidationBooks
+                                                          : book_list(args.validation_books);
+    const auto test = args.test_books.empty() ? train::kDefaultTestBooks : book_list(args.test_books);
+    const auto source = train::parse_mod2imp(train::export_sword_module(args.source_module));
+    const auto target = train::parse_mod2imp(train::export_sword_module(args.target_module));
+    const auto pairs = train::align_verses(source, target);
+    if (pairs.empty())
+      throw Error(fmt::format("SWORD modules {} and {} have no verse in common", args.source_module,
+                              args.target_module));
+    splits = train::split_by_book(pairs, validation, test);
+    what = fmt::format("{} -> {} ({} verse pairs; val: {}; test: {})", args.source_module,
+                       args.target_module, pairs.size(), join(validation, ", "), join(test, ", "));
+  }
+  const auto files = train::write_parallel_splits(splits, args.out);
+  if (!global.quiet)
+    fmt::print("{}\nwrote {} ({} pairs), {} ({}), {} ({})\n", what, files.train, splits.train.size(),
+               files.validation, splits.validation.size(), files.test, splits.test.size());
+  return 0;
+}
+
+}  // namespace
+
+void add_data_parallel_command(CLI::App* data_cmd, GlobalOptions& global) {
+  auto args = std::make_shared<ParallelArguments>();
+  auto* cmd = data_cmd->add_subcommand(
+      "parallel", "translation pairs: OUT/train.tsv, val.tsv, test.tsv (source<TAB>target per line)");
+  cmd->footer(fmt::format(
+      "From two SWORD Bible modules (exported with mod2imp, package libsword-utils; modules in\n"
+      "/usr/share/sword/mods.d, e.g. Debian's sword-text-web, sword-text-sparv, sword-text-kjv):\n"
+      "the verses present and non-empty in both, markup removed (footnotes and headings with\n"
+      "their text), in the source module's order. Split by book, so that validation and test\n"
+      "books are never seen in training. Defaults: val = {}; test = {}; train = every other book.\n"
+      "With --pairs FILE (source<TAB>target lines, UTF-8): the file is checked (one tab, both\n"
+      "sides non-empty; errors name the line, nothing is written) and split in file order: the\n"
+      "last --test-fraction of its lines is the test file, the --val-fraction before it the\n"
+      "validation file.",
+      join(train::kDefaultValidationBooks, ", "), join(train::kDefaultTestBooks, ", ")));
+  cmd->add_option("--out", args->out, "output directory")->required();
+  cmd->add_option("--source-module", args->source_module, "SWORD module of the source side")->capture_default_str();
+  cmd->add_option("--target-module", args->target_module, "SWORD module of the target side")->capture_default_str();
+  cmd->add_option("--val-books", args->validation_books,
+                  "comma-separated validation books, as mod2imp names them (default: above)");
+  cmd->add_option("--test-books", args->test_books, "comma-separated test books (default: above)");
+  auto* pairs = cmd->add_option("--pairs", args->pairs, "a user TSV of pairs instead of SWORD modules");
+  cmd->add_option("--val-fraction", args->validation_fraction, "with --pairs: share of lines for validation")
+      ->capture_default_str()->needs(pairs);
+  cmd->add_option("--test-fraction", args->test_fraction, "with --pairs: share of lines for testing")
+      ->capture_default_str()->needs(pairs);
+  cmd->callback([args, &global] {
+    global.action = [args, &global] { return run_parallel(*args, global); };
+  });
+}
+
+}  // namespace attnkit::cli
