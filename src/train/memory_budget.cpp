@@ -63,8 +63,21 @@ std::optional<double> read_number(const std::string& path) {
   return std::nullopt;
 }
 
+// The value of `key` in a memory.stat file ("key value" lines); 0 when absent.
+double stat_value(const std::string& path, const std::string& key) {
+  std::istringstream in(read_text(path));
+  std::string name;
+  double value;
+  while (in >> name >> value)
+    if (name == key) return value;
+  return 0;
+}
+
 // The free part of a cgroup limit: walks from the process's cgroup up to the hierarchy's root
-// and keeps the tightest limit − usage. v1 reports "no limit" as a number near 2^63.
+// and keeps the tightest limit − usage. Usage counts the page cache, which the kernel reclaims
+// before it fails an allocation (a build or a data set read just before would otherwise look like
+// a full cgroup), so the file pages of memory.stat ("file" in v2, "total_cache" in v1) are taken
+// out of it, as MemAvailable does for the machine. v1 reports "no limit" as a number near 2^63.
 struct CgroupFree {
   double free = 0, limit = 0, used = 0;
 };
@@ -74,11 +87,13 @@ std::optional<CgroupFree> cgroup_free(const std::string& root) {
   std::string line;
   std::optional<CgroupFree> best;
   // `base` + `path`, then each ancestor up to `base` itself.
-  auto consider = [&](const std::string& base, std::string path, const char* limit_name, const char* usage_name) {
+  auto consider = [&](const std::string& base, std::string path, const char* limit_name, const char* usage_name,
+                      const char* cache_key) {
     while (true) {
       const std::string dir = base + path;
       if (auto limit = read_number(dir + "/" + limit_name); limit && *limit < 1e18) {
-        const double used = read_number(dir + "/" + usage_name).value_or(0);
+        const double used = std::max(0.0, read_number(dir + "/" + usage_name).value_or(0) -
+                                              stat_value(dir + "/memory.stat", cache_key));
         const double free = std::max(0.0, *limit - used);
         if (!best || free < best->free) best = CgroupFree{free, *limit, used};
       }
@@ -95,10 +110,10 @@ std::optional<CgroupFree> cgroup_free(const std::string& root) {
     std::string path = line.substr(second + 1);
     while (!path.empty() && path.back() == '/') path.pop_back();
     if (controllers.empty()) {
-      consider(root + "/sys/fs/cgroup", path, "memory.max", "memory.current");
-      consider(root + "/sys/fs/cgroup/unified", path, "memory.max", "memory.current");
+      consider(root + "/sys/fs/cgroup", path, "memory.max", "memory.current", "file");
+      consider(root + "/sys/fs/cgroup/unified", path, "memory.max", "memory.current", "file");
     } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
-      consider(root + "/sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes");
+      consider(root + "/sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_cache");
     }
   }
   return best;

@@ -94,6 +94,12 @@ TEST(MemoryBudget, ReadsMemAvailableAndCgroupLimits) {
   ASSERT_TRUE(budget);
   EXPECT_EQ(budget->bytes, 6e9);
   EXPECT_EQ(budget->source, "the cgroup limit of 8.00 GB less 2.00 GB in use");
+  // Page cache counts in memory.current but is reclaimed before an allocation fails: it is not "in use".
+  write(root / "sys/fs/cgroup/jobs/memory.stat", "anon 500000000\nfile 1500000000\nkernel 1000\n");
+  budget = memory_budget(root.string());
+  ASSERT_TRUE(budget);
+  EXPECT_EQ(budget->bytes, 7.5e9);
+  EXPECT_EQ(budget->source, "the cgroup limit of 8.00 GB less 500 MB in use");
 
   // cgroup v1: "no limit" is a number near 2^63, so MemAvailable stays; a real limit wins.
   fs::remove_all(root / "sys");
@@ -104,6 +110,8 @@ TEST(MemoryBudget, ReadsMemAvailableAndCgroupLimits) {
   write(root / "sys/fs/cgroup/memory/box/memory.limit_in_bytes", "3000000000\n");
   write(root / "sys/fs/cgroup/memory/box/memory.usage_in_bytes", "500000000\n");
   EXPECT_EQ(memory_budget(root.string())->bytes, 2.5e9);
+  write(root / "sys/fs/cgroup/memory/box/memory.stat", "cache 1\ntotal_cache 400000000\n");
+  EXPECT_EQ(memory_budget(root.string())->bytes, 2.9e9);
 
   fs::remove_all(root);
   EXPECT_FALSE(memory_budget(root.string()));
