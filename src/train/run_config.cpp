@@ -121,6 +121,7 @@ const std::vector<Setting>& settings() {
         ATTNKIT_FIELD(int64_t, "model", "max_positions", "position table size (0 = from the data)", c.model.max_positions),
         ATTNKIT_FIELD(std::string, "model", "pooling", "classification pooling: pooler | first | last | mean", c.model.pooling),
         ATTNKIT_FIELD(std::string, "model", "init", "model directory to fine-tune from (attnkit or Hugging Face layout; also --init)", c.model.init),
+        ATTNKIT_FIELD(bool, "model", "unshare", "ALBERT: give each layer its own copy of the shared block after loading (fine-tune un-shared)", c.model.unshare),
         ATTNKIT_FIELD(double, "optimizer", "lr", "peak learning rate", c.trainer.optimizer.learning_rate),
         ATTNKIT_FIELD(double, "optimizer", "weight_decay", "decoupled weight decay (matrices only)", c.trainer.optimizer.weight_decay),
         ATTNKIT_FIELD(double, "optimizer", "beta1", "Adam beta1", c.trainer.optimizer.beta1),

@@ -11,7 +11,7 @@
 //                whole_word, predict_last
 //   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
-//                max_positions, pooling
+//                max_positions, pooling, init, unshare
 //   [optimizer]  name (adamw | adam | sgd), lr, weight_decay, beta1, beta2, eps, momentum
 //   [schedule]   kind (constant | linear | cosine), warmup, min_ratio
 #include "attnkit/models/task_model.h"
@@ -63,6 +63,10 @@ struct ModelSettings {
   // A model directory (attnkit or Hugging Face layout) to start from: its architecture and
   // weights replace the settings above; the task's heads not in it are new (`attnkit train --init`).
   std::string init;
+  // ALBERT un-sharing: give each layer its own copy of the shared block (TransformerModel::
+  // unshare) once the weights are loaded, so the layers train apart (an error for a model that
+  // does not share its layers).
+  bool unshare = false;
 };
 
 struct RunConfig {

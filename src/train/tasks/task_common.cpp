@@ -18,12 +18,21 @@ namespace detail {
 
 namespace {
 
+// `c` as TransformerModel::unshare leaves it (when `unshare`): one block per layer.
+models::TransformerConfig unshared(models::TransformerConfig c, bool unshare) {
+  if (unshare) {
+    c.share_layers = false;
+    c.layer_groups = 1;
+  }
+  return c;
+}
+
 // The task's model started from a model directory: its architecture (with any pruned heads) and
 // every tensor of the same name and shape, the task's other heads freshly initialised. Prints one
 // line saying what was loaded and what is new.
 models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_t longest,
                              const models::HeadsConfig& heads, int64_t token_types,
-                             const TrainerOptions& options) {
+                             const TrainerOptions& options, bool unshare) {
   // The loaded model is no larger than its weights file (io refuses a config that describes more);
   // training it needs the copies below, checked before the task's model is built.
   auto loaded = io::load_model(directory);
@@ -37,7 +46,11 @@ models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_
   if (token_types > std::max<int64_t>(c.type_vocab_size, 1))
     throw Error(fmt::format("model.init {}: the task uses {} token types, the model has {}",
                             directory, token_types, c.type_vocab_size));
-  check_training_memory(c, heads, options, fmt::format("model.init {}", directory), memory_budget());
+  if (unshare && !c.share_layers)
+    throw Error(fmt::format("model.unshare: model.init {} does not share its layers (only an ALBERT-shared "
+                            "model can be un-shared)", directory));
+  check_training_memory(unshared(c, unshare), heads, options, fmt::format("model.init {}", directory),
+                        memory_budget());
   models::TaskModel model(c, heads);
   auto source = loaded.task->named_parameters(true);
   auto source_buffers = loaded.task->named_buffers(true);
@@ -77,12 +90,25 @@ std::string model_settings_text(const RunConfig& config, const models::Transform
 models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t longest, bool causal,
                               const models::HeadsConfig& heads, int64_t token_types) {
   torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
-  if (!config.model.init.empty())
-    return init_model(config.model.init, vocab, longest, heads, token_types, config.trainer);
+  const bool unshare = config.model.unshare;
+  if (!config.model.init.empty()) {
+    auto model = init_model(config.model.init, vocab, longest, heads, token_types, config.trainer, unshare);
+    if (unshare) {
+      model->transformer->unshare();
+      fmt::print(stderr, "init: un-shared the ALBERT layers (model.unshare): {} blocks\n",
+                 model->transformer->block_count());
+    }
+    return model;
+  }
   auto c = model_config(config, vocab, longest, causal);
   c.type_vocab_size = token_types;
-  check_training_memory(c, heads, config.trainer, model_settings_text(config, c), memory_budget());
-  return models::TaskModel(c, heads);
+  if (unshare && !c.share_layers)
+    throw Error(fmt::format("model.unshare: model.family '{}' does not share its layers (only an ALBERT-shared "
+                            "model can be un-shared)", one_line(config.model.family.empty() ? (causal ? "gpt2" : "bert") : config.model.family)));
+  check_training_memory(unshared(c, unshare), heads, config.trainer, model_settings_text(config, c), memory_budget());
+  models::TaskModel model(c, heads);
+  if (unshare) model->transformer->unshare();
+  return model;
 }
 
 models::HeadsConfig classification_heads(const RunConfig& config, int64_t labels) {

@@ -1,0 +1,156 @@
+// The post list's experiments as training settings (issue 32): ALBERT un-sharing (model.unshare),
+// the attention's key and value sizes (model.key_size / model.value_size) and the class-conditional
+// LM (task conditional-lm, Conditional LayerNorm).
+#include "attnkit/error.h"
+#include "attnkit/io/model_directory.h"
+#include "attnkit/models/task_model.h"
+#include "attnkit/models/transformer_model.h"
+#include "attnkit/train/run_config.h"
+#include "attnkit/train/tasks.h"
+#include "attnkit/train/trainer.h"
+#include "support/test_files.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace attnkit::train {
+namespace {
+
+using attnkit::testing::error_of;
+using attnkit::testing::scratch_directory;
+namespace fs = std::filesystem;
+
+void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+// [PAD] [UNK] [CLS] [SEP] [MASK] w0..w19, and a corpus of random lines over them.
+void write_corpus(const fs::path& dir) {
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (int i = 0; i < 20; ++i) vocab += "w" + std::to_string(i) + "\n";
+  write_text(dir / "vocab.txt", vocab);
+  std::mt19937 rng(5);
+  std::string text;
+  for (int line = 0; line < 120; ++line) {
+    for (int word = 0; word < 12; ++word) text += "w" + std::to_string(rng() % 20) + " ";
+    text += "\n";
+  }
+  write_text(dir / "train.txt", text);
+}
+
+RunConfig mlm_config(const fs::path& dir) {
+  RunConfig c;
+  c.task.name = "mlm";
+  c.task.data = (dir / "train.txt").string();
+  c.task.tokenizer = (dir / "vocab.txt").string();
+  c.task.batch_size = 8;
+  c.task.truncate = 16;
+  c.model.hidden = 32;
+  c.model.layers = 3;
+  c.model.heads = 4;
+  c.model.dropout = 0.0;
+  c.trainer.quiet = true;
+  c.trainer.log_every = 1000;
+  c.trainer.optimizer.learning_rate = 3e-3;
+  return c;
+}
+
+at::Tensor hidden_states(models::TaskModel& model) {
+  model->eval();
+  torch::NoGradGuard no_grad;
+  models::TaskInputs in;
+  in.input_ids = torch::tensor({5, 9, 4, 12, 20, 7, 3}, at::kLong).unsqueeze(0);
+  return model->forward(in).base.last_hidden_state;
+}
+
+// An ALBERT saved as a model directory, fine-tuned with its layers shared and un-shared.
+TEST(ModelExperiments, UnshareGivesEachAlbertLayerItsOwnCopy) {
+  const auto dir = scratch_directory("experiments_unshare");
+  write_corpus(dir);
+  auto pretrain = mlm_config(dir);
+  pretrain.model.family = "albert";
+  pretrain.model.embedding_size = 16;
+  auto albert = task_model(*make_task(pretrain));
+  ASSERT_TRUE(albert->config().share_layers);
+  io::save_attnkit_model(albert, (dir / "albert").string());
+  fs::copy_file(dir / "vocab.txt", dir / "albert" / "vocab.txt", fs::copy_options::overwrite_existing);
+  // Hugging Face layout of the same model.
+  auto loaded = io::load_model((dir / "albert").string());
+  io::save_model(loaded, (dir / "albert-hf").string(), "huggingface");
+
+  for (const char* layout : {"albert", "albert-hf"}) {
+    SCOPED_TRACE(layout);
+    auto config = mlm_config(dir);
+    config.task.tokenizer.clear();
+    config.model.init = (dir / layout).string();
+    auto shared_task = make_task(config);
+    auto shared = task_model(*shared_task);
+    config.model.unshare = true;
+    auto task = make_task(config);
+    auto model = task_model(*task);
+    ASSERT_TRUE(shared->config().share_layers);
+    EXPECT_FALSE(model->config().share_layers);
+    const auto& t = model->transformer;
+    ASSERT_EQ(t->block_count(), 3);
+    // Distinct tensors with the shared block's values.
+    const auto shared_block = shared->transformer->block(0)->named_parameters();
+    for (int64_t layer = 1; layer < 3; ++layer) {
+      const auto a = t->block(0)->named_parameters(), b = t->block(layer)->named_parameters();
+      ASSERT_EQ(a.size(), b.size());
+      for (const auto& item : a) {
+        EXPECT_NE(item.value().data_ptr(), b[item.key()].data_ptr()) << item.key();
+        EXPECT_TRUE(torch::equal(item.value(), b[item.key()])) << item.key();
+        EXPECT_TRUE(torch::equal(item.value(), shared_block[item.key()])) << item.key();
+      }
+    }
+    const int64_t block_size = models::parameter_count(*shared->transformer->block(0));
+    EXPECT_EQ(models::parameter_count(*model), models::parameter_count(*shared) + 2 * block_size);
+    EXPECT_GT(block_size, 0);
+    EXPECT_TRUE(torch::allclose(hidden_states(model), hidden_states(shared), 0, 1e-6));
+    EXPECT_TRUE(torch::allclose(hidden_states(model), hidden_states(albert), 0, 1e-6));
+
+    // A short fine-tune moves the layers apart.
+    config.trainer.steps = 5;
+    model->train();
+    Trainer trainer(*task, config.trainer);
+    trainer.train();
+    const auto a = t->block(0)->named_parameters(), b = t->block(2)->named_parameters();
+    double gap = 0;
+    for (const auto& item : a) gap = std::max(gap, (item.value() - b[item.key()]).abs().max().item<double>());
+    EXPECT_GT(gap, 1e-5);
+    const auto moved = (t->block(0)->named_parameters()["attention.q.weight"] -
+                        shared_block["attention.q.weight"]).abs().max().item<double>();
+    EXPECT_GT(moved, 1e-5);
+  }
+}
+
+TEST(ModelExperiments, UnshareRefusesModelsThatShareNothing) {
+  const auto dir = scratch_directory("experiments_unshare_errors");
+  write_corpus(dir);
+  auto config = mlm_config(dir);
+  config.model.unshare = true;
+  EXPECT_EQ(error_of([&] { make_task(config); }),
+            "model.unshare: model.family 'bert' does not share its layers (only an ALBERT-shared model can be "
+            "un-shared)");
+  auto bert = task_model(*make_task(mlm_config(dir)));
+  io::save_attnkit_model(bert, (dir / "bert").string());
+  config.model.init = (dir / "bert").string();
+  EXPECT_EQ(error_of([&] { make_task(config); }),
+            fmt::format("model.unshare: model.init {} does not share its layers (only an ALBERT-shared model "
+                        "can be un-shared)",
+                        (dir / "bert").string()));
+  // From settings, an ALBERT is un-shared before training (each layer its own block).
+  config.model.init.clear();
+  config.model.family = "albert";
+  EXPECT_EQ(task_model(*make_task(config))->transformer->block_count(), 3);
+  RunConfig parsed;
+  apply_setting(parsed, "model", "unshare", "true");
+  EXPECT_TRUE(parsed.model.unshare);
+  EXPECT_NE(to_toml(parsed).find("unshare = true"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnkit::train
