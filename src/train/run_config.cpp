@@ -122,6 +122,8 @@ const std::vector<Setting>& settings() {
         ATTNKIT_FIELD(std::string, "model", "pooling", "classification pooling: pooler | first | last | mean", c.model.pooling),
         ATTNKIT_FIELD(std::string, "model", "init", "model directory to fine-tune from (attnkit or Hugging Face layout; also --init)", c.model.init),
         ATTNKIT_FIELD(bool, "model", "unshare", "ALBERT: give each layer its own copy of the shared block after loading (fine-tune un-shared)", c.model.unshare),
+        ATTNKIT_FIELD(int64_t, "model", "key_size", "per-head width of queries and keys (0 = hidden / heads)", c.model.key_size),
+        ATTNKIT_FIELD(int64_t, "model", "value_size", "per-head width of values and head contexts (0 = hidden / heads)", c.model.value_size),
         ATTNKIT_FIELD(double, "optimizer", "lr", "peak learning rate", c.trainer.optimizer.learning_rate),
         ATTNKIT_FIELD(double, "optimizer", "weight_decay", "decoupled weight decay (matrices only)", c.trainer.optimizer.weight_decay),
         ATTNKIT_FIELD(double, "optimizer", "beta1", "Adam beta1", c.trainer.optimizer.beta1),

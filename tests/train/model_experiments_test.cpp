@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -150,6 +151,66 @@ TEST(ModelExperiments, UnshareRefusesModelsThatShareNothing) {
   apply_setting(parsed, "model", "unshare", "true");
   EXPECT_TRUE(parsed.model.unshare);
   EXPECT_NE(to_toml(parsed).find("unshare = true"), std::string::npos);
+}
+
+// model.key_size / model.value_size: q and k projections of key_size per head, v of value_size,
+// saved in the checkpoint's config so the trained model reloads with them.
+TEST(ModelExperiments, KeyAndValueSizesBuildTrainAndReload) {
+  const auto dir = scratch_directory("experiments_key_size");
+  write_corpus(dir);
+  auto config = mlm_config(dir);
+  config.trainer.run_directory = (dir / "run").string();
+  config.model.key_size = 12;  // hidden / heads = 8
+  config.model.value_size = 5;
+  config.trainer.steps = 3;
+  config.trainer.checkpoint_every = 3;
+  config.trainer.eval_every = 3;
+  auto task = make_task(config);
+  auto model = task_model(*task);
+  EXPECT_EQ(model->config().attention.key_size, 12);
+  EXPECT_EQ(model->config().attention.value_size, 5);
+  for (int64_t layer = 0; layer < 3; ++layer) {
+    auto attention = model->transformer->attention(layer);
+    EXPECT_EQ(attention->q->weight.sizes(), (std::vector<int64_t>{4 * 12, 32}));
+    EXPECT_EQ(attention->k->weight.sizes(), (std::vector<int64_t>{4 * 12, 32}));
+    EXPECT_EQ(attention->v->weight.sizes(), (std::vector<int64_t>{4 * 5, 32}));
+    EXPECT_EQ(attention->o->weight.sizes(), (std::vector<int64_t>{32, 4 * 5}));
+  }
+  Trainer trainer(*task, config.trainer);
+  const auto result = trainer.train();
+  EXPECT_TRUE(std::isfinite(result.last_metrics.at("loss")));
+  auto loaded = io::load_model(config.trainer.run_directory);
+  EXPECT_EQ(loaded.config.attention.key_size, 12);
+  EXPECT_EQ(loaded.config.attention.value_size, 5);
+  EXPECT_EQ(loaded.transformer->attention(0)->q->weight.sizes(), (std::vector<int64_t>{48, 32}));
+  EXPECT_TRUE(torch::equal(loaded.transformer->attention(1)->k->weight, model->transformer->attention(1)->k->weight));
+  // The resolved config names them, and a run reads them back.
+  RunConfig parsed;
+  apply_setting(parsed, "model", "key_size", "12");
+  apply_setting(parsed, "model", "value_size", "5");
+  EXPECT_EQ(parsed.model.key_size, 12);
+  EXPECT_NE(to_toml(parsed).find("key_size = 12"), std::string::npos);
+  EXPECT_NE(to_toml(parsed).find("value_size = 5"), std::string::npos);
+}
+
+TEST(ModelExperiments, BadKeyAndValueSizesAreOneLineErrors) {
+  const auto dir = scratch_directory("experiments_key_size_errors");
+  write_corpus(dir);
+  auto config = mlm_config(dir);
+  config.model.key_size = -1;
+  EXPECT_EQ(error_of([&] { make_task(config); }), "model.key_size: -1 must be at least 1 (0 = hidden / heads)");
+  config.model.key_size = 0;
+  config.model.value_size = -7;
+  EXPECT_EQ(error_of([&] { make_task(config); }), "model.value_size: -7 must be at least 1 (0 = hidden / heads)");
+  config.model.value_size = int64_t{1} << 41;
+  EXPECT_EQ(error_of([&] { make_task(config); }), "model.value_size: 2199023255552 is larger than 2^40");
+  // A size that cannot fit is refused by the memory check, naming the setting.
+  config.model.value_size = 0;
+  config.model.key_size = int64_t{1} << 38;
+  const auto message = error_of([&] { make_task(config); });
+  EXPECT_NE(message.find("model.key_size = 274877906944"), std::string::npos) << message;
+  EXPECT_NE(message.find("this process may use"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
 }
 
 }  // namespace

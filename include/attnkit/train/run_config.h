@@ -11,7 +11,7 @@
 //                whole_word, predict_last
 //   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
-//                max_positions, pooling, init, unshare
+//                max_positions, pooling, init, unshare, key_size, value_size
 //   [optimizer]  name (adamw | adam | sgd), lr, weight_decay, beta1, beta2, eps, momentum
 //   [schedule]   kind (constant | linear | cosine), warmup, min_ratio
 #include "attnkit/models/task_model.h"
@@ -67,6 +67,10 @@ struct ModelSettings {
   // unshare) once the weights are loaded, so the layers train apart (an error for a model that
   // does not share its layers).
   bool unshare = false;
+  // Per-head width of the attention's queries and keys, and of its values (the low-rank
+  // bottleneck of "key_size"): 0 = hidden / heads.
+  int64_t key_size = 0;
+  int64_t value_size = 0;
 };
 
 struct RunConfig {

@@ -80,6 +80,8 @@ std::string model_settings_text(const RunConfig& config, const models::Transform
   std::string text = fmt::format("model.layers = {}, model.hidden = {}, model.intermediate = {}{}", m.layers,
                                  m.hidden, c.intermediate, m.intermediate == 0 ? " (4 x hidden)" : "");
   if (m.embedding_size > 0) text += fmt::format(", model.embedding_size = {}", m.embedding_size);
+  if (m.key_size > 0) text += fmt::format(", model.key_size = {}", m.key_size);
+  if (m.value_size > 0) text += fmt::format(", model.value_size = {}", m.value_size);
   if (c.positions == layers::PositionEncoding::Learned || m.max_positions > 0)
     text += fmt::format(", model.max_positions = {}{}", c.max_positions, m.max_positions == 0 ? " (from the data)" : "");
   return text + fmt::format(", vocabulary {}", c.vocab_size);
@@ -226,8 +228,11 @@ models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, i
   constexpr int64_t kLargest = int64_t{1} << 40;
   for (const auto& [name, value] : {std::pair<const char*, int64_t>{"hidden", m.hidden}, {"layers", m.layers},
                                     {"heads", m.heads}, {"intermediate", m.intermediate},
-                                    {"embedding_size", m.embedding_size}, {"max_positions", m.max_positions}})
+                                    {"embedding_size", m.embedding_size}, {"max_positions", m.max_positions},
+                                    {"key_size", m.key_size}, {"value_size", m.value_size}})
     if (value > kLargest) throw Error(fmt::format("model.{}: {} is larger than 2^40", name, value));
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"key_size", m.key_size}, {"value_size", m.value_size}})
+    if (value < 0) throw Error(fmt::format("model.{}: {} must be at least 1 (0 = hidden / heads)", name, value));
   const std::string family = m.family.empty() ? (causal ? "gpt2" : "bert") : m.family;
   if (!models::is_preset(family))
     throw Error(fmt::format("model.family: '{}' is not one of {}", one_line(family),
@@ -238,6 +243,8 @@ models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, i
   c.pooler = config.model.pooling == "pooler" && !causal;
   c.attention = layers::AttentionSpec::parse(m.attention);
   c.attention.causal = causal;
+  if (m.key_size > 0) c.attention.key_size = m.key_size;
+  if (m.value_size > 0) c.attention.value_size = m.value_size;
   try {
     c.positions = layers::parse_position_encoding(m.positions);
   } catch (const Error& e) {
