@@ -5,6 +5,7 @@
 #include "attnkit/io/model_directory.h"
 #include "attnkit/models/task_model.h"
 #include "attnkit/models/transformer_model.h"
+#include "attnkit/text/pretrained.h"
 #include "attnkit/train/run_config.h"
 #include "attnkit/train/tasks.h"
 #include "attnkit/train/trainer.h"
@@ -211,6 +212,122 @@ TEST(ModelExperiments, BadKeyAndValueSizesAreOneLineErrors) {
   EXPECT_NE(message.find("model.key_size = 274877906944"), std::string::npos) << message;
   EXPECT_NE(message.find("this process may use"), std::string::npos) << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+// Two classes of texts over disjoint word sets (a0..a7 vs b0..b7), in TSV "text<TAB>label".
+void write_labelled(const fs::path& dir) {
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (const char* set : {"a", "b"})
+    for (int i = 0; i < 8; ++i) vocab += set + std::to_string(i) + "\n";
+  write_text(dir / "vocab.txt", vocab);
+  std::mt19937 rng(17);
+  for (const auto& [name, lines] : {std::pair<const char*, int>{"train.tsv", 400}, {"val.tsv", 40}}) {
+    std::string text;
+    for (int line = 0; line < lines; ++line) {
+      const bool a = rng() % 2 == 0;
+      for (int word = 0; word < 8; ++word) text += (a ? "a" : "b") + std::to_string(rng() % 8) + " ";
+      text += a ? "\tpoems\n" : "\tproverbs\n";
+    }
+    write_text(dir / name, text);
+  }
+}
+
+RunConfig conditional_config(const fs::path& dir) {
+  RunConfig c;
+  c.task.name = "conditional-lm";
+  c.task.data = (dir / "train.tsv").string();
+  c.task.tokenizer = (dir / "vocab.txt").string();
+  c.task.batch_size = 16;
+  c.task.truncate = 12;
+  c.model.hidden = 32;
+  c.model.layers = 2;
+  c.model.heads = 4;
+  c.model.dropout = 0.0;
+  c.trainer.quiet = true;
+  c.trainer.log_every = 1000;
+  c.trainer.steps = 150;
+  c.trainer.optimizer.learning_rate = 3e-3;
+  c.trainer.schedule.warmup_steps = 10;
+  return c;
+}
+
+// Samples `steps` tokens after [CLS] for class `condition` (multinomial, fixed seed); the share
+// of them (before any [SEP]) whose word starts with `prefix`.
+double class_share(models::TaskModel& model, int64_t condition, const text::Tokenizer& tokenizer, char prefix) {
+  model->eval();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(3);
+  int64_t inside = 0, total = 0;
+  auto ids = torch::full({32, 1}, static_cast<int64_t>(*tokenizer.token_to_id("[CLS]")), at::kLong);
+  for (int step = 0; step < 8; ++step) {
+    models::TaskInputs in;
+    in.input_ids = ids;
+    in.condition_ids = torch::full({32}, condition, at::kLong);
+    auto logits = model->forward(in).causal_lm_logits.select(1, -1);
+    auto next = torch::multinomial(torch::softmax(logits, -1), 1);
+    ids = torch::cat({ids, next}, 1);
+  }
+  for (int64_t row = 0; row < 32; ++row)
+    for (int64_t col = 1; col < ids.size(1); ++col) {
+      const auto* name = tokenizer.id_to_token(static_cast<uint32_t>(ids[row][col].item<int64_t>()));
+      const std::string token = name ? *name : "";
+      if (token == "[SEP]") break;
+      ++total;
+      if (!token.empty() && token[0] == prefix) ++inside;
+    }
+  return total == 0 ? 0.0 : static_cast<double>(inside) / static_cast<double>(total);
+}
+
+TEST(ModelExperiments, ConditionalLmSteersGenerationByClass) {
+  const auto dir = scratch_directory("experiments_conditional_lm");
+  write_labelled(dir);
+  auto config = conditional_config(dir);
+  config.trainer.run_directory = (dir / "run").string();
+  auto task = make_task(config);
+  auto model = task_model(*task);
+  EXPECT_EQ(model->heads().condition_classes, 2);
+  EXPECT_EQ(model->config().condition_size, 32);
+  EXPECT_TRUE(model->config().attention.causal);
+  const auto tokenizer = text::load_tokenizer(config.task.tokenizer);
+  // Untrained: the classes are not told apart.
+  EXPECT_LT(class_share(model, 0, tokenizer, 'a'), 0.8);
+  Trainer trainer(*task, config.trainer);
+  const auto before = trainer.evaluate();
+  const auto after = trainer.train().last_metrics;
+  EXPECT_LT(after.at("perplexity"), before.at("perplexity") * 0.5);
+  // Labels sort: poems = 0 (a-words), proverbs = 1 (b-words).
+  EXPECT_GT(class_share(model, 0, tokenizer, 'a'), 0.8);
+  EXPECT_GT(class_share(model, 1, tokenizer, 'b'), 0.8);
+  // The checkpoint names the classes and reloads with its condition embedding.
+  const auto checkpoint = fs::path(io::resolve_model_path(config.trainer.run_directory));
+  const auto folder = fs::is_directory(checkpoint) ? checkpoint : checkpoint.parent_path();
+  std::ifstream labels(folder / kConditionLabelsFile);
+  std::string text((std::istreambuf_iterator<char>(labels)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "poems\nproverbs\n");
+  auto loaded = io::load_model(config.trainer.run_directory);
+  EXPECT_EQ(loaded.heads.condition_classes, 2);
+  EXPECT_EQ(loaded.config.condition_size, 32);
+}
+
+TEST(ModelExperiments, ConditionalLmBadLinesNameFileAndLine) {
+  const auto dir = scratch_directory("experiments_conditional_lm_errors");
+  write_labelled(dir);
+  write_text(dir / "bad_train.tsv", "a1 a2\tpoems\nb1 b2 no label here\n");
+  write_text(dir / "bad_val.tsv", "a1 a2\tpoems\n");
+  auto config = conditional_config(dir);
+  config.task.data = (dir / "bad_train.tsv").string();
+  const auto message = error_of([&] { make_task(config); });
+  EXPECT_EQ(message.rfind((dir / "bad_train.tsv").string() + ":2:", 0), 0u) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  // A validation label the training file lacks.
+  write_text(dir / "odd_train.tsv", "a1 a2\tpoems\n");
+  write_text(dir / "odd_val.tsv", "a1 a2\tpoems\nb1\tjokes\n");
+  config.task.data = (dir / "odd_train.tsv").string();
+  const auto odd = error_of([&] { make_task(config); });
+  EXPECT_EQ(odd.rfind((dir / "odd_val.tsv").string() + ":2:", 0), 0u) << odd;
+  config.task.data.clear();
+  EXPECT_EQ(error_of([&] { make_task(config); }),
+            "task 'conditional-lm' needs task.data (a labelled training file: TSV text<TAB>label or JSONL)");
 }
 
 }  // namespace

@@ -18,6 +18,14 @@ namespace detail {
 
 namespace {
 
+// A class-conditional task's model (heads.condition_classes > 0) gets Conditional LayerNorm with
+// condition vectors of the hidden size where `c` has none (its condition maps start at zero, so
+// a loaded model computes what it did until training moves them).
+models::TransformerConfig with_condition(models::TransformerConfig c, const models::HeadsConfig& heads) {
+  if (heads.condition_classes > 0 && c.condition_size == 0) c.condition_size = c.hidden;
+  return c;
+}
+
 // `c` as TransformerModel::unshare leaves it (when `unshare`): one block per layer.
 models::TransformerConfig unshared(models::TransformerConfig c, bool unshare) {
   if (unshare) {
@@ -36,7 +44,7 @@ models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_
   // The loaded model is no larger than its weights file (io refuses a config that describes more);
   // training it needs the copies below, checked before the task's model is built.
   auto loaded = io::load_model(directory);
-  const auto& c = loaded.config;
+  auto c = with_condition(loaded.config, heads);
   if (vocab > c.vocab_size)
     throw Error(fmt::format("model.init {}: the tokenizer has {} ids but the model's vocabulary {}",
                             directory, vocab, c.vocab_size));
@@ -102,7 +110,7 @@ models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t lo
     }
     return model;
   }
-  auto c = model_config(config, vocab, longest, causal);
+  auto c = with_condition(model_config(config, vocab, longest, causal), heads);
   c.type_vocab_size = token_types;
   if (unshare && !c.share_layers)
     throw Error(fmt::format("model.unshare: model.family '{}' does not share its layers (only an ALBERT-shared "

@@ -252,6 +252,7 @@ std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config);            
 std::unique_ptr<TrainingTask> make_synthetic(const RunConfig& config);           // synthetic.cpp
 std::unique_ptr<TrainingTask> make_mlm(const RunConfig& config);                 // mlm.cpp
 std::unique_ptr<TrainingTask> make_plm(const RunConfig& config);                 // plm.cpp
+std::unique_ptr<TrainingTask> make_conditional_lm(const RunConfig& config);      // conditional_lm.cpp
 
 // The text files of task.data (separated by commas) through read_language_model_data with blocks
 // of `block` (+ 1) tokens and `separator` after each file when set (task.skip_bad_lines applied and
