@@ -327,7 +327,7 @@ TEST(ModelExperiments, ConditionalLmBadLinesNameFileAndLine) {
   EXPECT_EQ(odd.rfind((dir / "odd_val.tsv").string() + ":2:", 0), 0u) << odd;
   config.task.data.clear();
   EXPECT_EQ(error_of([&] { make_task(config); }),
-            "task 'conditional-lm' needs task.data (a labelled training file: TSV text<TAB>label or JSONL)");
+            "task 'conditional-lm' needs task.data (the labelled training file: TSV text<TAB>label or JSONL)");
 }
 
 }  // namespace

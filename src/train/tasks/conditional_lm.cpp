@@ -74,7 +74,7 @@ class ConditionalLmTask : public ModelTask {
 std::unique_ptr<TrainingTask> make_conditional_lm(const RunConfig& config) {
   const auto& t = config.task;
   if (t.data.empty())
-    throw Error("task 'conditional-lm' needs task.data (a labelled training file: TSV text<TAB>label or JSONL)");
+    throw Error("task 'conditional-lm' needs task.data (the labelled training file: TSV text<TAB>label or JSONL)");
   if (t.truncate < 2) throw Error(fmt::format("task 'conditional-lm': task.truncate {} leaves no room for text", t.truncate));
   auto tokenizer = task_tokenizer(config);
   const auto options = read_options(config);
