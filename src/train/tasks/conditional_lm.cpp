@@ -13,64 +13,6 @@
 #include <fmt/format.h>
 
 namespace attnkit::train::detail {
-namespace {
-
-struct ConditionalRow {
-  Ids input, target;
-  int64_t condition = 0;
-};
-
-class ConditionalLmTask : public ModelTask {
- public:
-  ConditionalLmTask(models::TaskModel model, const RunConfig& config, std::vector<ConditionalRow> train,
-                    std::vector<ConditionalRow> val, int64_t pad)
-      : ModelTask(std::move(model), config), train_(std::move(train)), val_(std::move(val)), pad_(pad),
-        order_(train_.size(), config.task.batch_size, config.trainer.seed) {}
-
-  MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
-    std::vector<const ConditionalRow*> rows;
-    for (size_t i : order_.batch(index, rank, world)) rows.push_back(&train_[i]);
-    auto [logits, targets, mask] = run(rows);
-    return {models::cross_entropy(logits, targets), mask.sum().item<int64_t>()};
-  }
-
-  std::map<std::string, double> evaluate() override {
-    models::PredictionMetrics metrics;
-    for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const ConditionalRow*>& rows) {
-      auto [logits, targets, mask] = run(rows);
-      metrics.add(logits, targets);
-    });
-    if (metrics.counted() == 0) throw Error("evaluation data has no target tokens");
-    const double loss = metrics.mean_loss();
-    return {{"loss", loss}, {"perplexity", std::exp(loss)}, {"token_accuracy", metrics.accuracy()}};
-  }
-  std::string primary_metric() const override { return "perplexity"; }
-  bool higher_is_better() const override { return false; }
-
- private:
-  std::tuple<at::Tensor, at::Tensor, at::Tensor> run(const std::vector<const ConditionalRow*>& rows) {
-    std::vector<const Ids*> inputs, targets;
-    std::vector<int64_t> conditions;
-    for (const auto* r : rows) {
-      inputs.push_back(&r->input);
-      targets.push_back(&r->target);
-      conditions.push_back(r->condition);
-    }
-    auto [ids, mask] = models::right_padded_ids(inputs, pad_);
-    auto target = models::right_padded_ids(targets, models::kIgnoreLabel).ids;
-    models::TaskInputs in;
-    in.input_ids = ids;
-    in.attention_mask = mask;
-    in.condition_ids = torch::tensor(conditions, at::kLong);
-    return {model_->forward(in).causal_lm_logits, target, mask};
-  }
-  std::vector<ConditionalRow> train_, val_;
-  int64_t pad_;
-  BatchOrder order_;
-};
-
-}  // namespace
-
 std::unique_ptr<TrainingTask> make_conditional_lm(const RunConfig& config) {
   const auto& t = config.task;
   if (t.data.empty())
@@ -90,13 +32,13 @@ std::unique_ptr<TrainingTask> make_conditional_lm(const RunConfig& config) {
     throw Error("task 'conditional-lm': the tokenizer has no start or end token (<|endoftext|>, [CLS] / [SEP], "
                 "<s> / </s>)");
   auto rows = [&](const ClassificationData& data, int64_t limit) {
-    std::vector<ConditionalRow> out;
+    std::vector<LmRow> out;
     for (const auto& e : data.examples) {
       if (limit > 0 && static_cast<int64_t>(out.size()) >= limit) break;
       auto enc = tokenizer.encode(e.text, /*add_special_tokens=*/false);
       Ids text(enc.ids.begin(), enc.ids.end());
       if (static_cast<int64_t>(text.size()) > t.truncate - 1) text.resize(t.truncate - 1);
-      ConditionalRow row;
+      LmRow row;
       row.input.push_back(*start);
       row.input.insert(row.input.end(), text.begin(), text.end());
       row.target = text;
@@ -114,7 +56,8 @@ std::unique_ptr<TrainingTask> make_conditional_lm(const RunConfig& config) {
   heads.causal_lm = true;
   heads.condition_classes = static_cast<int64_t>(train_data.labels.size());
   auto model = build_model(config, tokenizer.vocab_size(), t.truncate, true, heads);
-  auto task = std::make_unique<ConditionalLmTask>(model, config, std::move(train), std::move(val), pad_id(tokenizer));
+  auto task = std::make_unique<LanguageModelTask>(model, config, std::move(train), std::move(val), pad_id(tokenizer),
+                                                  /*sequence_metric=*/false);
   std::string names;
   for (const auto& label : train_data.labels) {
     if (label.find_first_of("\r\n") != std::string::npos)
