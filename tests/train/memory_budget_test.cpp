@@ -10,6 +10,7 @@
 #include "attnkit/train/tasks.h"
 #include "support/test_files.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -60,6 +61,28 @@ TEST(MemoryBudget, EstimateMatchesBuiltModels) {
     // (2 x 64² + 2 x 64) too many.
     EXPECT_NEAR(estimate, built, std::string(attention).rfind("synthesizer", 0) == 0 ? 2 * (2 * 64 * 64 + 2 * 64) + 0.5 : 0.5);
     EXPECT_GE(estimate, built);
+  }
+}
+
+// model.key_size / model.value_size: the estimate stays exact for per-head widths other than
+// hidden / heads (queries and keys of key_size, values and head contexts of value_size).
+TEST(MemoryBudget, EstimateFollowsKeyAndValueSizes) {
+  models::HeadsConfig mlm, lm;
+  mlm.masked_lm = true;
+  lm.causal_lm = true;
+  for (const auto& [family, attention, heads] :
+       {Case{"bert", "softmax", mlm}, Case{"gpt2", "softmax", lm}, Case{"albert", "softmax", mlm},
+        Case{"bert", "cosformer", mlm}, Case{"bert", "talking-heads", mlm}}) {
+    for (const auto& [key, value] : {std::pair<int64_t, int64_t>{12, 0}, {0, 40}, {3, 33}, {64, 64}}) {
+      SCOPED_TRACE(fmt::format("{} {} key {} value {}", family, attention, key, value));
+      auto c = models::preset(family, {500, 64, 2, 4, 0, std::string(family) == "albert" ? 16 : 0});
+      c.attention = layers::AttentionSpec::parse(attention);
+      c.attention.key_size = key;
+      c.attention.value_size = value;
+      c.attention.max_length = c.max_positions = 64;
+      models::TaskModel model(c, heads);
+      EXPECT_EQ(parameters_estimate(c, heads), static_cast<double>(models::parameter_count(*model)));
+    }
   }
 }
 

@@ -9,12 +9,15 @@
 #include "attnkit/models/encoder_decoder.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/text_stream.h"
+#include "attnkit/parse.h"
+#include "attnkit/train/tasks.h"
 #include "command.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -29,7 +32,7 @@ struct GenerateOptions {
   std::vector<std::string> prompt_ids;   // --prompt-ids (repeatable)
   std::string strategy = "greedy";
   decode::GenerationConfig config;  // the strategy settings, bound to their flags
-  int64_t condition = -1;
+  std::string condition;  // a class id, or a label of the model's condition_labels.txt
   int64_t decoder_start = -1;
   std::vector<int64_t> eos_ids;
   bool no_eos = false;
@@ -58,6 +61,28 @@ std::vector<std::string> prompt_texts(const GenerateOptions& o) {
   return texts;
 }
 
+// --condition: a class id, or a class label the model's checkpoint names (conditional-lm writes
+// train::kConditionLabelsFile, one label per line in id order); -1 when not given.
+int64_t condition_class(const std::string& given, const std::string& model_path) {
+  if (given.empty()) return -1;
+  if (const auto id = try_parse_int(given); id && *id >= 0) return *id;
+  namespace fs = std::filesystem;
+  fs::path folder(model_path);
+  if (!fs::is_directory(folder)) folder = folder.parent_path();
+  const fs::path file = folder / train::kConditionLabelsFile;
+  if (!fs::exists(file))
+    throw Error(fmt::format("--condition {}: not a class id, and {} has no {} naming its classes", one_line(given),
+                            folder.string(), train::kConditionLabelsFile));
+  std::vector<std::string> labels;
+  for_each_line(read_file(file.string(), "condition labels"), [&](std::string_view line, size_t) {
+    if (!line.empty()) labels.emplace_back(line);
+  });
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] == given) return static_cast<int64_t>(i);
+  throw Error(fmt::format("--condition {}: not a class of {} ({})", one_line(given), file.string(),
+                          fmt::join(labels, ", ")));
+}
+
 int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   auto loaded = io::load_model(o.model);
   // The tokenizer: --tokenizer, else the model directory's (a run's checkpoint's) when it holds
@@ -81,7 +106,7 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   decode::GenerationRequest request;
   request.model = loaded.model;
   request.name = o.model;
-  request.condition_class = o.condition;
+  request.condition_class = condition_class(o.condition, loaded.path);
   request.decoder_start_token_id = o.decoder_start;
   auto& prompts = request.prompts;
   std::vector<std::string> shown;
@@ -210,8 +235,8 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
                 "the tokenizer's <|endoftext|> or [SEP])");
   g->add_flag("--no-eos", o->no_eos, "no end-of-sequence token: always --max-new-tokens");
   g->add_option("--stop", o->config.stop_strings, "stop string (repeatable)");
-  g->add_option("--condition", o->condition, "class id of a class-conditional model")
-      ->check(at_least(0));
+  g->add_option("--condition", o->condition,
+                "class of a class-conditional model: its id, or its label (the checkpoint's condition_labels.txt)");
   g->add_option("--decoder-start-id", o->decoder_start,
                 "encoder-decoder models: the token the decoder starts from (default: its pad id)")
       ->check(at_least(0));

@@ -11,7 +11,8 @@
 //                whole_word, predict_last, label_smoothing, beams, length_penalty
 //   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
-//                max_positions, pooling, pre_ln, share_embeddings, cross_attention
+//                max_positions, pooling, pre_ln, share_embeddings, cross_attention, init, unshare,
+//                key_size, value_size
 //   [optimizer]  name (adamw | adam | sgd), lr, weight_decay, beta1, beta2, eps, momentum
 //   [schedule]   kind (constant | linear | cosine), warmup, min_ratio
 #include "attnkit/models/task_model.h"
@@ -75,6 +76,14 @@ struct ModelSettings {
   bool pre_ln = false;
   bool share_embeddings = true;
   std::string cross_attention;
+  // ALBERT un-sharing: give each layer its own copy of the shared block (TransformerModel::
+  // unshare) once the weights are loaded, so the layers train apart (an error for a model that
+  // does not share its layers).
+  bool unshare = false;
+  // Per-head width of the attention's queries and keys, and of its values (the low-rank
+  // bottleneck of "key_size"): 0 = hidden / heads.
+  int64_t key_size = 0;
+  int64_t value_size = 0;
 };
 
 struct RunConfig {

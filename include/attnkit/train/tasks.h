@@ -56,4 +56,8 @@ std::unique_ptr<TrainingTask> make_task(const RunConfig& config);
 // The model of a task made by make_task (for eval and export).
 models::TaskModel task_model(TrainingTask& task);
 
+// conditional-lm: the file of each checkpoint that names the condition classes, one label per
+// line in class-id order (`attnkit generate --condition NAME` reads it).
+inline constexpr char kConditionLabelsFile[] = "condition_labels.txt";
+
 }  // namespace attnkit::train

@@ -19,6 +19,7 @@ const std::vector<TaskInfo>& task_registry() {
       detail::make_tagging, detail::make_text_classification, detail::make_text_lm,
       detail::make_translation;
   using detail::make_mlm, detail::make_plm;
+  using detail::make_conditional_lm;
   constexpr auto kNone = TaskData::kNone, kOptional = TaskData::kOptional, kRequired = TaskData::kRequired;
   // name, task.data, files (what task.data names), test split, tokenizer, help, factory
   static const std::vector<TaskInfo> table{
@@ -40,6 +41,8 @@ const std::vector<TaskInfo>& task_registry() {
        "masked-LM pretraining (RoBERTa: dynamic 80/10/10 masking, packed blocks; perplexity)", make_mlm},
       {"plm", kRequired, "text files separated by commas", false, true,
        "permutation LM through the attention mask (XLNet, single stream; perplexity)", make_plm},
+      {"conditional-lm", kRequired, "the labelled training file: TSV text<TAB>label or JSONL", true, true,
+       "causal LM conditioned on each text's label through Conditional LayerNorm (perplexity)", make_conditional_lm},
       {"copy", kNone, "", false, false, "synthetic: repeat the symbols (causal LM, sequence accuracy)",
        make_synthetic},
       {"reverse", kNone, "", false, false, "synthetic: the symbols reversed", make_synthetic},

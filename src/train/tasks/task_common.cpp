@@ -18,16 +18,33 @@ namespace detail {
 
 namespace {
 
+// A class-conditional task's model (heads.condition_classes > 0) gets Conditional LayerNorm with
+// condition vectors of the hidden size where `c` has none (its condition maps start at zero, so
+// a loaded model computes what it did until training moves them).
+models::TransformerConfig with_condition(models::TransformerConfig c, const models::HeadsConfig& heads) {
+  if (heads.condition_classes > 0 && c.condition_size == 0) c.condition_size = c.hidden;
+  return c;
+}
+
+// `c` as TransformerModel::unshare leaves it (when `unshare`): one block per layer.
+models::TransformerConfig unshared(models::TransformerConfig c, bool unshare) {
+  if (unshare) {
+    c.share_layers = false;
+    c.layer_groups = 1;
+  }
+  return c;
+}
+
 // The task's model started from a model directory: its architecture (with any pruned heads) and
 // every tensor of the same name and shape, the task's other heads freshly initialised. Prints one
 // line saying what was loaded and what is new.
 models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_t longest,
                              const models::HeadsConfig& heads, int64_t token_types,
-                             const TrainerOptions& options) {
+                             const TrainerOptions& options, bool unshare) {
   // The loaded model is no larger than its weights file (io refuses a config that describes more);
   // training it needs the copies below, checked before the task's model is built.
   auto loaded = io::load_model(directory);
-  const auto& c = loaded.config;
+  auto c = with_condition(loaded.config, heads);
   if (vocab > c.vocab_size)
     throw Error(fmt::format("model.init {}: the tokenizer has {} ids but the model's vocabulary {}",
                             directory, vocab, c.vocab_size));
@@ -37,7 +54,11 @@ models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_
   if (token_types > std::max<int64_t>(c.type_vocab_size, 1))
     throw Error(fmt::format("model.init {}: the task uses {} token types, the model has {}",
                             directory, token_types, c.type_vocab_size));
-  check_training_memory(c, heads, options, fmt::format("model.init {}", directory), memory_budget());
+  if (unshare && !c.share_layers)
+    throw Error(fmt::format("model.unshare: model.init {} does not share its layers (only an ALBERT-shared "
+                            "model can be un-shared)", directory));
+  check_training_memory(unshared(c, unshare), heads, options, fmt::format("model.init {}", directory),
+                        memory_budget());
   models::TaskModel model(c, heads);
   auto source = loaded.task->named_parameters(true);
   auto source_buffers = loaded.task->named_buffers(true);
@@ -67,6 +88,8 @@ std::string model_settings_text(const RunConfig& config, const models::Transform
   std::string text = fmt::format("model.layers = {}, model.hidden = {}, model.intermediate = {}{}", m.layers,
                                  m.hidden, c.intermediate, m.intermediate == 0 ? " (4 x hidden)" : "");
   if (m.embedding_size > 0) text += fmt::format(", model.embedding_size = {}", m.embedding_size);
+  if (m.key_size > 0) text += fmt::format(", model.key_size = {}", m.key_size);
+  if (m.value_size > 0) text += fmt::format(", model.value_size = {}", m.value_size);
   if (c.positions == layers::PositionEncoding::Learned || m.max_positions > 0)
     text += fmt::format(", model.max_positions = {}{}", c.max_positions, m.max_positions == 0 ? " (from the data)" : "");
   return text + fmt::format(", vocabulary {}", c.vocab_size);
@@ -77,12 +100,25 @@ std::string model_settings_text(const RunConfig& config, const models::Transform
 models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t longest, bool causal,
                               const models::HeadsConfig& heads, int64_t token_types) {
   torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
-  if (!config.model.init.empty())
-    return init_model(config.model.init, vocab, longest, heads, token_types, config.trainer);
-  auto c = model_config(config, vocab, longest, causal);
+  const bool unshare = config.model.unshare;
+  if (!config.model.init.empty()) {
+    auto model = init_model(config.model.init, vocab, longest, heads, token_types, config.trainer, unshare);
+    if (unshare) {
+      model->transformer->unshare();
+      fmt::print(stderr, "init: un-shared the ALBERT layers (model.unshare): {} blocks\n",
+                 model->transformer->block_count());
+    }
+    return model;
+  }
+  auto c = with_condition(model_config(config, vocab, longest, causal), heads);
   c.type_vocab_size = token_types;
-  check_training_memory(c, heads, config.trainer, model_settings_text(config, c), memory_budget());
-  return models::TaskModel(c, heads);
+  if (unshare && !c.share_layers)
+    throw Error(fmt::format("model.unshare: model.family '{}' does not share its layers (only an ALBERT-shared "
+                            "model can be un-shared)", one_line(config.model.family.empty() ? (causal ? "gpt2" : "bert") : config.model.family)));
+  check_training_memory(unshared(c, unshare), heads, config.trainer, model_settings_text(config, c), memory_budget());
+  models::TaskModel model(c, heads);
+  if (unshare) model->transformer->unshare();
+  return model;
 }
 
 models::HeadsConfig classification_heads(const RunConfig& config, int64_t labels) {
@@ -224,8 +260,11 @@ models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, i
   constexpr int64_t kLargest = int64_t{1} << 40;
   for (const auto& [name, value] : {std::pair<const char*, int64_t>{"hidden", m.hidden}, {"layers", m.layers},
                                     {"heads", m.heads}, {"intermediate", m.intermediate},
-                                    {"embedding_size", m.embedding_size}, {"max_positions", m.max_positions}})
+                                    {"embedding_size", m.embedding_size}, {"max_positions", m.max_positions},
+                                    {"key_size", m.key_size}, {"value_size", m.value_size}})
     if (value > kLargest) throw Error(fmt::format("model.{}: {} is larger than 2^40", name, value));
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"key_size", m.key_size}, {"value_size", m.value_size}})
+    if (value < 0) throw Error(fmt::format("model.{}: {} must be at least 1 (0 = hidden / heads)", name, value));
   const std::string family = m.family.empty() ? (causal ? "gpt2" : "bert") : m.family;
   if (!models::is_preset(family))
     throw Error(fmt::format("model.family: '{}' is not one of {}", one_line(family),
@@ -236,6 +275,8 @@ models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, i
   c.pooler = config.model.pooling == "pooler" && !causal;
   c.attention = layers::AttentionSpec::parse(m.attention);
   c.attention.causal = causal;
+  if (m.key_size > 0) c.attention.key_size = m.key_size;
+  if (m.value_size > 0) c.attention.value_size = m.value_size;
   try {
     c.positions = layers::parse_position_encoding(m.positions);
   } catch (const Error& e) {

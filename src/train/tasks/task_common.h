@@ -146,10 +146,12 @@ class ClassificationTask : public ModelTask {
 };
 
 // Causal LM over (input, target) rows already aligned: targets[t] is what position t predicts
-// (kIgnoreLabel where nothing is predicted).
+// (kIgnoreLabel where nothing is predicted); a class-conditional model (conditional-lm) takes each
+// row's condition class (HeadsConfig::condition_classes).
 struct LmRow {
   Ids input;
   Ids target;
+  int64_t condition = -1;  // -1: none
 };
 
 class LanguageModelTask : public ModelTask {
@@ -192,15 +194,18 @@ class LanguageModelTask : public ModelTask {
  private:
   std::tuple<at::Tensor, at::Tensor, at::Tensor> run(const std::vector<const LmRow*>& rows) {
     std::vector<const Ids*> inputs, targets;
+    std::vector<int64_t> conditions;
     for (const auto* r : rows) {
       inputs.push_back(&r->input);
       targets.push_back(&r->target);
+      conditions.push_back(r->condition);
     }
     auto [ids, mask] = models::right_padded_ids(inputs, pad_);
     auto target = models::right_padded_ids(targets, models::kIgnoreLabel).ids;
     models::TaskInputs in;
     in.input_ids = ids;
     in.attention_mask = mask;
+    if (!conditions.empty() && conditions.front() >= 0) in.condition_ids = torch::tensor(conditions, at::kLong);
     return {model_->forward(in).causal_lm_logits, target, mask};
   }
   std::vector<LmRow> train_;
@@ -266,6 +271,7 @@ std::unique_ptr<TrainingTask> make_synthetic(const RunConfig& config);          
 std::unique_ptr<TrainingTask> make_mlm(const RunConfig& config);                 // mlm.cpp
 std::unique_ptr<TrainingTask> make_plm(const RunConfig& config);                 // plm.cpp
 std::unique_ptr<TrainingTask> make_translation(const RunConfig& config);         // translation.cpp
+std::unique_ptr<TrainingTask> make_conditional_lm(const RunConfig& config);      // conditional_lm.cpp
 
 // The text files of task.data (separated by commas) through read_language_model_data with blocks
 // of `block` (+ 1) tokens and `separator` after each file when set (task.skip_bad_lines applied and
