@@ -47,5 +47,7 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global);
 void register_report_command(CLI::App& app, GlobalOptions& global);
 void register_train_commands(CLI::App& app, GlobalOptions& global);  // train, eval, data
 void register_tokenize_commands(CLI::App& app, GlobalOptions& global);
+// data lra-pathfinder (data_lra_command.cpp), under `attnkit data`
+void add_data_lra_command(CLI::App* data_cmd, GlobalOptions& global);
 
 }  // namespace attnkit::cli
