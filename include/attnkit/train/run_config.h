@@ -7,7 +7,7 @@
 //                keep_last, log_every
 //   [task]       name (a task of the registry, tasks.h), data, tokenizer, batch_size, truncate,
 //                min_length, max_length, train_examples, eval_examples, eval_split,
-//                skip_bad_lines, symbols
+//                skip_bad_lines, symbols, image_size
 //   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
 //                max_positions, pooling
@@ -38,6 +38,7 @@ struct TaskConfig {
   std::string eval_split = "val";  // the file evaluation reads: val | test (tasks with
                                    // TaskInfo::test_split: "train" in the name -> "test")
   int64_t symbols = 16;    // copy/reverse/sort alphabet, recall values
+  int64_t image_size = 0;  // lra-pathfinder generated: 32 (0) or 128; lra-image: 28 (0) or 32 (padded)
 };
 
 struct ModelSettings {

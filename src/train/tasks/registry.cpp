@@ -39,6 +39,13 @@ const std::vector<TaskInfo>& task_registry() {
       {"recall", kNone, "", false, false, "synthetic associative recall: the value of the queried key",
        make_synthetic},
       {"associative-recall", kNone, "", false, false, "the same as recall", make_synthetic},
+      {"lra-pathfinder", kOptional,
+       "a directory with pathfinder{32,128}_{train,val,test}.bin from `attnkit data lra-pathfinder`, or the training "
+       "file",
+       true, false, "LRA Pathfinder: are the two markers on one contour (pixel tokens, 2 classes)",
+       detail::make_lra_pathfinder},
+      {"lra-image", kRequired, "the Fashion-MNIST directory, e.g. /usr/share/datasets/fashion-mnist", true, false,
+       "LRA Image with Fashion-MNIST for CIFAR-10: 10-way classification of pixel tokens", detail::make_lra_image},
   };
   return table;
 }

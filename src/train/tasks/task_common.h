@@ -250,5 +250,7 @@ std::unique_ptr<TrainingTask> make_span(const RunConfig& config);               
 std::unique_ptr<TrainingTask> make_seq2seq(const RunConfig& config);             // seq2seq.cpp
 std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config);             // language_model.cpp
 std::unique_ptr<TrainingTask> make_synthetic(const RunConfig& config);           // synthetic.cpp
+std::unique_ptr<TrainingTask> make_lra_pathfinder(const RunConfig& config);      // lra_image.cpp
+std::unique_ptr<TrainingTask> make_lra_image(const RunConfig& config);           // lra_image.cpp
 
 }  // namespace attnkit::train::detail
