@@ -12,6 +12,7 @@
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
+#include "uniform_draws.h"
 
 namespace attnkit::train {
 namespace {
@@ -23,17 +24,8 @@ constexpr int kTurnTries = 20;        // turns tried for one paddle
 constexpr int kContourTries = 50;     // starts tried for one contour
 constexpr int kImageTries = 10000;    // images started before giving up
 
-// Uniform in [0, n): rejection of the low 2^64 mod n values, so every residue is equally likely.
-uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
-  const uint64_t threshold = (0 - n) % n;
-  for (;;) {
-    const uint64_t x = rng();
-    if (x >= threshold) return x % n;
-  }
-}
-
-// Uniform in [0, 1) with 53 random bits.
-double uniform_unit(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+using detail::uniform_below;
+using detail::uniform_unit;
 
 double uniform_between(std::mt19937_64& rng, double low, double high) {
   return low + (high - low) * uniform_unit(rng);

@@ -1,5 +1,5 @@
-// IDX reader (Fashion-MNIST): small files written here, plain and gzip (a stored-block gzip
-// writer of our own, so the reader meets real gzip framing), truncated and corrupt copies, and
+// IDX reader (Fashion-MNIST): small files written here, plain and gzip (support/idx_files.h's
+// stored-block gzip writer, so the reader meets real gzip framing), truncated and corrupt copies, and
 // Debian's installed dataset when it is there.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 
 #include "attnkit/error.h"
 #include "attnkit/train/idx.h"
+#include "support/idx_files.h"
 #include "support/test_files.h"
 
 namespace attnkit::train {
@@ -19,49 +20,8 @@ namespace fs = std::filesystem;
 using attnkit::testing::error_of;
 using attnkit::testing::write_bytes;
 
-uint32_t crc32_of(const std::string& data) {
-  uint32_t crc = 0xFFFFFFFFu;
-  for (unsigned char c : data) {
-    crc ^= c;
-    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
-  }
-  return ~crc;
-}
-
-void put_le32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-
-// A gzip member holding `data` in stored (uncompressed) deflate blocks.
-std::string gzip_stored(const std::string& data) {
-  std::string out = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, 0, 3};  // deflate, no flags, Unix
-  size_t at = 0;
-  do {
-    const size_t n = std::min<size_t>(65535, data.size() - at);
-    const bool last = at + n == data.size();
-    out.push_back(last ? 1 : 0);
-    out.push_back(static_cast<char>(n & 0xFF));
-    out.push_back(static_cast<char>(n >> 8));
-    out.push_back(static_cast<char>(~n & 0xFF));
-    out.push_back(static_cast<char>((~n >> 8) & 0xFF));
-    out.append(data, at, n);
-    at += n;
-  } while (at < data.size());
-  put_le32(out, crc32_of(data));
-  put_le32(out, static_cast<uint32_t>(data.size()));
-  return out;
-}
-
-std::string idx(uint32_t magic, const std::vector<uint32_t>& shape, const std::vector<uint8_t>& values) {
-  std::string out;
-  auto put_be32 = [&](uint32_t v) {
-    for (int i = 3; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  };
-  put_be32(magic);
-  for (uint32_t d : shape) put_be32(d);
-  out.append(values.begin(), values.end());
-  return out;
-}
+using attnkit::testing::gzip_stored;
+using attnkit::testing::idx_bytes;
 
 // `count` images of rows×columns (pixel = 3·i + position) and labels i % classes.
 struct SmallSet {
@@ -73,7 +33,7 @@ SmallSet small_set(uint32_t count, uint32_t rows, uint32_t columns, int classes)
     for (uint32_t p = 0; p < rows * columns; ++p) pixels.push_back(static_cast<uint8_t>(3 * i + p));
     labels.push_back(static_cast<uint8_t>(i % classes));
   }
-  return {idx(0x803, {count, rows, columns}, pixels), idx(0x801, {count}, labels)};
+  return {idx_bytes(0x803, {count, rows, columns}, pixels), idx_bytes(0x801, {count}, labels)};
 }
 
 TEST(Idx, ReadsPlainAndGzipFiles) {

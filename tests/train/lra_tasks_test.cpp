@@ -5,6 +5,7 @@
 #include "attnkit/train/run_config.h"
 #include "attnkit/train/tasks.h"
 #include "attnkit/train/trainer.h"
+#include "support/idx_files.h"
 #include "support/test_files.h"
 
 #include <gtest/gtest.h>
@@ -38,16 +39,7 @@ RunConfig tiny(const std::string& task) {
   return c;
 }
 
-std::string idx(uint32_t magic, const std::vector<uint32_t>& shape, const std::vector<uint8_t>& values) {
-  std::string out;
-  auto put = [&](uint32_t v) {
-    for (int i = 3; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  };
-  put(magic);
-  for (uint32_t d : shape) put(d);
-  out.append(values.begin(), values.end());
-  return out;
-}
+using attnkit::testing::idx_bytes;
 
 // A Fashion-MNIST-shaped directory (uncompressed files) of `train` and `test` 28×28 images.
 void write_fashion_like(const fs::path& dir, uint32_t train, uint32_t test) {
@@ -57,8 +49,8 @@ void write_fashion_like(const fs::path& dir, uint32_t train, uint32_t test) {
       labels.push_back(static_cast<uint8_t>(i % 10));
       for (int p = 0; p < 28 * 28; ++p) pixels.push_back(static_cast<uint8_t>(p % 7 == 0 ? 25 * (i % 10) : 0));
     }
-    write_bytes(dir / (prefix + "-images-idx3-ubyte"), idx(0x803, {count, 28, 28}, pixels));
-    write_bytes(dir / (prefix + "-labels-idx1-ubyte"), idx(0x801, {count}, labels));
+    write_bytes(dir / (prefix + "-images-idx3-ubyte"), idx_bytes(0x803, {count, 28, 28}, pixels));
+    write_bytes(dir / (prefix + "-labels-idx1-ubyte"), idx_bytes(0x801, {count}, labels));
   }
 }
 
