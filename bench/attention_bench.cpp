@@ -26,7 +26,7 @@
 #include "attnkit/ops/linear_attention.h"
 #include "attnkit/ops/softmax_attention.h"
 
-#include <CLI/CLI.hpp>
+#include "flags.h"  // tools/flags.h
 #include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
@@ -165,23 +165,22 @@ int main(int argc, char** argv) {
   CLI::App app{"Time one attnkit attention case; prints one JSON line."};
   app.add_option("--kind", o.kind, "softmax, linear (elu features) or cosformer")
       ->check(CLI::IsMember({"softmax", "linear", "cosformer"}));
-  app.add_option("--n", o.n, "sequence length")->check(CLI::PositiveNumber);
+  app.add_option("--n", o.n, "sequence length")->check(attnkit::cli::at_least(1));
   app.add_option("--mode", o.mode, "fwd or fwdbwd (forward + backward)")
       ->check(CLI::IsMember({"fwd", "fwdbwd"}));
   app.add_flag("--causal", o.causal, "causal attention");
   app.add_option("--repeat", o.repeat, "samples to take at least (time limits permitting)")
-      ->check(CLI::PositiveNumber);
+      ->check(attnkit::cli::at_least(1));
   app.add_option("--min-time", o.min_time, "seconds of samples to take at least");
   app.add_option("--max-time", o.max_time, "start no sample that would pass this many seconds");
-  app.add_option("--threads", o.threads, "intra-op threads")->check(CLI::PositiveNumber);
-  app.add_option("--batch", o.batch, "batch size")->check(CLI::PositiveNumber);
-  app.add_option("--heads", o.heads, "heads")->check(CLI::PositiveNumber);
-  app.add_option("--dim", o.dim, "head dimension")->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--threads", o.threads, "intra-op threads")->check(attnkit::cli::at_least(1));
+  app.add_option("--batch", o.batch, "batch size")->check(attnkit::cli::at_least(1));
+  app.add_option("--heads", o.heads, "heads")->check(attnkit::cli::at_least(1));
+  app.add_option("--dim", o.dim, "head dimension")->check(attnkit::cli::at_least(1));
+  if (const auto status = attnkit::cli::parse_flags(app, argc, argv, "attnkit_bench_attention")) return *status;
   try {
     return run(o);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "attnkit_bench_attention: %s\n", e.what());
-    return 1;
+    return attnkit::cli::report_failure("attnkit_bench_attention", e);
   }
 }

@@ -18,7 +18,7 @@
 #include "attnkit/runtime.h"
 
 #include "../src/ops/cpu/parallel.h"
-#include <CLI/CLI.hpp>
+#include "flags.h"  // tools/flags.h
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -39,28 +39,29 @@ double now() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{"attnkit decoding benchmark"};
+int main(int argc, char** argv) try {
+  using attnkit::cli::at_least;
+  CLI::App app{"attnkit decoding benchmark: per-token latency, greedy tokens/s or memory bandwidth; one JSON line per result"};
   std::string mode = "latency", kind = "softmax", positions_text = "256,1024,4096";
   int64_t layers = 12, hidden = 768, heads = 12, vocab = 50257, steps = 16, threads = 2;
   int64_t prompt_tokens = 16, new_tokens = 128, bytes = int64_t(512) << 20, repeats = 5;
   std::string model_dir, prompt_text;
-  app.add_option("--mode", mode)->check(CLI::IsMember({"latency", "greedy", "bandwidth"}));
+  app.add_option("--mode", mode, "latency, greedy or bandwidth")->capture_default_str()->check(CLI::IsMember({"latency", "greedy", "bandwidth"}));
   app.add_option("--model", model_dir, "greedy: a Hugging Face GPT-2 directory (default: random)");
   app.add_option("--prompt", prompt_text, "greedy: prompt ids, comma-separated (default: random)");
-  app.add_option("--bytes", bytes, "bandwidth: buffer size in bytes");
-  app.add_option("--repeats", repeats, "bandwidth: reads (the fastest is reported)");
-  app.add_option("--kind", kind, "attention kind (softmax, linear:elu, cosformer)");
-  app.add_option("--positions", positions_text, "latency: prefill lengths, comma-separated");
-  app.add_option("--steps", steps, "latency: tokens timed per position");
-  app.add_option("--layers", layers);
-  app.add_option("--hidden", hidden);
-  app.add_option("--heads", heads);
-  app.add_option("--vocab", vocab);
-  app.add_option("--threads", threads);
-  app.add_option("--prompt-tokens", prompt_tokens);
-  app.add_option("--new-tokens", new_tokens);
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--bytes", bytes, "bandwidth: buffer size in bytes")->capture_default_str()->check(at_least(8));
+  app.add_option("--repeats", repeats, "bandwidth: reads (the fastest is reported)")->capture_default_str()->check(at_least(1));
+  app.add_option("--kind", kind, "attention kind (softmax, linear:elu, cosformer)")->capture_default_str();
+  app.add_option("--positions", positions_text, "latency: prefill lengths, comma-separated")->capture_default_str();
+  app.add_option("--steps", steps, "latency: tokens timed per position")->capture_default_str()->check(at_least(1));
+  app.add_option("--layers", layers, "random model: layers")->capture_default_str()->check(at_least(1));
+  app.add_option("--hidden", hidden, "random model: hidden size")->capture_default_str()->check(at_least(1));
+  app.add_option("--heads", heads, "random model: heads")->capture_default_str()->check(at_least(1));
+  app.add_option("--vocab", vocab, "random model: vocabulary size")->capture_default_str()->check(at_least(1));
+  app.add_option("--threads", threads, "intra-op (and BLAS) threads")->capture_default_str()->check(at_least(1));
+  app.add_option("--prompt-tokens", prompt_tokens, "greedy: random prompt length")->capture_default_str()->check(at_least(1));
+  app.add_option("--new-tokens", new_tokens, "greedy: tokens to generate")->capture_default_str()->check(at_least(1));
+  if (const auto status = attnkit::cli::parse_flags(app, argc, argv, "attnkit_bench_decode")) return *status;
   at::set_num_threads(static_cast<int>(threads));
   at::set_num_interop_threads(1);
   set_blas_threads(static_cast<int>(threads));
@@ -165,4 +166,6 @@ int main(int argc, char** argv) {
                      {"threads", threads}};
   std::cout << row.dump() << std::endl;
   return 0;
+} catch (const std::exception& e) {
+  return attnkit::cli::report_failure("attnkit_bench_decode", e);
 }

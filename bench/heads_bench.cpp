@@ -14,28 +14,30 @@
 #include "attnkit/models/transformer_model.h"
 #include "attnkit/runtime.h"
 
-#include <CLI/CLI.hpp>
+#include "flags.h"  // tools/flags.h
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <iostream>
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
+  using attnkit::cli::at_least;
   double pruned = 0;
   int64_t batch = 16, n = 128, layers = 12, heads = 12, hidden = 768;
   int repeats = 3, warmup = 1, threads = 2;
   CLI::App app{"attnkit pruned-vs-unpruned inference benchmark (one case)"};
-  app.add_option("--pruned", pruned)->check(CLI::Range(0.0, 1.0));
-  app.add_option("--batch", batch);
-  app.add_option("--n", n);
-  app.add_option("--layers", layers);
-  app.add_option("--heads", heads);
-  app.add_option("--hidden", hidden);
-  app.add_option("--repeats", repeats);
-  app.add_option("--warmup", warmup);
-  app.add_option("--threads", threads);
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--pruned", pruned, "fraction of each layer's heads removed, 0 to 1")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option("--batch", batch, "batch size")->capture_default_str()->check(at_least(1));
+  app.add_option("--n", n, "sequence length")->capture_default_str()->check(at_least(1));
+  app.add_option("--layers", layers, "layers")->capture_default_str()->check(at_least(1));
+  app.add_option("--heads", heads, "heads per layer")->capture_default_str()->check(at_least(1));
+  app.add_option("--hidden", hidden, "hidden size")->capture_default_str()->check(at_least(1));
+  app.add_option("--repeats", repeats, "timed forward passes")->capture_default_str()->check(at_least(1));
+  app.add_option("--warmup", warmup, "untimed forward passes first")->capture_default_str()->check(at_least(0));
+  app.add_option("--threads", threads, "intra-op (and BLAS) threads")->capture_default_str()->check(at_least(1));
+  if (const auto status = attnkit::cli::parse_flags(app, argc, argv, "attnkit_bench_heads")) return *status;
   attnkit::reuse_freed_memory();  // the CLI's start-up settings
   at::set_num_threads(threads);
   attnkit::set_blas_threads(threads);
@@ -75,4 +77,6 @@ int main(int argc, char** argv) {
                      {"checksum", checksum}};
   std::cout << out.dump() << std::endl;
   return 0;
+} catch (const std::exception& e) {
+  return attnkit::cli::report_failure("attnkit_bench_heads", e);
 }

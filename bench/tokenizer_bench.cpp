@@ -6,7 +6,7 @@
 // Python venv, fortunes).
 //
 // Built by bench/CMakeLists.txt; `make bench` runs it after the attention table.
-// Run: attnkit_tokenizer_bench [SCRATCH_DIR]
+// Run: attnkit_tokenizer_bench [SCRATCH_DIR]   (--help: the usage)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/trainer.h"
+#include "flags.h"  // tools/flags.h
 
 namespace fs = std::filesystem;
 using namespace attnkit::text;
@@ -121,8 +122,14 @@ void report(const std::string& name, const Tokenizer& tokenizer, const fs::path&
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const fs::path scratch = argc > 1 ? fs::path(argv[1]) : fs::temp_directory_path() / "attnkit_tokenizer_bench";
+int main(int argc, char** argv) try {
+  CLI::App app{"Tokenizer throughput: attnkit vs Hugging Face tokenizers (GPT-2 BPE, WordPiece, Unigram) on "
+               "the English fortunes, 1, 2 and all threads. Needs scripts/setup.sh."};
+  std::string scratch_dir = (fs::temp_directory_path() / "attnkit_tokenizer_bench").string();
+  app.add_option("SCRATCH_DIR", scratch_dir, "folder for the tokenizers and the reference's input (created)")
+      ->capture_default_str();
+  if (const auto status = attnkit::cli::parse_flags(app, argc, argv, "attnkit_tokenizer_bench")) return *status;
+  const fs::path scratch = scratch_dir;
   fs::create_directories(scratch);
   const auto lines = corpus_lines();
   size_t bytes = 0;
@@ -158,4 +165,6 @@ int main(int argc, char** argv) {
   Tokenizer unigram = load_tokenizer((scratch / "unigram" / "tokenizer.json").string());
   report("unigram", unigram, scratch / "unigram" / "tokenizer.json", lines, scratch, /*python=*/true);
   return 0;
+} catch (const std::exception& e) {
+  return attnkit::cli::report_failure("attnkit_tokenizer_bench", e);
 }

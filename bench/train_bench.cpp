@@ -16,7 +16,7 @@
 #include "attnkit/runtime.h"
 #include "attnkit/train/optimizers.h"
 
-#include <CLI/CLI.hpp>
+#include "flags.h"  // tools/flags.h
 #include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
@@ -43,25 +43,27 @@ double peak_rss_mib() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
+  using attnkit::cli::at_least;
   std::string kind = "softmax";
   int64_t n = 256, batch = 8, hidden = 256, layers = 4, heads = 4, vocab = 8192;
   int steps = 10, warmup = 2, threads = 2;
   CLI::App app{"attnkit training-throughput benchmark (one case)"};
-  app.add_option("--kind", kind)->check(CLI::IsMember({"softmax", "linear", "cosformer"}));
-  app.add_option("--n", n);
-  app.add_option("--batch", batch);
-  app.add_option("--hidden", hidden);
-  app.add_option("--layers", layers);
-  app.add_option("--heads", heads);
-  app.add_option("--vocab", vocab);
-  app.add_option("--steps", steps);
-  app.add_option("--warmup", warmup);
-  app.add_option("--threads", threads);
+  app.add_option("--kind", kind, "softmax, linear (elu features) or cosformer")
+      ->capture_default_str()->check(CLI::IsMember({"softmax", "linear", "cosformer"}));
+  app.add_option("--n", n, "sequence length")->capture_default_str()->check(at_least(1));
+  app.add_option("--batch", batch, "batch size")->capture_default_str()->check(at_least(1));
+  app.add_option("--hidden", hidden, "hidden size")->capture_default_str()->check(at_least(1));
+  app.add_option("--layers", layers, "layers")->capture_default_str()->check(at_least(1));
+  app.add_option("--heads", heads, "heads")->capture_default_str()->check(at_least(1));
+  app.add_option("--vocab", vocab, "vocabulary size")->capture_default_str()->check(at_least(1));
+  app.add_option("--steps", steps, "timed training steps")->capture_default_str()->check(at_least(1));
+  app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str()->check(at_least(0));
+  app.add_option("--threads", threads, "intra-op (and BLAS) threads")->capture_default_str()->check(at_least(1));
   bool default_malloc = false;
   app.add_flag("--default-malloc", default_malloc,
                "leave glibc malloc as it is (attnkit's CLI calls reuse_freed_memory)");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = attnkit::cli::parse_flags(app, argc, argv, "attnkit_bench_train")) return *status;
   // The process set-up `attnkit train` uses (tools/attnkit/main.cpp).
   if (!default_malloc) attnkit::reuse_freed_memory();
   at::set_num_threads(threads);
@@ -112,4 +114,6 @@ int main(int argc, char** argv) {
                      {"malloc", default_malloc ? "default" : "reuse_freed_memory"}};
   std::cout << out.dump() << std::endl;
   return 0;
+} catch (const std::exception& e) {
+  return attnkit::cli::report_failure("attnkit_bench_train", e);
 }

@@ -100,7 +100,7 @@ std::string file_name_part(const std::string& kind) {
 
 std::vector<double> geometric_means(const VariantCurve& curve) {
   std::vector<double> y;
-  for (const auto& layer : curve.layers) y.push_back(std::pow(10.0, layer.relative_composite.spread().log10_mean));
+  for (const auto& layer : curve.layers) y.push_back(geometric_mean_relative(layer));
   return y;
 }
 

@@ -57,8 +57,8 @@ at::Tensor residual(const at::Tensor& x) {
   return d - d.mean(-2, /*keepdim=*/true);
 }
 
-double ResidualNorms::relative_composite() const { return ratio(composite, norm_composite); }
-double ResidualNorms::relative_frobenius() const { return ratio(frobenius, norm_frobenius); }
+double ResidualNorms::relative_composite() const { return vanished() ? NAN : composite / norm_composite; }
+double ResidualNorms::relative_frobenius() const { return vanished() ? NAN : frobenius / norm_frobenius; }
 
 ResidualNorms residual_norms(const at::Tensor& x) {
   check_matrix(x, "residual_norms");
@@ -105,6 +105,17 @@ Spread Samples::spread() const {
     }
   s.log10_mean = positive > 0 ? log_sum / double(positive) : -INFINITY;
   return s;
+}
+
+double geometric_mean_relative(const LayerResidual& layer) {
+  const Spread rel = layer.relative_composite.spread();
+  return rel.count == 0 ? NAN : std::pow(10.0, rel.log10_mean);
+}
+
+int64_t VariantCurve::vanished_from_layer() const {
+  for (size_t l = 0; l < layers.size(); ++l)
+    if (layers[l].vanished > 0) return static_cast<int64_t>(l);
+  return -1;
 }
 
 // ---- variants ---------------------------------------------------------------------------------
@@ -338,8 +349,12 @@ LayerResidual measure_layer(const at::Tensor& hidden) {
   LayerResidual r;
   for (int64_t b = 0; b < hidden.size(0); ++b) {
     const ResidualNorms n = residual_norms(hidden[b]);
-    r.relative_composite.add(n.relative_composite());
-    r.relative_frobenius.add(n.relative_frobenius());
+    if (n.vanished()) {
+      ++r.vanished;
+    } else {
+      r.relative_composite.add(n.relative_composite());
+      r.relative_frobenius.add(n.relative_frobenius());
+    }
     r.composite.add(n.composite);
     r.frobenius.add(n.frobenius);
   }
@@ -413,7 +428,8 @@ std::vector<TruncationPoint> short_path_experiment(models::TransformerModel& mod
       for (int64_t b = 0; b < y.size(0); ++b) {
         point.relative_distance.add(ratio((yk[b] - y[b]).norm().item<double>(), y[b].norm().item<double>()));
         point.cosine.add(at::cosine_similarity(yk[b], y[b], -1).mean().item<double>());
-        point.relative_residual.add(residual_norms(yk[b]).relative_frobenius());
+        const ResidualNorms n = residual_norms(yk[b]);
+        if (!n.vanished()) point.relative_residual.add(n.relative_frobenius());
         if (tied) point.prediction_agreement.add(agree[b].item<double>());
       }
     }
@@ -429,6 +445,7 @@ void append_layers(std::vector<LayerResidual>& into, const std::vector<LayerResi
     into[l].relative_frobenius.append(from[l].relative_frobenius);
     into[l].composite.append(from[l].composite);
     into[l].frobenius.append(from[l].frobenius);
+    into[l].vanished += from[l].vanished;
   }
 }
 
@@ -552,13 +569,20 @@ nlohmann::json to_json(const CollapseResult& r) {
     for (size_t l = 0; l < curve.layers.size(); ++l) {
       const auto& layer = curve.layers[l];
       const Spread rel = layer.relative_composite.spread();
-      geometric.push_back(std::pow(10.0, rel.log10_mean));
+      geometric.push_back(geometric_mean_relative(layer));
       v["layers"].push_back({{"layer", l},
+                             {"vanished", layer.vanished},
                              {"relative_composite", to_json(rel)},
                              {"relative_frobenius", to_json(layer.relative_frobenius.spread())},
                              {"composite", to_json(layer.composite.spread())},
                              {"frobenius", to_json(layer.frobenius.spread())}});
     }
+    const int64_t vanished_from = curve.vanished_from_layer();
+    if (vanished_from >= 0)
+      v["vanished"] = {{"from_layer", vanished_from},
+                       {"inputs", curve.layers[size_t(vanished_from)].vanished},
+                       {"meaning", "X = 0 in float64 from this layer on for these inputs: their relative residual is "
+                                   "undefined and left out of the spreads and the fit"}};
     const CollapseFit fit = fit_collapse(geometric, r.round_off_floor);
     v["fit"] = {{"on", "geometric mean of the relative composite residual, layers above round_off_floor"},
                 {"log_residual", fit_json(fit.log_residual)},

@@ -17,10 +17,28 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double last_layer_residual(const analysis::CollapseResult& result, analysis::Variant variant) {
+const analysis::VariantCurve* find_curve(const analysis::CollapseResult& result, analysis::Variant variant) {
   for (const auto& curve : result.curves)
-    if (curve.variant == variant) return analysis::geometric_means(curve).back();
-  return NAN;
+    if (curve.variant == variant) return &curve;
+  return nullptr;
+}
+
+double last_layer_residual(const analysis::CollapseResult& result, analysis::Variant variant) {
+  const auto* curve = find_curve(result, variant);
+  return curve ? analysis::geometric_means(*curve).back() : NAN;
+}
+
+// The table's cell: the value, or why there is none (X vanished: the residual relative to it is
+// undefined, which a printed 0 would misread as collapse to rank one).
+std::string last_layer_cell(const analysis::CollapseResult& result, analysis::Variant variant) {
+  const auto* curve = find_curve(result, variant);
+  if (curve == nullptr) return "n/a";
+  const double last = analysis::geometric_means(*curve).back();
+  const int64_t from = curve->vanished_from_layer();
+  if (from < 0) return fmt::format("{:.2e}", last);
+  const std::string why = fmt::format("X = 0 from layer {} ({} of {} inputs)", from,
+                                      curve->layers[size_t(from)].vanished, result.inputs);
+  return std::isnan(last) ? "undefined: " + why : fmt::format("{:.2e}; {}", last, why);
 }
 
 ProgressOptions progress_options(const DemoOptions& o, const std::string& unit) {
@@ -71,11 +89,16 @@ report::Section collapse_stage(const StageContext& context) {
   }
   report::Table table{"relative residual after the last layer (geometric mean over inputs and seeds)",
                       {"model", "pure attention", "+ skip", "+ MLP", "+ LayerNorm", "full block"}, {}};
+  std::vector<std::string> vanished;  // "kind (variant)" whose X went to 0
   auto add_row = [&](const std::string& name, const analysis::CollapseResult& r) {
+    for (const auto& curve : r.curves)
+      if (curve.vanished_from_layer() >= 0)
+        vanished.push_back(fmt::format("{} ({}, from layer {})", r.kind, analysis::variant_info(curve.variant).label,
+                                       curve.vanished_from_layer()));
     std::vector<std::string> row = {name};
     for (auto v : {analysis::Variant::PureAttention, analysis::Variant::AttentionSkip, analysis::Variant::AttentionMlp,
                    analysis::Variant::AttentionLayerNorm, analysis::Variant::FullBlock})
-      row.push_back(fmt::format("{:.2e}", last_layer_residual(r, v)));
+      row.push_back(last_layer_cell(r, v));
     table.rows.push_back(row);
   };
   for (const auto& r : stacks.results) add_row(fmt::format("random, {}", r.kind), r);
@@ -100,6 +123,16 @@ report::Section collapse_stage(const StageContext& context) {
     add_row(fmt::format("ListOps-trained, {}", experiment.results.front().kind), experiment.results.front());
   }
   section.blocks.push_back({{}, table, {}});
+  if (!vanished.empty())
+    section.blocks.push_back({fmt::format(
+        "X itself vanished (every entry 0 in float64) in: {}. A residual relative to a vanished X is undefined, "
+        "so those cells and plotted lines stop there rather than show 0, which would read as collapse to rank "
+        "one. Why it vanishes (docs/analysis.md): feature-map attention divides by phi(Q) . sum phi(K) with an "
+        "epsilon of 1e-6 below it. With ReLU features (cosFormer, linear:relu) that normaliser is quadratic in X, "
+        "and without skip connections the small initial weights shrink X until it falls under epsilon; from "
+        "then on a layer's output is cubic in its input (Q, K and V are each linear in X), so the norm of X goes "
+        "as its cube per layer until it underflows. elu+1 features stay near 1, and linear:elu does not vanish.",
+        fmt::join(vanished, "; ")), {}, {}});
   if (!missing.empty())
     section.blocks.push_back({fmt::format("No trained ListOps model of kind {} in {} (run the training stage "
                                           "first), so the table has random stacks only for it.",

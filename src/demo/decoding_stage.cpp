@@ -53,7 +53,8 @@ report::Section decoding_stage(const StageContext& context) {
       ids.emplace_back(enc.ids.begin(), enc.ids.end());
     }
     auto text_of = [&](const decode::Hypothesis& h) {
-      return one_line(tokenizer.decode(std::vector<uint32_t>(h.tokens.begin(), h.tokens.end())));
+      const std::vector<uint32_t> ids(h.tokens.begin(), h.tokens.end());
+      return one_line(tokenizer.decode(ids, true, text::TextStyle::kReadable));
     };
     decode::GenerationConfig greedy;
     greedy.max_new_tokens = o.quick ? 12 : 30;

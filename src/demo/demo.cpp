@@ -71,14 +71,44 @@ std::string load_average() {
 
 }  // namespace
 
-int run_demo(const DemoOptions& options) {
+void DemoOutcome::add(const std::string& id, const report::Section& section, bool threw) {
+  ran.push_back(id);
+  if (threw) {
+    failed.push_back(id);
+    return;
+  }
+  const bool missed_one =
+      std::any_of(section.headlines.begin(), section.headlines.end(), [](const auto& h) { return h.met && !*h.met; });
+  if (missed_one) missed.push_back(id);
+}
+
+int DemoOutcome::exit_status() const { return failed.empty() ? 0 : 1; }
+
+namespace {
+
+std::string count_and_names(const std::vector<std::string>& ids, const char* what) {
+  if (ids.empty()) return std::string("none ") + what;
+  std::string names;
+  for (const auto& id : ids) names += (names.empty() ? "" : ", ") + id;
+  return fmt::format("{} {} ({})", ids.size(), what, names);
+}
+
+}  // namespace
+
+std::string DemoOutcome::summary() const {
+  return fmt::format("demo: {} stage{} ran; {}; {}{}", ran.size(), ran.size() == 1 ? "" : "s",
+                     count_and_names(missed, "missed a target"), count_and_names(failed, "failed"),
+                     failed.empty() ? "" : " (exit status 1)");
+}
+
+DemoOutcome run_demo(const DemoOptions& options) {
   for (const auto& id : options.only) {
     const bool known = std::any_of(stages().begin(), stages().end(), [&](const Stage& s) { return s.id == id; });
     if (!known) throw Error(fmt::format("--only {}: not a stage (stages: {})", id, stage_ids()));
   }
   if (options.out.empty()) throw Error("demo: --out DIR is required");
   std::filesystem::create_directories(options.out);
-  int misses = 0;
+  DemoOutcome outcome;
   const std::string load_at_start = load_average();
   std::vector<std::pair<std::string, std::string>> timings;
   for (const auto& stage : stages()) {
@@ -90,9 +120,11 @@ int run_demo(const DemoOptions& options) {
     StageContext context{options, options.out / stage.id};
     std::filesystem::create_directories(context.dir);
     report::Section section;
+    bool threw = false;
     try {
       section = stage.run(context);
     } catch (const std::exception& e) {
+      threw = true;
       section = failed_section(stage, e.what());
       if (!options.quiet) fmt::print(stderr, "demo stage {} failed: {}\n", stage.id, e.what());
     }
@@ -101,11 +133,7 @@ int run_demo(const DemoOptions& options) {
     section.id = stage.id;
     section.title = stage.title;
     section.blocks.push_back({fmt::format("This stage took {:.0f} s.", seconds), {}, {}});
-    for (const auto& h : section.headlines)
-      if (h.met && !*h.met) {
-        ++misses;
-        break;
-      }
+    outcome.add(stage.id, section, threw);
     report::write_section(section, context.dir);
     timings.push_back({"stage " + stage.id, fmt::format("{:.0f} s", seconds)});
   }
@@ -118,11 +146,12 @@ int run_demo(const DemoOptions& options) {
       {"command", options.command}};
   facts.insert(facts.end(), timings.begin(), timings.end());
   facts.push_back({"load average (1 min) at start / end", load_at_start + " / " + load_average()});
+  facts.push_back({"outcome", outcome.summary().substr(std::string("demo: ").size())});
   report::write_facts(facts, options.out);
   const auto page = report::read_page(options.out);
   report::write_html(page, options.out / "report.html");
   fmt::print("report: {}\n", (options.out / "report.html").string());
-  return misses;
+  return outcome;
 }
 
 }  // namespace attnkit::demo

@@ -28,6 +28,14 @@ double lowest_positive(const std::vector<double>& values, double lowest) {
   return lowest;
 }
 
+// Where X vanished the relative residual is undefined: the line stops there, and says why.
+std::string vanished_note(const analysis::VariantCurve& curve) {
+  const int64_t from = curve.vanished_from_layer();
+  if (from < 0) return "";
+  return fmt::format(" (X = 0 from layer {} in {} input(s): undefined there)", from,
+                     curve.layers[size_t(from)].vanished);
+}
+
 }  // namespace
 
 LinePlot residual_plot(const CollapseResult& r) {
@@ -40,7 +48,7 @@ LinePlot residual_plot(const CollapseResult& r) {
   double lowest = 1.0;
   for (const auto& curve : r.curves) {
     Series s;
-    s.title = analysis::variant_info(curve.variant).label;
+    s.title = analysis::variant_info(curve.variant).label + vanished_note(curve);
     s.x = layer_axis(curve.layers.size());
     s.y = analysis::geometric_means(curve);
     lowest = lowest_positive(s.y, lowest);
@@ -76,7 +84,7 @@ LinePlot kinds_plot(const std::vector<CollapseResult>& results, analysis::Varian
     for (const auto& curve : r.curves)
       if (curve.variant == variant) {
         Series s;
-        s.title = r.kind;
+        s.title = r.kind + vanished_note(curve);
         s.x = layer_axis(curve.layers.size());
         s.y = analysis::geometric_means(curve);
         lowest = lowest_positive(s.y, lowest);

@@ -40,6 +40,11 @@ std::string decode_wordpiece(const WordPieceDecoder& decoder, const std::vector<
   return out;
 }
 
+bool is_cjk_wide(char32_t c) {
+  return unicode::is_cjk_ideograph(c) || (c >= 0x3000 && c <= 0x30FF) || (c >= 0xFF00 && c <= 0xFFEF) ||
+         (c >= 0x31F0 && c <= 0x31FF);
+}
+
 std::string decode_byte_level(const std::vector<std::string>& tokens) {
   std::string out;
   for (const auto& token : tokens) {
@@ -77,6 +82,19 @@ std::string decode_tokens(const Decoder& decoder, const std::vector<std::string>
   if (const auto* wordpiece = std::get_if<WordPieceDecoder>(&decoder)) return decode_wordpiece(*wordpiece, tokens);
   if (const auto* metaspace = std::get_if<MetaspaceDecoder>(&decoder)) return decode_metaspace(*metaspace, tokens);
   return decode_byte_level(tokens);
+}
+
+std::string join_cjk(const std::string& text) {
+  const std::u32string chars = unicode::decode_utf8(text, unicode::InvalidUtf8::kReplace);
+  std::u32string out;
+  out.reserve(chars.size());
+  for (size_t i = 0; i < chars.size(); ++i) {
+    if (chars[i] == U' ' && !out.empty() && i + 1 < chars.size() &&
+        (is_cjk_wide(out.back()) || is_cjk_wide(chars[i + 1])))
+      continue;
+    out.push_back(chars[i]);
+  }
+  return unicode::encode_utf8(out);
 }
 
 }  // namespace attnkit::text

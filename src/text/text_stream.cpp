@@ -13,7 +13,7 @@ size_t complete_utf8_prefix(const std::string& text) {
   return need > back + 1 ? end - 1 - back : end;
 }
 
-std::string TextStream::decoded() const { return tokenizer_.decode(tokens_); }
+std::string TextStream::decoded() const { return tokenizer_.decode(tokens_, true, style_); }
 
 std::string TextStream::add(int64_t token) {
   tokens_.push_back(static_cast<uint32_t>(token));

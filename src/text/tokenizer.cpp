@@ -248,7 +248,7 @@ size_t Tokenizer::vocab_size() const {
   return size;
 }
 
-std::string Tokenizer::decode(const std::vector<uint32_t>& ids, bool skip_special_tokens) const {
+std::string Tokenizer::decode(const std::vector<uint32_t>& ids, bool skip_special_tokens, TextStyle style) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (uint32_t id : ids) {
@@ -260,7 +260,10 @@ std::string Tokenizer::decode(const std::vector<uint32_t>& ids, bool skip_specia
     }
     tokens.push_back(*token);
   }
-  return decode_tokens(parts_.decoder, tokens);
+  std::string text = decode_tokens(parts_.decoder, tokens);
+  if (style == TextStyle::kReadable && std::holds_alternative<WordPieceDecoder>(parts_.decoder))
+    text = join_cjk(text);
+  return text;
 }
 
 void Tokenizer::set_truncation(std::optional<TruncationOptions> truncation) { parts_.truncation = std::move(truncation); }

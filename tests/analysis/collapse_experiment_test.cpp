@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <cmath>
+
 namespace {
 
 using namespace attnkit::analysis;
@@ -26,6 +28,44 @@ CollapseExperimentOptions tiny(uint64_t seed = 0) {
   o.seq_len = 5;
   o.analysis.subsets = 1;
   return o;
+}
+
+// A random pure-cosFormer stack without skip connections: the normaliser phi(Q).sum phi(K) falls
+// under its clamp, each layer is then cubic in X, and X underflows to exactly 0 (the demo's
+// 12-layer stack: 1e-77 at layer 6, then 0). Those inputs count as vanished: no relative residual
+// (undefined), NaN geometric mean where all vanished, and collapse.json says from which layer.
+TEST(CollapseExperiment, VanishedXIsUndefinedNotCollapsed) {
+  CollapseExperimentOptions o;
+  o.config = random_stack_config("bert", {12, 4, 64, 256, 1000}, 32);
+  o.kinds = {"cosformer"};
+  o.seeds = 1;
+  o.source = "bert";
+  o.samples = 2;
+  o.seq_len = 32;
+  o.analysis.variants = {Variant::PureAttention};
+  o.analysis.short_paths = false;
+  const CollapseExperiment e = run_collapse_experiment(o);
+  const auto& curve = e.results.at(0).curves.at(0);
+  const int64_t from = curve.vanished_from_layer();
+  ASSERT_GT(from, 3);
+  ASSERT_LE(from, 12);
+  const auto y = geometric_means(curve);
+  for (int64_t l = 0; l < from; ++l) {
+    EXPECT_EQ(curve.layers[size_t(l)].vanished, 0);
+    EXPECT_TRUE(std::isfinite(y[size_t(l)]) && y[size_t(l)] > 0) << l;  // defined, not collapsed
+  }
+  EXPECT_EQ(curve.layers.back().vanished, 2);
+  EXPECT_TRUE(curve.layers.back().relative_composite.values.empty());
+  EXPECT_TRUE(std::isnan(y.back()));
+  EXPECT_EQ(curve.layers.back().frobenius.spread().max, 0.0);
+  // Before it vanishes the norm of X falls faster than geometrically: the cubic regime.
+  const double a = curve.layers[size_t(from - 3)].frobenius.spread().max,
+               b = curve.layers[size_t(from - 2)].frobenius.spread().max,
+               c = curve.layers[size_t(from - 1)].frobenius.spread().max;
+  EXPECT_GT(std::log10(c) / std::log10(b), 2.0) << a << " " << b << " " << c;
+  const auto j = to_json(e.results.at(0));
+  EXPECT_EQ(j["variants"][0]["vanished"]["from_layer"], from);
+  EXPECT_EQ(j["variants"][0]["layers"][size_t(from)]["vanished"], 2);
 }
 
 TEST(CollapseExperiment, OneMergedResultPerKind) {

@@ -82,8 +82,13 @@ TEST(RankCollapse, IdenticalTokensHaveZeroResidual) {
   torch::manual_seed(3);
   const auto y = torch::randn({1, 16}, torch::kDouble).repeat({9, 1});
   EXPECT_LT(residual_norms(y).relative_frobenius(), 1e-15);
-  // A zero matrix: relative residual defined as 0, not NaN.
-  EXPECT_EQ(residual_norms(torch::zeros({3, 2}, torch::kDouble)).relative_composite(), 0.0);
+  // A zero matrix vanished: its relative residual is undefined (NaN), not 0 (which would read as
+  // collapse to rank one).
+  const auto zero = residual_norms(torch::zeros({3, 2}, torch::kDouble));
+  EXPECT_TRUE(zero.vanished());
+  EXPECT_TRUE(std::isnan(zero.relative_composite()));
+  EXPECT_TRUE(std::isnan(zero.relative_frobenius()));
+  EXPECT_FALSE(n.vanished());
 }
 
 TEST(RankCollapse, BadInputsAreErrors) {

@@ -117,11 +117,26 @@ class Report(unittest.TestCase):
             text, page = read_page(os.path.join(out, "report.html"))
             self.assert_self_contained(text, page)
             self.assertEqual(sorted(page.sections), ["facts", "oracles", "summary"])
+            self.assertIn("demo: 1 stage ran; ", r.stdout)
+            self.assertIn("none failed", r.stdout)
             r = subprocess.run([CLI, "demo", "--only", "oracles,heads-of-state", "--out", out],
                                capture_output=True, text=True)
             self.assertEqual(r.returncode, 2)
             self.assertEqual(r.stderr.strip().count("\n"), 0, r.stderr)
             self.assertIn("--only heads-of-state: not a stage (stages: oracles, speed", r.stderr)
+
+    def test_a_failed_stage_is_what_makes_the_demo_exit_non_zero(self):
+        # The speed stage fails at once without the Python peers (a source tree without bench/peers/);
+        # the report is still written, and the summary line names the stage.
+        with tempfile.TemporaryDirectory() as out:
+            r = subprocess.run([CLI, "--quiet", "demo", "--only", "speed", "--source-dir",
+                                os.path.join(out, "no-source-tree"), "--out", os.path.join(out, "run")],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("demo: 1 stage ran; none missed a target; 1 failed (speed) (exit status 1)", r.stdout)
+            text, page = read_page(os.path.join(out, "run", "report.html"))
+            self.assertIn("failed", page.sections["summary"]["text"])
+            self.assertIn("is missing", page.sections["speed"]["text"])
 
     def test_report_check_finds_an_outside_reference_and_an_empty_section(self):
         with tempfile.TemporaryDirectory() as out:

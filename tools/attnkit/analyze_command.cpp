@@ -15,6 +15,8 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -80,10 +82,15 @@ void print_summary(const CollapseResult& r) {
   for (const auto& curve : r.curves) {
     const auto y = analysis::geometric_means(curve);
     const auto fit = analysis::fit_collapse(y, r.round_off_floor);
-    fmt::print("  {:<30} relative residual: layer 1 {:.3e}, layer {} {:.3e}; fit rate {:.3g}/layer, "
+    auto value = [](double v) { return std::isnan(v) ? std::string("undefined") : fmt::format("{:.3e}", v); };
+    fmt::print("  {:<30} relative residual: layer 1 {}, layer {} {}; fit rate {:.3g}/layer, "
                "double-exponential base {:.3g}\n",
-               analysis::variant_info(curve.variant).label, y.size() > 1 ? y[1] : 0.0, y.size() - 1,
-               y.back(), fit.exponential_rate, fit.double_exponential_base);
+               analysis::variant_info(curve.variant).label, value(y.size() > 1 ? y[1] : NAN), y.size() - 1,
+               value(y.back()), fit.exponential_rate, fit.double_exponential_base);
+    if (const int64_t from = curve.vanished_from_layer(); from >= 0)
+      fmt::print("  {:<30} X vanished (= 0 in float64) from layer {} for {} of {} inputs: their relative residual "
+                 "is undefined, not collapse\n",
+                 "", from, curve.layers[size_t(from)].vanished, r.inputs);
   }
   if (r.bound.available) {
     int64_t compared = 0, one_step = 0, cumulative = 0;

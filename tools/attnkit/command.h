@@ -4,7 +4,7 @@
 // the global options (threads, seed) have been applied.
 #include <CLI/CLI.hpp>
 
-#include "attnkit/parse.h"
+#include "flags.h"  // tools/flags.h: at_least, one-line parse errors
 
 #include <cstdint>
 #include <functional>
@@ -21,20 +21,13 @@ struct GlobalOptions {
   std::function<int()> action;  // set by the chosen subcommand
 };
 
-// "--n: must be >= 1 (got 0)" instead of CLI11's PositiveNumber text with a 300-digit bound.
-inline CLI::Validator at_least(long long lower) {
-  return CLI::Validator(
-      [lower](std::string& value) -> std::string {
-        if (const auto number = try_parse_int(value); number && *number >= lower) return {};
-        return "must be an integer >= " + std::to_string(lower) + " (got " + value + ")";
-      },
-      ">=" + std::to_string(lower));
-}
-
 // Token ids separated by spaces (a trailing comma on an id is allowed), for --ids / --prompt-ids.
 // Throws attnkit::Error "OPTION: 'TOKEN' is not an integer ..." / "... is not a token id ..."
 // for a token that is not a non-negative integer, and "OPTION: no ids given" for none.
 std::vector<int64_t> parse_id_list(const std::string& text, const char* option);
+
+// `attnkit data X` writers that live in their own files (data_X_command.cpp).
+void add_data_corpus_command(CLI::App* data_cmd, GlobalOptions& global);
 
 void register_analyze_command(CLI::App& app, GlobalOptions& global);
 void register_attention_command(CLI::App& app, GlobalOptions& global);

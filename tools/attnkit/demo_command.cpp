@@ -41,9 +41,10 @@ void register_demo_command(CLI::App& app, GlobalOptions& global) {
       const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
       options->executable_dir =
           len > 0 ? std::filesystem::path(std::string(self, len)).parent_path() : std::filesystem::current_path();
-      const int misses = demo::run_demo(*options);
-      if (misses > 0) fmt::print("demo: {} stage(s) missed a target or failed; see the report\n", misses);
-      return misses == 0 ? 0 : 1;
+      // Missed targets are results (in the report and this line); only a failed stage fails the run.
+      const demo::DemoOutcome outcome = demo::run_demo(*options);
+      fmt::print("{}\n", outcome.summary());
+      return outcome.exit_status();
     };
   });
 }

@@ -35,6 +35,7 @@ struct GenerateOptions {
   bool no_eos = false;
   std::optional<uint64_t> seed;
   bool json = false;
+  bool hf_decode = false;  // the tokenizer's own text (Hugging Face's decode), CJK spaces kept
 };
 
 
@@ -109,7 +110,9 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   decode::set_special_tokens(config, loaded.huggingface.config_json, o.eos_ids, o.no_eos,
                              tokenizer_eos, output_stack.pad_token_id);
   std::function<std::string(const std::vector<int64_t>&)> detokenize;
-  if (tokenizer) detokenize = [&](const std::vector<int64_t>& ids) { return tokenizer->decode(to_u32(ids)); };
+  const text::TextStyle style = o.hf_decode ? text::TextStyle::kTokenizer : text::TextStyle::kReadable;
+  if (tokenizer)
+    detokenize = [&](const std::vector<int64_t>& ids) { return tokenizer->decode(to_u32(ids), true, style); };
   config.detokenize = detokenize;
 
   // Streaming: one prompt, one sequence, not JSON; text with a tokenizer, else the ids.
@@ -117,7 +120,7 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
                       config.strategy != decode::Strategy::Beam;
   std::optional<text::TextStream> text_stream;
   if (stream) {
-    if (tokenizer) text_stream.emplace(*tokenizer);
+    if (tokenizer) text_stream.emplace(*tokenizer, style);
     // A language model continues its prompt; an encoder-decoder's output stands alone.
     if (!global.quiet && tokenizer && !seq2seq) std::fputs(shown[0].c_str(), stdout);
     std::fflush(stdout);
@@ -209,6 +212,9 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
       ->check(at_least(0));
   g->add_option("--seed", o->seed, "sampling seed (default: the global --seed)");
   g->add_flag("--json", o->json, "print ids, text and scores as JSON instead of streaming text");
+  g->add_flag("--hf-decode", o->hf_decode,
+              "write text exactly as the tokenizer decodes it (= Hugging Face's decode); by default the "
+              "spaces a WordPiece tokenizer puts between Chinese/Japanese characters are removed");
   g->callback([o, &global] { global.action = [o, &global] { return run_generate(*o, global); }; });
 }
 

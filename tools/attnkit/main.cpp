@@ -71,11 +71,7 @@ int main(int argc, char** argv) {
   register_train_commands(app, global);
   register_tokenize_commands(app, global);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (const auto status = parse_flags(app, argc, argv, "attnkit")) return *status;
   try {
     apply_threads(global.threads);
     return global.action ? global.action() : 0;

@@ -225,6 +225,7 @@ void register_train_commands(CLI::App& app, GlobalOptions& global) {
       return 0;
     };
   });
+  add_data_corpus_command(data_cmd, global);
   add_data_lra_command(data_cmd, global);
 }
 

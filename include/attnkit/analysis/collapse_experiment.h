@@ -82,7 +82,8 @@ CollapseExperiment run_collapse_experiment(const CollapseExperimentOptions& opti
 
 // "linear:elu" -> "linear_elu": a kind as part of a file or tensor name.
 std::string file_name_part(const std::string& kind);
-// Per layer, the geometric mean over inputs of the relative composite residual.
+// Per layer, the geometric mean over inputs of the relative composite residual (NaN where X vanished
+// for every input: see VariantCurve::vanished_from_layer).
 std::vector<double> geometric_means(const VariantCurve& curve);
 
 nlohmann::json to_json(const PathDistribution& paths);

@@ -36,8 +36,11 @@ at::Tensor residual(const at::Tensor& x);
 struct ResidualNorms {
   double composite = 0, frobenius = 0;           // ‖res(X)‖
   double norm_composite = 0, norm_frobenius = 0; // ‖X‖
-  double relative_composite() const;             // ‖res(X)‖ / ‖X‖ (0 when X = 0)
+  // ‖res(X)‖ / ‖X‖; undefined (NaN) when X vanished (‖X‖ = 0 in float64): a residual relative to
+  // nothing says nothing about rank, and reading it as 0 would read as "collapsed to rank one".
+  double relative_composite() const;
   double relative_frobenius() const;
+  bool vanished() const { return !(norm_frobenius > 0); }
 };
 // Throws attnkit::Error unless x is a floating [n, d] tensor with n, d >= 1.
 ResidualNorms residual_norms(const at::Tensor& x);
@@ -135,12 +138,20 @@ struct TruncationPoint {
 
 // ---- one analysis -----------------------------------------------------------------------------
 struct LayerResidual {
-  Samples relative_composite, relative_frobenius, composite, frobenius;  // one value per input
+  // composite, frobenius: one value per input; the relative ones only for inputs whose X here did
+  // not vanish, and `vanished` counts the others.
+  Samples relative_composite, relative_frobenius, composite, frobenius;
+  int64_t vanished = 0;
 };
+// Geometric mean of a layer's relative composite residuals; NaN when X vanished for every input.
+double geometric_mean_relative(const LayerResidual& layer);
+
 struct VariantCurve {
   Variant variant = Variant::FullBlock;
   std::vector<LayerResidual> layers;  // layers + 1 entries (0 = embedding output)
   std::vector<at::Tensor> outputs;    // float64 layer outputs when keep_layer_outputs
+  // The first layer at which X vanished for some input (-1: never), and for how many inputs.
+  int64_t vanished_from_layer() const;
 };
 
 struct CollapseOptions {

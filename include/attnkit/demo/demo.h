@@ -44,11 +44,27 @@ const std::vector<Stage>& stages();
 // "oracles, speed, ..." for help texts and errors.
 std::string stage_ids();
 
+// What a demo run came to, stage by stage. A missed target (a headline with met = false) is a
+// result, shown in the report and in the summary line; only a stage that failed (it threw: an
+// error of its own, or a command it ran failed) makes the run fail.
+struct DemoOutcome {
+  std::vector<std::string> ran;     // ids of the stages that ran, in order
+  std::vector<std::string> missed;  // ran to the end, with at least one target missed
+  std::vector<std::string> failed;  // threw
+
+  // Files one stage: `threw` when its run threw (its section is then the failure's section).
+  void add(const std::string& id, const report::Section& section, bool threw);
+  // 0 when no stage failed (missed targets included), else 1.
+  int exit_status() const;
+  // One line for the end of `attnkit demo`, e.g. "demo: 6 stages ran; 1 missed a target (heads);
+  // none failed".
+  std::string summary() const;
+};
+
 // Runs the chosen stages (throws attnkit::Error naming an unknown stage id before running any),
 // writes each section as it completes, the facts and report.html. A stage that throws becomes a
-// section saying what failed (and the run's result is failure); the others still run. Returns
-// the number of stages whose headlines missed a target or that failed.
-int run_demo(const DemoOptions& options);
+// section saying what failed; the others still run.
+DemoOutcome run_demo(const DemoOptions& options);
 
 // The stages' own parts, exposed for their tests.
 report::Section oracles_stage(const StageContext& context);

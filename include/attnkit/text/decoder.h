@@ -29,4 +29,13 @@ using Decoder = std::variant<WordPieceDecoder, ByteLevelDecoder, MetaspaceDecode
 
 std::string decode_tokens(const Decoder& decoder, const std::vector<std::string>& tokens);
 
+// How decoded text is written: as the tokenizer (and Hugging Face's decode) writes it, or readable:
+// the spaces a WordPiece decoder puts around CJK characters removed ("春 风 。" -> "春风。"), as
+// bert4keras's decoder writes Chinese. Other decoders' spaces are the text's own and stay.
+enum class TextStyle { kTokenizer, kReadable };
+
+// The space-joined text of a WordPiece decoder without the ASCII spaces next to a CJK character
+// (ideographs, CJK symbols and punctuation, kana, fullwidth forms).
+std::string join_cjk(const std::string& text);
+
 }  // namespace attnkit::text

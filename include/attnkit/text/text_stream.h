@@ -18,7 +18,8 @@ size_t complete_utf8_prefix(const std::string& text);
 
 class TextStream {
  public:
-  explicit TextStream(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  explicit TextStream(const Tokenizer& tokenizer, TextStyle style = TextStyle::kTokenizer)
+      : tokenizer_(tokenizer), style_(style) {}
   std::string add(int64_t token);
   std::string finish() const;
 
@@ -26,6 +27,7 @@ class TextStream {
   std::string decoded() const;
 
   const Tokenizer& tokenizer_;
+  TextStyle style_;
   std::vector<uint32_t> tokens_;
   std::string returned_;  // the text returned so far
 };

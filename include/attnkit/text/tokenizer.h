@@ -49,7 +49,9 @@ class Tokenizer {
   std::vector<Encoding> encode_batch(const std::vector<EncodeInput>& inputs, int threads = 0,
                                      bool add_special_tokens = true) const;
   // Text of `ids` (raw bytes for byte-level models). Throws attnkit::Error for an unknown id.
-  std::string decode(const std::vector<uint32_t>& ids, bool skip_special_tokens = true) const;
+  // TextStyle::kReadable joins CJK characters without the WordPiece spaces (decoder.h).
+  std::string decode(const std::vector<uint32_t>& ids, bool skip_special_tokens = true,
+                     TextStyle style = TextStyle::kTokenizer) const;
 
   std::optional<uint32_t> token_to_id(std::string_view token) const;
   const std::string* id_to_token(uint32_t id) const;

@@ -7,7 +7,8 @@
 //                keep_last, log_every
 //   [task]       name (a task of the registry, tasks.h), data, tokenizer, batch_size, truncate,
 //                min_length, max_length, train_examples, eval_examples, eval_split,
-//                skip_bad_lines, symbols, image_size
+//                skip_bad_lines, symbols, mask_probability, mask_fraction, random_fraction,
+//                whole_word, predict_last, image_size
 //   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
 //                max_positions, pooling
@@ -38,6 +39,13 @@ struct TaskConfig {
   std::string eval_split = "val";  // the file evaluation reads: val | test (tasks with
                                    // TaskInfo::test_split: "train" in the name -> "test")
   int64_t symbols = 16;    // copy/reverse/sort alphabet, recall values
+  // mlm (train/pretraining.h): share of tokens selected, and of them the shares replaced by the
+  // mask token and by a random token (the rest stay unchanged); whole WordPiece words.
+  double mask_probability = 0.15;
+  double mask_fraction = 0.8;
+  double random_fraction = 0.1;
+  bool whole_word = false;
+  int64_t predict_last = 0;  // plm: predict only the last K tokens of each order (0 = all)
   int64_t image_size = 0;  // lra-pathfinder generated: 32 (0) or 128; lra-image: 28 (0) or 32 (padded)
 };
 

@@ -5,25 +5,13 @@
 
 #include <fmt/format.h>
 
-#include <sstream>
-
 namespace attnkit::train::detail {
 
 std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config) {
   const auto& t = config.task;
   if (t.data.empty()) throw Error("task 'lm' needs task.data (text files separated by commas)");
   auto tokenizer = task_tokenizer(config);
-  std::vector<std::string> paths;
-  std::string path;
-  std::istringstream list(t.data);
-  while (std::getline(list, path, ','))
-    if (!path.empty()) paths.push_back(path);
-  LanguageModelDataOptions options;
-  options.block_size = t.truncate;
-  options.threads = 0;
-  options.skip_bad_lines = t.skip_bad_lines;
-  auto data = read_language_model_data(paths, tokenizer, options);
-  report_skipped(t.data, data.stats);
+  auto data = read_text_files(config, tokenizer, static_cast<size_t>(t.truncate));
   if (data.blocks.size() < 2)
     throw Error(fmt::format("task 'lm': {} tokens make {} block(s) of {}; need at least 2 (one for "
                             "validation)", data.tokens, data.blocks.size(), t.truncate));

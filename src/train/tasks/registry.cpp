@@ -17,6 +17,7 @@ namespace attnkit::train {
 const std::vector<TaskInfo>& task_registry() {
   using detail::make_listops, detail::make_seq2seq, detail::make_span, detail::make_synthetic,
       detail::make_tagging, detail::make_text_classification, detail::make_text_lm;
+  using detail::make_mlm, detail::make_plm;
   constexpr auto kNone = TaskData::kNone, kOptional = TaskData::kOptional, kRequired = TaskData::kRequired;
   // name, task.data, files (what task.data names), test split, tokenizer, help, factory
   static const std::vector<TaskInfo> table{
@@ -32,6 +33,10 @@ const std::vector<TaskInfo>& task_registry() {
        "UniLM source -> target (corpus BLEU of greedy decodes)", make_seq2seq},
       {"lm", kRequired, "text files separated by commas", false, true,
        "causal LM over text files in blocks of task.truncate tokens (perplexity)", make_text_lm},
+      {"mlm", kRequired, "text files separated by commas", false, true,
+       "masked-LM pretraining (RoBERTa: dynamic 80/10/10 masking, packed blocks; perplexity)", make_mlm},
+      {"plm", kRequired, "text files separated by commas", false, true,
+       "permutation LM through the attention mask (XLNet, single stream; perplexity)", make_plm},
       {"copy", kNone, "", false, false, "synthetic: repeat the symbols (causal LM, sequence accuracy)",
        make_synthetic},
       {"reverse", kNone, "", false, false, "synthetic: the symbols reversed", make_synthetic},

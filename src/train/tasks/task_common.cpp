@@ -3,12 +3,15 @@
 #include "attnkit/error.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/text/pretrained.h"
+#include "attnkit/train/memory_budget.h"
 #include "attnkit/train/tasks.h"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <sstream>
 
 namespace attnkit::train {
 namespace detail {
@@ -19,7 +22,10 @@ namespace {
 // every tensor of the same name and shape, the task's other heads freshly initialised. Prints one
 // line saying what was loaded and what is new.
 models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_t longest,
-                             const models::HeadsConfig& heads, int64_t token_types) {
+                             const models::HeadsConfig& heads, int64_t token_types,
+                             const TrainerOptions& options) {
+  // The loaded model is no larger than its weights file (io refuses a config that describes more);
+  // training it needs the copies below, checked before the task's model is built.
   auto loaded = io::load_model(directory);
   const auto& c = loaded.config;
   if (vocab > c.vocab_size)
@@ -31,6 +37,7 @@ models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_
   if (token_types > std::max<int64_t>(c.type_vocab_size, 1))
     throw Error(fmt::format("model.init {}: the task uses {} token types, the model has {}",
                             directory, token_types, c.type_vocab_size));
+  check_training_memory(c, heads, options, fmt::format("model.init {}", directory), memory_budget());
   models::TaskModel model(c, heads);
   auto source = loaded.task->named_parameters(true);
   auto source_buffers = loaded.task->named_buffers(true);
@@ -54,14 +61,27 @@ models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_
   return model;
 }
 
+// The size settings of a model built from settings, as the memory refusal names them.
+std::string model_settings_text(const RunConfig& config, const models::TransformerConfig& c) {
+  const auto& m = config.model;
+  std::string text = fmt::format("model.layers = {}, model.hidden = {}, model.intermediate = {}{}", m.layers,
+                                 m.hidden, c.intermediate, m.intermediate == 0 ? " (4 x hidden)" : "");
+  if (m.embedding_size > 0) text += fmt::format(", model.embedding_size = {}", m.embedding_size);
+  if (c.positions == layers::PositionEncoding::Learned || m.max_positions > 0)
+    text += fmt::format(", model.max_positions = {}{}", c.max_positions, m.max_positions == 0 ? " (from the data)" : "");
+  return text + fmt::format(", vocabulary {}", c.vocab_size);
+}
+
 }  // namespace
 
 models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t longest, bool causal,
                               const models::HeadsConfig& heads, int64_t token_types) {
   torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
-  if (!config.model.init.empty()) return init_model(config.model.init, vocab, longest, heads, token_types);
+  if (!config.model.init.empty())
+    return init_model(config.model.init, vocab, longest, heads, token_types, config.trainer);
   auto c = model_config(config, vocab, longest, causal);
   c.type_vocab_size = token_types;
+  check_training_memory(c, heads, config.trainer, model_settings_text(config, c), memory_budget());
   return models::TaskModel(c, heads);
 }
 
@@ -74,9 +94,15 @@ models::HeadsConfig classification_heads(const RunConfig& config, int64_t labels
 }
 
 text::Tokenizer task_tokenizer(const RunConfig& config) {
-  // Fine-tuning from a model directory: its tokenizer unless another is named.
-  if (config.task.tokenizer.empty() && !config.model.init.empty())
-    return text::load_tokenizer(config.model.init);
+  // Fine-tuning from a model directory: its tokenizer unless another is named. A run directory
+  // (or a checkpoint's model.safetensors) names the checkpoint folder io::load_model reads.
+  if (config.task.tokenizer.empty() && !config.model.init.empty()) {
+    namespace fs = std::filesystem;
+    fs::path model = io::resolve_model_path(config.model.init);
+    if (!fs::is_directory(model)) model = model.parent_path();
+    if (auto found = text::find_tokenizer(model.string())) return *found;
+    return text::load_tokenizer(config.model.init);  // its error names what is missing
+  }
   if (config.task.tokenizer.empty())
     throw Error(fmt::format("task '{}' needs task.tokenizer (a tokenizer.json, vocab.txt or a "
                             "directory with one)", config.task.name));
@@ -117,11 +143,65 @@ std::string evaluation_path(const std::string& train_path, const std::string& sp
   return path.replace(at, 5, split);
 }
 
+LanguageModelData read_text_files(const RunConfig& config, const text::Tokenizer& tokenizer, size_t block,
+                                  std::optional<int64_t> separator, size_t* files) {
+  const auto& t = config.task;
+  std::vector<std::string> paths;
+  std::string path;
+  std::istringstream list(t.data);
+  while (std::getline(list, path, ','))
+    if (!path.empty()) paths.push_back(path);
+  if (files) *files = paths.size();
+  LanguageModelDataOptions options;
+  options.block_size = block;
+  options.threads = 0;
+  options.skip_bad_lines = t.skip_bad_lines;
+  if (separator) options.end_of_text_id = static_cast<uint32_t>(*separator);
+  auto data = read_language_model_data(paths, tokenizer, options);
+  report_skipped(t.data, data.stats);
+  return data;
+}
+
+TextBlocks text_blocks(const RunConfig& config, const text::Tokenizer& tokenizer, int64_t block,
+                       std::optional<int64_t> separator) {
+  const auto& t = config.task;
+  if (block < 1) throw Error(fmt::format("task '{}': task.truncate {} leaves no room for text", t.name, t.truncate));
+  size_t files = 0;
+  const auto data = read_text_files(config, tokenizer, static_cast<size_t>(block), separator, &files);
+  const size_t tokens = data.tokens - (separator ? files : 0);
+  if (tokens == 0) throw Error(fmt::format("task '{}': {} holds no text (an empty corpus)", t.name, t.data));
+  // read_language_model_data's blocks carry one token more (the last one's LM target); here the
+  // blocks are its first `block` tokens, so N tokens make floor((N - 1) / block) blocks.
+  std::vector<Ids> blocks;
+  for (const auto& b : data.blocks) blocks.emplace_back(b.begin(), b.end() - 1);
+  if (blocks.size() < 2)
+    throw Error(fmt::format("task '{}': {} tokens make {} block(s) of {}; need at least 2 (one for validation): "
+                            "add text or lower task.truncate",
+                            t.name, data.tokens, blocks.size(), block));
+  TextBlocks out;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const bool held_out = i % 20 == 19 && static_cast<int64_t>(out.val.size()) < t.eval_examples;
+    (held_out ? out.val : out.train).push_back(std::move(blocks[i]));
+  }
+  if (out.val.empty()) {
+    out.val.push_back(std::move(out.train.back()));
+    out.train.pop_back();
+  }
+  return out;
+}
+
 }  // namespace detail
 
 models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, int64_t longest,
                                        bool causal) {
   const auto& m = config.model;
+  // Sizes beyond 2^40 would overflow the products of the model's shapes (4 x hidden, hidden x
+  // intermediate); the memory check refuses far smaller ones.
+  constexpr int64_t kLargest = int64_t{1} << 40;
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"hidden", m.hidden}, {"layers", m.layers},
+                                    {"heads", m.heads}, {"intermediate", m.intermediate},
+                                    {"embedding_size", m.embedding_size}, {"max_positions", m.max_positions}})
+    if (value > kLargest) throw Error(fmt::format("model.{}: {} is larger than 2^40", name, value));
   const std::string family = m.family.empty() ? (causal ? "gpt2" : "bert") : m.family;
   if (!models::is_preset(family))
     throw Error(fmt::format("model.family: '{}' is not one of {}", one_line(family),

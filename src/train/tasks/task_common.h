@@ -250,6 +250,26 @@ std::unique_ptr<TrainingTask> make_span(const RunConfig& config);               
 std::unique_ptr<TrainingTask> make_seq2seq(const RunConfig& config);             // seq2seq.cpp
 std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config);             // language_model.cpp
 std::unique_ptr<TrainingTask> make_synthetic(const RunConfig& config);           // synthetic.cpp
+std::unique_ptr<TrainingTask> make_mlm(const RunConfig& config);                 // mlm.cpp
+std::unique_ptr<TrainingTask> make_plm(const RunConfig& config);                 // plm.cpp
+
+// The text files of task.data (separated by commas) through read_language_model_data with blocks
+// of `block` (+ 1) tokens and `separator` after each file when set (task.skip_bad_lines applied and
+// reported); `files` receives how many files were named.
+LanguageModelData read_text_files(const RunConfig& config, const text::Tokenizer& tokenizer, size_t block,
+                                  std::optional<int64_t> separator = std::nullopt, size_t* files = nullptr);
+
+// Pretraining text (mlm, plm): the files of task.data (separated by commas) tokenised without
+// special tokens, `separator` after each file (a document) when set, and the stream of N tokens
+// cut into floor((N - 1) / block) consecutive blocks of `block` tokens (read_language_model_data's
+// blocks less their extra target token; the tail is dropped). Every 20th block, at
+// most task.eval_examples of them, is held out for validation. One-line errors naming the task
+// for an empty corpus and fewer than 2 blocks (callers check that task.data is set first).
+struct TextBlocks {
+  std::vector<Ids> train, val;
+};
+TextBlocks text_blocks(const RunConfig& config, const text::Tokenizer& tokenizer, int64_t block,
+                       std::optional<int64_t> separator);
 std::unique_ptr<TrainingTask> make_lra_pathfinder(const RunConfig& config);      // lra_image.cpp
 std::unique_ptr<TrainingTask> make_lra_image(const RunConfig& config);           // lra_image.cpp
 

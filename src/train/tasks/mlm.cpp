@@ -1,0 +1,106 @@
+// mlm: masked-LM pretraining, RoBERTa's recipe (train/pretraining.h): text files packed into
+// full blocks of task.truncate tokens ([CLS] text [SEP] when the tokenizer has them; files are
+// documents, separated by [SEP]), masked afresh for every micro-batch as a pure function of (run
+// seed, micro-batch), a bidirectional model (any attention kind) with the masked-LM head.
+#include "task_common.h"
+
+#include "attnkit/error.h"
+#include "attnkit/train/pretraining.h"
+
+#include <fmt/format.h>
+
+namespace attnkit::train::detail {
+namespace {
+
+// Evaluation masks the validation blocks with streams of their own, the same at every evaluation.
+constexpr uint64_t kEvaluationStream = uint64_t{1} << 62;
+
+class MaskedLanguageModelTask : public ModelTask {
+ public:
+  MaskedLanguageModelTask(models::TaskModel model, const RunConfig& config, TextBlocks blocks,
+                          MaskingVocabulary vocabulary, MaskingOptions options, int64_t pad)
+      : ModelTask(std::move(model), config), train_(std::move(blocks.train)), val_(std::move(blocks.val)),
+        vocabulary_(std::move(vocabulary)), options_(options), pad_(pad), seed_(config.trainer.seed),
+        order_(train_.size(), config.task.batch_size, config.trainer.seed) {}
+
+  MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
+    std::vector<const Ids*> rows;
+    for (size_t i : order_.batch(index, rank, world)) rows.push_back(&train_[i]);
+    auto [logits, labels, tokens] = run(rows, static_cast<uint64_t>(index * world + rank));
+    // A batch without a selected token (possible at a small mask_probability) teaches nothing.
+    at::Tensor loss = labels.numel() > 0 ? models::cross_entropy(logits, labels) : logits.sum() * 0;
+    return {loss, tokens};
+  }
+
+  std::map<std::string, double> evaluate() override {
+    models::PredictionMetrics metrics;
+    for_each_batch(val_, batch_size_, [&](size_t start, const std::vector<const Ids*>& rows) {
+      auto [logits, labels, tokens] = run(rows, kEvaluationStream + start);
+      if (labels.numel() > 0) metrics.add(logits, labels);
+    });
+    if (metrics.counted() == 0) throw Error("task 'mlm': the validation blocks have no masked token");
+    const double loss = metrics.mean_loss();
+    return {{"loss", loss}, {"perplexity", std::exp(loss)}, {"masked_accuracy", metrics.accuracy()}};
+  }
+  std::string primary_metric() const override { return "perplexity"; }
+  bool higher_is_better() const override { return false; }
+
+ private:
+  // The masked-LM logits [selected, vocab] of the selected positions only (the head's output at
+  // the others is never used: at vocab 30k and 512 tokens it would be most of the step), their
+  // labels [selected], and the batch's real tokens.
+  std::tuple<at::Tensor, at::Tensor, int64_t> run(const std::vector<const Ids*>& rows, uint64_t stream) {
+    auto masked = mask_tokens(rows, vocabulary_, options_, seed_, stream);
+    auto [ids, mask] = models::right_padded_ids(masked.inputs, pad_);
+    auto labels = models::right_padded_ids(masked.labels, models::kIgnoreLabel).ids;
+    models::ModelInputs in;
+    in.input_ids = ids;
+    in.attention_mask = mask;
+    auto& transformer = model_->transformer;
+    const at::Tensor hidden = transformer->forward(in).last_hidden_state;
+    const at::Tensor selected = labels.ne(models::kIgnoreLabel);
+    const at::Tensor logits = model_->masked_lm->forward(hidden.index({selected}), transformer->word_embeddings());
+    return {logits, labels.index({selected}), mask.sum().item<int64_t>()};
+  }
+  std::vector<Ids> train_, val_;
+  MaskingVocabulary vocabulary_;
+  MaskingOptions options_;
+  int64_t pad_;
+  uint64_t seed_;
+  BatchOrder order_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingTask> make_mlm(const RunConfig& config) {
+  const auto& t = config.task;
+  MaskingOptions options;
+  options.probability = t.mask_probability;
+  options.mask_fraction = t.mask_fraction;
+  options.random_fraction = t.random_fraction;
+  options.whole_word = t.whole_word;
+  options.validate();
+  if (t.data.empty()) throw Error(fmt::format("task '{}' needs task.data (text files separated by commas)", t.name));
+  auto tokenizer = task_tokenizer(config);
+  auto vocabulary = masking_vocabulary(tokenizer);
+  if (options.whole_word &&
+      std::find(vocabulary.continuation.begin(), vocabulary.continuation.end(), 1) == vocabulary.continuation.end())
+    throw Error("task.whole_word: the tokenizer has no WordPiece \"##\" pieces to group into words");
+  const auto cls = special_id(tokenizer, {"[CLS]", "<s>"});
+  const auto sep = special_id(tokenizer, {"[SEP]", "</s>"});
+  auto blocks = text_blocks(config, tokenizer, t.truncate - (cls ? 1 : 0) - (sep ? 1 : 0), sep);
+  for (auto* set : {&blocks.train, &blocks.val})
+    for (auto& b : *set) {
+      if (cls) b.insert(b.begin(), *cls);
+      if (sep) b.push_back(*sep);
+    }
+  models::HeadsConfig heads;
+  heads.masked_lm = true;
+  // Two token types, as BERT has: the checkpoint fine-tunes on pair tasks (span, seq2seq) and
+  // loads as a Hugging Face BertForMaskedLM.
+  auto model = build_model(config, tokenizer.vocab_size(), t.truncate, false, heads, /*token_types=*/2);
+  return std::make_unique<MaskedLanguageModelTask>(model, config, std::move(blocks), std::move(vocabulary),
+                                                   options, pad_id(tokenizer));
+}
+
+}  // namespace attnkit::train::detail

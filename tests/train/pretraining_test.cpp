@@ -1,0 +1,386 @@
+// The pretraining objectives (pretraining.h) and the mlm / plm tasks: masking statistics within
+// binomial bounds, special tokens and padding never masked, whole words masked whole, the
+// permutation batch against a brute-force construction, plm with the identity order = the causal
+// LM, bad inputs as one-line errors, and tiny models that learn a cloze and a permutation task.
+#include "attnkit/error.h"
+#include "attnkit/models/task_model.h"
+#include "attnkit/text/pretrained.h"
+#include "attnkit/train/pretraining.h"
+#include "attnkit/train/run_config.h"
+#include "attnkit/train/tasks.h"
+#include "attnkit/train/trainer.h"
+#include "support/test_files.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+namespace attnkit::train {
+namespace {
+
+using attnkit::testing::error_of;
+using attnkit::testing::scratch_directory;
+namespace fs = std::filesystem;
+using Ids = std::vector<int64_t>;
+
+void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+// [PAD] [UNK] [CLS] [SEP] [MASK], then `words` ordinary tokens w0.. and their "##x" pieces.
+fs::path write_vocab(const fs::path& dir, int words) {
+  std::string text = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (int i = 0; i < words; ++i) text += "w" + std::to_string(i) + "\n";
+  text += "##x\n##y\n";
+  write_text(dir / "vocab.txt", text);
+  return dir / "vocab.txt";
+}
+
+// |observed - n p| within 5 standard deviations of Binomial(n, p).
+void expect_binomial(int64_t observed, int64_t n, double p, const char* what) {
+  const double mean = static_cast<double>(n) * p, sd = std::sqrt(static_cast<double>(n) * p * (1 - p));
+  EXPECT_LE(std::abs(static_cast<double>(observed) - mean), 5 * sd + 1)
+      << what << ": " << observed << " of " << n << ", expected " << mean << " +- " << 5 * sd;
+}
+
+TEST(Pretraining, MaskingStatisticsHoldWithinBinomialBounds) {
+  const auto dir = scratch_directory("pretraining_stats");
+  const auto vocabulary = masking_vocabulary(text::load_tokenizer(write_vocab(dir, 40).string()));
+  ASSERT_EQ(vocabulary.mask_id, 4);
+  ASSERT_EQ(vocabulary.ordinary.size(), 42u);  // w0..w39, ##x, ##y
+  for (int64_t id = 0; id < 5; ++id) EXPECT_TRUE(vocabulary.special[id]) << id;
+  MaskingOptions options;  // 15%, 80/10/10
+  int64_t candidates = 0, selected = 0, masked = 0, random = 0;
+  std::mt19937 rng(3);
+  for (uint64_t batch = 0; batch < 200; ++batch) {
+    std::vector<Ids> rows(8);
+    for (auto& row : rows) {
+      row.push_back(2);  // [CLS]
+      const int length = 20 + static_cast<int>(rng() % 40);
+      for (int i = 0; i < length; ++i) row.push_back(5 + static_cast<int64_t>(rng() % 42));
+      row.push_back(3);                                      // [SEP]
+      row.insert(row.end(), rng() % 5, int64_t{0});          // [PAD]s
+    }
+    std::vector<const Ids*> pointers;
+    for (const auto& r : rows) pointers.push_back(&r);
+    const auto out = mask_tokens(pointers, vocabulary, options, 11, batch);
+    const auto again = mask_tokens(pointers, vocabulary, options, 11, batch);
+    ASSERT_EQ(out.inputs, again.inputs);  // a pure function of (seed, stream)
+    ASSERT_EQ(out.labels, again.labels);
+    for (size_t r = 0; r < rows.size(); ++r)
+      for (size_t i = 0; i < rows[r].size(); ++i) {
+        const int64_t original = rows[r][i], input = out.inputs[r][i], label = out.labels[r][i];
+        if (vocabulary.special[original]) {  // [CLS], [SEP] and padding: never touched
+          ASSERT_EQ(label, models::kIgnoreLabel);
+          ASSERT_EQ(input, original);
+          continue;
+        }
+        ++candidates;
+        if (label == models::kIgnoreLabel) {
+          ASSERT_EQ(input, original);
+          continue;
+        }
+        ASSERT_EQ(label, original);
+        ++selected;
+        if (input == vocabulary.mask_id) ++masked;
+        else if (input != original) {
+          ++random;
+          ASSERT_FALSE(vocabulary.special[input]) << "a random replacement drew a special token";
+        }
+      }
+  }
+  ASSERT_GT(candidates, 50000);
+  expect_binomial(selected, candidates, 0.15, "selected");
+  expect_binomial(masked, selected, 0.8, "[MASK]");
+  // A random draw equals the original 1 time in 42 (then the token reads as unchanged).
+  expect_binomial(random, selected, 0.1 * 41.0 / 42.0, "random");
+  // Another stream masks differently; another probability selects accordingly.
+  std::vector<Ids> rows(64, Ids(50, 7));
+  std::vector<const Ids*> pointers;
+  for (const auto& r : rows) pointers.push_back(&r);
+  EXPECT_NE(mask_tokens(pointers, vocabulary, options, 11, 0).labels,
+            mask_tokens(pointers, vocabulary, options, 11, 1).labels);
+  options.probability = 0.5;
+  int64_t half = 0;
+  for (const auto& labels : mask_tokens(pointers, vocabulary, options, 1, 0).labels)
+    half += std::count(labels.begin(), labels.end(), int64_t{7});
+  expect_binomial(half, 64 * 50, 0.5, "p = 0.5");
+}
+
+TEST(Pretraining, WholeWordMaskingMasksWholeWords) {
+  const auto dir = scratch_directory("pretraining_whole_word");
+  const auto tokenizer = text::load_tokenizer(write_vocab(dir, 10).string());
+  const auto vocabulary = masking_vocabulary(tokenizer);
+  const int64_t x = *tokenizer.token_to_id("##x"), y = *tokenizer.token_to_id("##y");
+  EXPECT_TRUE(vocabulary.continuation[x] && vocabulary.continuation[y] && !vocabulary.continuation[5]);
+  // Words of 1-3 tokens: w? (##x) (##y).
+  std::mt19937 rng(5);
+  std::vector<Ids> rows(400);
+  std::vector<std::vector<std::pair<size_t, size_t>>> words(rows.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    rows[r].push_back(2);
+    for (int w = 0; w < 12; ++w) {
+      const size_t first = rows[r].size();
+      rows[r].push_back(5 + static_cast<int64_t>(rng() % 10));
+      if (rng() % 2) rows[r].push_back(x);
+      if (rng() % 2) rows[r].push_back(y);
+      words[r].emplace_back(first, rows[r].size());
+    }
+    rows[r].push_back(3);
+  }
+  std::vector<const Ids*> pointers;
+  for (const auto& r : rows) pointers.push_back(&r);
+  MaskingOptions options;
+  for (bool whole : {true, false}) {
+    options.whole_word = whole;
+    const auto out = mask_tokens(pointers, vocabulary, options, 2, 0);
+    int64_t split = 0, selected = 0, total = 0;
+    for (size_t r = 0; r < rows.size(); ++r)
+      for (const auto& [first, last] : words[r]) {
+        int64_t labelled = 0;
+        for (size_t i = first; i < last; ++i) labelled += out.labels[r][i] != models::kIgnoreLabel;
+        split += labelled > 0 && labelled < static_cast<int64_t>(last - first);
+        selected += labelled > 0;
+        ++total;
+      }
+    if (whole) {
+      EXPECT_EQ(split, 0) << "a word was masked in part";
+      expect_binomial(selected, total, 0.15, "words selected");
+    } else {
+      EXPECT_GT(split, 100) << "token-level masking splits words";
+    }
+  }
+}
+
+TEST(Pretraining, BadMaskingSettingsAreOneLineErrors) {
+  for (double p : {-0.1, 0.0, 1.5, std::nan("")}) {
+    MaskingOptions o;
+    o.probability = p;
+    EXPECT_NE(error_of([&] { o.validate(); }).find("task.mask_probability: "), std::string::npos) << p;
+  }
+  MaskingOptions o;
+  o.random_fraction = -0.5;
+  EXPECT_EQ(error_of([&] { o.validate(); }), "task.random_fraction: -0.5 is outside [0, 1]");
+  o.random_fraction = 0.3;
+  EXPECT_EQ(error_of([&] { o.validate(); }), "task.mask_fraction + task.random_fraction = 1.1 exceeds 1");
+  const auto dir = scratch_directory("pretraining_no_mask");
+  write_text(dir / "vocab.txt", "[PAD]\n[UNK]\nw\n");
+  EXPECT_EQ(error_of([&] { masking_vocabulary(text::load_tokenizer((dir / "vocab.txt").string())); }),
+            "masked LM: the tokenizer has no [MASK] or <mask> token");
+}
+
+RunConfig text_config(const std::string& task, const fs::path& data, const fs::path& vocab) {
+  RunConfig c;
+  c.task.name = task;
+  c.task.data = data.string();
+  c.task.tokenizer = vocab.string();
+  c.task.batch_size = 16;
+  c.task.truncate = 16;
+  c.model.hidden = 32;
+  c.model.layers = 2;
+  c.model.heads = 4;
+  c.model.dropout = 0.0;
+  c.trainer.quiet = true;
+  c.trainer.log_every = 1000;
+  c.trainer.optimizer.learning_rate = 3e-3;
+  c.trainer.schedule.warmup_steps = 10;
+  return c;
+}
+
+TEST(Pretraining, MlmBadInputsAreOneLineErrors) {
+  const auto dir = scratch_directory("pretraining_mlm_errors");
+  const auto vocab = write_vocab(dir, 10);
+  write_text(dir / "empty.txt", "");
+  write_text(dir / "short.txt", "w1 w2 w3 w4 w5\n");
+  auto config = text_config("mlm", dir / "empty.txt", vocab);
+  EXPECT_EQ(error_of([&] { make_task(config); }),
+            fmt::format("task 'mlm': {} holds no text (an empty corpus)", (dir / "empty.txt").string()));
+  config.task.data = (dir / "short.txt").string();
+  EXPECT_EQ(error_of([&] { make_task(config); }),
+            "task 'mlm': 6 tokens make 0 block(s) of 14; need at least 2 (one for validation): add text or lower "
+            "task.truncate");
+  // Settings are checked before anything is read (the data file need not exist).
+  config.task.data = (dir / "absent.txt").string();
+  config.task.mask_probability = 1.5;
+  EXPECT_EQ(error_of([&] { make_task(config); }), "task.mask_probability: 1.5 is outside (0, 1]");
+  config.task.mask_probability = 0.15;
+  config.task.whole_word = true;
+  write_text(dir / "plain.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nw\n");
+  config.task.tokenizer = (dir / "plain.txt").string();
+  EXPECT_EQ(error_of([&] { make_task(config); }),
+            "task.whole_word: the tokenizer has no WordPiece \"##\" pieces to group into words");
+}
+
+// A cloze a tiny model can only solve from context: each line repeats one pair "ki vi" (10 pairs),
+// so a masked token is the key or value (by position) of the pair the visible tokens show.
+TEST(Pretraining, MlmLearnsASyntheticCloze) {
+  const auto dir = scratch_directory("pretraining_cloze");
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (int i = 0; i < 10; ++i) vocab += "k" + std::to_string(i) + "\nv" + std::to_string(i) + "\n";
+  write_text(dir / "vocab.txt", vocab);
+  std::mt19937 rng(9);
+  std::string text;
+  for (int line = 0; line < 400; ++line) {
+    const auto i = std::to_string(rng() % 10);
+    for (int pair = 0; pair < 7; ++pair) text += "k" + i + " v" + i + " ";
+    text += "\n";
+  }
+  write_text(dir / "train.txt", text);
+  auto config = text_config("mlm", dir / "train.txt", dir / "vocab.txt");
+  config.trainer.steps = 250;
+  auto task = make_task(config);
+  EXPECT_EQ(task->primary_metric(), "perplexity");
+  EXPECT_EQ(task_model(*task)->config().attention.causal, false);
+  // Resume-exact: micro-batch 3 is the same from a second task; micro-batch 4 is another.
+  auto twin = make_task(config);
+  const double loss3 = task->train_loss(3, 0, 1).loss.item<double>();
+  EXPECT_EQ(twin->train_loss(3, 0, 1).loss.item<double>(), loss3);
+  EXPECT_NE(task->train_loss(4, 0, 1).loss.item<double>(), loss3);
+  Trainer trainer(*task, config.trainer);
+  const auto before = trainer.evaluate();
+  const auto after = trainer.train().last_metrics;
+  // 25 ids: chance accuracy ~0.05, ~0.1 knowing keys from values by position. The CLI run of
+  // the same settings reached masked accuracy 1.0 and perplexity 1.24 at step 250.
+  EXPECT_LT(before.at("masked_accuracy"), 0.25);
+  EXPECT_GT(after.at("masked_accuracy"), 0.7);
+  EXPECT_LT(after.at("perplexity"), 2.5);
+  EXPECT_LT(after.at("perplexity"), before.at("perplexity") * 0.2);
+}
+
+TEST(Pretraining, PermutationBatchMatchesBruteForce) {
+  std::mt19937 rng(1);
+  for (int64_t n : {2, 3, 7, 12}) {
+    std::vector<Ids> rows(5, Ids(n));
+    for (auto& row : rows)
+      for (auto& id : row) id = 10 + static_cast<int64_t>(rng() % 50);
+    std::vector<const Ids*> pointers;
+    for (const auto& r : rows) pointers.push_back(&r);
+    const auto orders = sample_orders(rows.size(), n, 4, static_cast<uint64_t>(n));
+    for (int64_t k : {int64_t{0}, int64_t{1}, n - 1}) {
+      const auto batch = permutation_batch(pointers, orders, k);
+      ASSERT_EQ(batch.mask.sizes(), (std::vector<int64_t>{5, 1, n, n}));
+      const int64_t predicted = k == 0 ? n - 1 : k;
+      for (size_t b = 0; b < rows.size(); ++b) {
+        for (int64_t i = 0; i < n; ++i) {
+          // Brute force: where i and j stand in the order.
+          const auto rank = [&](int64_t p) { return std::find(orders[b].begin(), orders[b].end(), p) - orders[b].begin(); };
+          for (int64_t j = 0; j < n; ++j)
+            ASSERT_EQ(batch.mask[b][0][i][j].item<bool>(), rank(j) <= rank(i)) << b << " " << i << " " << j;
+          const int64_t next = rank(i) + 1;
+          const int64_t expected = next < n && next >= n - predicted ? rows[b][orders[b][next]] : models::kIgnoreLabel;
+          ASSERT_EQ(batch.targets[b][i].item<int64_t>(), expected);
+        }
+      }
+      EXPECT_EQ(batch.targets.ne(models::kIgnoreLabel).sum().item<int64_t>(), 5 * predicted);
+    }
+  }
+  // Orders are permutations, a pure function of (seed, stream).
+  const auto a = sample_orders(3, 9, 1, 2);
+  EXPECT_EQ(a, sample_orders(3, 9, 1, 2));
+  EXPECT_NE(a, sample_orders(3, 9, 1, 3));
+  for (auto order : a) {
+    std::sort(order.begin(), order.end());
+    for (int64_t i = 0; i < 9; ++i) EXPECT_EQ(order[i], i);
+  }
+  Ids row{1, 2, 3};
+  EXPECT_NE(error_of([&] { permutation_batch({&row}, {{0, 1, 1}}, 0); }).find("permutation"), std::string::npos);
+  EXPECT_EQ(error_of([&] { permutation_batch({&row}, {{0, 1, 2}}, 3); }),
+            "task.predict_last: 3 is outside [0, 2] (0 = all; a block of 3 tokens has 2 predictions)");
+}
+
+TEST(Pretraining, IdentityOrderIsTheCausalLm) {
+  auto config = models::preset("bert", {60, 32, 2, 4, 0, 0});
+  config.max_positions = 16;
+  config.dropout = 0;
+  models::HeadsConfig heads;
+  heads.causal_lm = true;
+  torch::manual_seed(3);
+  models::TaskModel plm(config, heads);
+  config.attention.causal = true;
+  models::TaskModel causal(config, heads);
+  {
+    torch::NoGradGuard no_grad;
+    auto source = plm->named_parameters(true);
+    for (auto& p : causal->named_parameters(true)) p.value().copy_(*source.find(p.key()));
+  }
+  plm->eval();
+  causal->eval();
+  std::vector<Ids> rows(3, Ids(10));
+  std::mt19937 rng(2);
+  for (auto& row : rows)
+    for (auto& id : row) id = 5 + static_cast<int64_t>(rng() % 50);
+  std::vector<const Ids*> pointers;
+  for (const auto& r : rows) pointers.push_back(&r);
+  std::vector<Ids> identity(3, Ids(10));
+  for (auto& order : identity) std::iota(order.begin(), order.end(), int64_t{0});
+  auto loss_of = [&](const std::vector<Ids>& orders) {
+    const auto batch = permutation_batch(pointers, orders, 0);
+    models::TaskInputs in;
+    in.input_ids = batch.input_ids;
+    in.mask = batch.mask;
+    return models::cross_entropy(plm->forward(in).causal_lm_logits, batch.targets).item<double>();
+  };
+  models::TaskInputs in;
+  in.input_ids = permutation_batch(pointers, identity, 0).input_ids;
+  const double causal_loss =
+      models::cross_entropy(causal->forward(in).causal_lm_logits, models::next_token_targets(in.input_ids)).item<double>();
+  EXPECT_NEAR(loss_of(identity), causal_loss, 1e-5);
+  EXPECT_GT(std::abs(loss_of(sample_orders(3, 10, 1, 1)) - causal_loss), 1e-3);  // the test can fail
+}
+
+TEST(Pretraining, PlmRefusesKindsWithoutAGeneralMaskAndBadSettings) {
+  const auto dir = scratch_directory("pretraining_plm_errors");
+  const auto vocab = write_vocab(dir, 10);
+  auto config = text_config("plm", dir / "absent.txt", vocab);
+  for (const char* kind : {"linear:elu", "cosformer"}) {
+    config.model.attention = kind;
+    const auto error = error_of([&] { make_task(config); });
+    EXPECT_EQ(error, fmt::format("task 'plm': model.attention '{}' cannot take the permutation mask (it "
+                                 "takes causality, padding and prefix lengths only); use softmax, talking-heads or "
+                                 "a synthesizer kind", kind));
+  }
+  config.model.attention = "softmax";
+  config.task.predict_last = 16;
+  EXPECT_EQ(error_of([&] { make_task(config); }),
+            "task.predict_last: 16 is outside [0, 15] (0 = all; a block of task.truncate = 16 tokens has 15 "
+            "predictions)");
+}
+
+// Blocks that are permutations of s0..s7: the next token of the order is one not seen yet, so
+// the best loss over the last 4 predictions is (ln 4 + ln 3 + ln 2 + ln 1) / 4 = 0.79; a model
+// that ignores what it sees does no better than ln 8 = 2.08 over the 8 symbols.
+TEST(Pretraining, PlmLearnsASyntheticPermutationTask) {
+  const auto dir = scratch_directory("pretraining_plm");
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (int i = 0; i < 8; ++i) vocab += "s" + std::to_string(i) + "\n";
+  write_text(dir / "vocab.txt", vocab);
+  std::mt19937 rng(4);
+  std::string text;
+  for (int line = 0; line < 600; ++line) {
+    std::vector<int> symbols{0, 1, 2, 3, 4, 5, 6, 7};
+    std::shuffle(symbols.begin(), symbols.end(), rng);
+    for (int s : symbols) text += "s" + std::to_string(s) + " ";
+    text += "\n";
+  }
+  write_text(dir / "train.txt", text);
+  auto config = text_config("plm", dir / "train.txt", dir / "vocab.txt");
+  config.task.truncate = 8;
+  config.task.predict_last = 4;
+  config.task.batch_size = 32;
+  config.model.hidden = 64;
+  config.trainer.steps = 400;
+  auto task = make_task(config);
+  Trainer trainer(*task, config.trainer);
+  const auto before = trainer.evaluate();
+  const auto after = trainer.train().last_metrics;
+  // Runs of these settings (seeds 0, 1) ended at 0.90 and 0.95.
+  EXPECT_GT(before.at("loss"), 2.0);
+  EXPECT_LT(after.at("loss"), 1.4);
+}
+
+}  // namespace
+}  // namespace attnkit::train
