@@ -40,6 +40,7 @@ void to_json(nlohmann::json& j, const HeadsConfig& h) {
                      {"span", h.span},
                      {"condition_classes", h.condition_classes},
                      {"classifier_dropout", h.classifier_dropout}};
+  if (h.pair_labels > 0) j["pair_labels"] = h.pair_labels;  // absent from older checkpoints
 }
 
 void from_json(const nlohmann::json& j, HeadsConfig& h) {
@@ -56,6 +57,7 @@ void from_json(const nlohmann::json& j, HeadsConfig& h) {
   r.read("span", h.span);
   r.read("condition_classes", h.condition_classes);
   r.read("classifier_dropout", h.classifier_dropout);
+  r.read("pair_labels", h.pair_labels);
   r.reject_unknown();
   h.sequence_pooling = parse_pooling(pooling);
 }
@@ -92,8 +94,9 @@ TaskModelImpl::TaskModelImpl(const TransformerConfig& config, const HeadsConfig&
   check_positive_or_zero(heads.sequence_labels, "sequence_labels");
   check_positive_or_zero(heads.token_labels, "token_labels");
   check_positive_or_zero(heads.condition_classes, "condition_classes");
+  check_positive_or_zero(heads.pair_labels, "pair_labels");
   if ((heads.next_sentence > 0 ||
-       (heads.sequence_labels > 0 && heads.sequence_pooling == Pooling::Pooler)) &&
+       ((heads.sequence_labels > 0 || heads.pair_labels > 0) && heads.sequence_pooling == Pooling::Pooler)) &&
       !config.pooler)
     throw Error("heads config: next-sentence and pooler-based classification heads need a "
                 "model with a pooler (config.pooler = true)");
@@ -134,6 +137,10 @@ TaskModelImpl::TaskModelImpl(const TransformerConfig& config, const HeadsConfig&
     classifier = linear("classifier", c.hidden, heads.sequence_labels, heads.sequence_bias);
   if (heads.token_labels > 0) tagger = linear("tagger", c.hidden, heads.token_labels);
   if (heads.span) span = linear("span", c.hidden, 2);
+  if (heads.pair_labels > 0) {
+    pair_hidden = linear("pair_hidden", 4 * c.hidden, c.hidden);
+    pair_classifier = linear("pair_classifier", c.hidden, heads.pair_labels);
+  }
   if (heads.condition_classes > 0) {
     condition_embedding = register_module(
         "condition_embedding", torch::nn::Embedding(heads.condition_classes, c.condition_size));
@@ -190,6 +197,22 @@ TaskOutput TaskModelImpl::forward(const TaskInputs& in) {
     out.end_logits = logits.select(-1, 1);
   }
   return out;
+}
+
+at::Tensor TaskModelImpl::encode(const TaskInputs& in) {
+  if (in.condition_ids) throw Error("task model: encode takes no condition_ids");
+  return pool(in, transformer->forward(in));
+}
+
+at::Tensor TaskModelImpl::pair_logits(const TaskInputs& left, const TaskInputs& right) {
+  if (!pair_classifier) throw Error("task model: pair_logits needs heads.pair_labels > 0");
+  const auto u = encode(left), v = encode(right);
+  if (u.size(0) != v.size(0))
+    throw Error(fmt::format("task model: pair_logits got {} left and {} right rows", u.size(0), v.size(0)));
+  auto features = at::cat({u, v, u * v, u - v}, -1);
+  features = at::dropout(features, heads_.classifier_dropout, is_training());
+  auto h = layers::apply_activation(pair_hidden->forward(features), transformer->config().activation);
+  return pair_classifier->forward(at::dropout(h, heads_.classifier_dropout, is_training()));
 }
 
 // ---------------------------------------------------------------------------------------------

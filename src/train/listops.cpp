@@ -13,24 +13,15 @@
 
 #include "attnkit/error.h"
 #include "attnkit/file.h"
+#include "uniform_draws.h"
 
 namespace attnkit::train {
 namespace {
 
 using Vocab = ListOpsVocabulary;
 
-// Uniform in [0, n): rejection of the low 2^64 mod n values, so every residue is equally likely
-// and the result depends only on the engine's (standardised) output.
-uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
-  const uint64_t threshold = (0 - n) % n;
-  for (;;) {
-    const uint64_t x = rng();
-    if (x >= threshold) return x % n;
-  }
-}
-
-// Uniform in [0, 1) with 53 random bits.
-double uniform_unit(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+using detail::uniform_below;
+using detail::uniform_unit;
 
 constexpr std::array<std::string_view, Vocab::kSize> kTokens = {
     "<pad>", "[MIN", "[MAX", "[MED", "[SM", "]", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};

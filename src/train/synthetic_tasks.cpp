@@ -7,18 +7,12 @@
 #include <numeric>
 
 #include "attnkit/error.h"
+#include "uniform_draws.h"
 
 namespace attnkit::train {
 namespace {
 
-// Uniform in [0, n) (n >= 1) from the engine's standardised output alone.
-uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
-  const uint64_t threshold = (0 - n) % n;
-  for (;;) {
-    const uint64_t x = rng();
-    if (x >= threshold) return x % n;
-  }
-}
+using detail::uniform_below;
 
 int64_t uniform_in(std::mt19937_64& rng, int64_t low, int64_t high) {
   return low + static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(high - low) + 1));

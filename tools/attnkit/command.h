@@ -43,5 +43,9 @@ void register_train_commands(CLI::App& app, GlobalOptions& global);  // train, e
 void register_tokenize_commands(CLI::App& app, GlobalOptions& global);
 // attnkit data parallel (data_parallel_command.cpp), called by register_train_commands.
 void add_data_parallel_command(CLI::App* data_cmd, GlobalOptions& global);
+// data lra-pathfinder (data_lra_command.cpp), under `attnkit data`
+void add_data_lra_command(CLI::App* data_cmd, GlobalOptions& global);
+// data lra-text, lra-retrieval (data_lra_text_command.cpp), under `attnkit data`
+void add_data_lra_text_command(CLI::App* data_cmd, GlobalOptions& global);
 
 }  // namespace attnkit::cli

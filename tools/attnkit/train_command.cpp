@@ -227,6 +227,8 @@ void register_train_commands(CLI::App& app, GlobalOptions& global) {
   });
   add_data_corpus_command(data_cmd, global);
   add_data_parallel_command(data_cmd, global);
+  add_data_lra_command(data_cmd, global);
+  add_data_lra_text_command(data_cmd, global);
 }
 
 }  // namespace attnkit::cli

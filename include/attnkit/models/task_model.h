@@ -46,10 +46,14 @@ struct HeadsConfig {
   bool span = false;                // start/end logits
   int64_t condition_classes = 0;    // > 0: class id -> condition vector (needs condition_size)
   double classifier_dropout = 0.1;
+  // > 0: two-tower pair classification (LRA retrieval, pair_logits): each side encoded alone by the
+  // one encoder and pooled (sequence_pooling), [u, v, u*v, u-v] through an MLP of one hidden layer
+  // (pair_hidden: 4·hidden -> hidden, the model's activation) and pair_classifier (-> pair_labels).
+  int64_t pair_labels = 0;
 
   bool any() const {
     return masked_lm || causal_lm || next_sentence > 0 || sequence_labels > 0 ||
-           token_labels > 0 || span || condition_classes > 0;
+           token_labels > 0 || span || condition_classes > 0 || pair_labels > 0;
   }
 };
 void to_json(nlohmann::json& j, const HeadsConfig& heads);
@@ -94,6 +98,11 @@ class TaskModelImpl : public torch::nn::Module, public Model {
  public:
   TaskModelImpl(const TransformerConfig& config, const HeadsConfig& heads);
   TaskOutput forward(const TaskInputs& inputs);
+  // The pooled vector (heads.sequence_pooling) of each row of one batch: [batch, hidden].
+  at::Tensor encode(const TaskInputs& inputs);
+  // Two-tower logits [batch, pair_labels] (heads.pair_labels > 0): left and right are encoded
+  // separately (each row's vector depends on that row alone) by the same weights.
+  at::Tensor pair_logits(const TaskInputs& left, const TaskInputs& right);
 
   // models::Model
   ModelShape shape() const override;
@@ -111,6 +120,7 @@ class TaskModelImpl : public torch::nn::Module, public Model {
   at::Tensor lm_head;  // [vocab, hidden] when the causal LM head is untied
   torch::nn::Linear next_sentence{nullptr}, classifier{nullptr}, tagger{nullptr}, span{nullptr};
   torch::nn::Embedding condition_embedding{nullptr};
+  torch::nn::Linear pair_hidden{nullptr}, pair_classifier{nullptr};
 
  private:
   at::Tensor pool(const TaskInputs& in, const ModelOutput& out) const;

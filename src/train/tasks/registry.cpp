@@ -50,6 +50,20 @@ const std::vector<TaskInfo>& task_registry() {
       {"recall", kNone, "", false, false, "synthetic associative recall: the value of the queried key",
        make_synthetic},
       {"associative-recall", kNone, "", false, false, "the same as recall", make_synthetic},
+      {"lra-pathfinder", kOptional,
+       "a directory with pathfinder{32,128}_{train,val,test}.bin from `attnkit data lra-pathfinder`, or the training "
+       "file",
+       true, false, "LRA Pathfinder: are the two markers on one contour (pixel tokens, 2 classes)",
+       detail::make_lra_pathfinder},
+      {"lra-image", kRequired, "the Fashion-MNIST directory, e.g. /usr/share/datasets/fashion-mnist", true, false,
+       "LRA Image with Fashion-MNIST for CIFAR-10: 10-way classification of pixel tokens", detail::make_lra_image},
+      {"lra-text", kRequired, "a directory with text_{train,val,test}.tsv from `attnkit data lra-text`, or the training file",
+       true, false, "LRA Text on Debian fortunes: the category of a 1-4K-byte passage (byte tokens)",
+       detail::make_lra_text},
+      {"lra-retrieval", kRequired,
+       "a directory with retrieval_{train,val,test}.tsv from `attnkit data lra-retrieval`, or the training file", true,
+       false, "LRA Retrieval on Debian fortunes: two passages of one category or not (two towers, byte tokens)",
+       detail::make_lra_retrieval},
   };
   return table;
 }

@@ -290,5 +290,9 @@ struct TextBlocks {
 };
 TextBlocks text_blocks(const RunConfig& config, const text::Tokenizer& tokenizer, int64_t block,
                        std::optional<int64_t> separator);
+std::unique_ptr<TrainingTask> make_lra_pathfinder(const RunConfig& config);      // lra_image.cpp
+std::unique_ptr<TrainingTask> make_lra_image(const RunConfig& config);           // lra_image.cpp
+std::unique_ptr<TrainingTask> make_lra_text(const RunConfig& config);            // lra_text.cpp
+std::unique_ptr<TrainingTask> make_lra_retrieval(const RunConfig& config);       // lra_text.cpp
 
 }  // namespace attnkit::train::detail
