@@ -1,6 +1,6 @@
 // `attnkit analyze heads` and `attnkit prune`: head importance, ablations and the pruning profile
-// (Michel et al. 2019; analysis/heads.h) of a sequence classifier on a labelled data file or of a
-// causal language model on a text file, and physical
+// (Michel et al. 2019; analysis/heads.h) of a sequence classifier on a labelled data file, of a
+// causal language model on a text file or of an encoder-decoder on translation pairs, and physical
 // head pruning of a model directory (either layout). The experiments are
 // analysis/heads_experiment.h's, the output folder report/head_plots.h's; this file keeps the
 // flags and the printing. See docs/analysis.md.
@@ -312,7 +312,8 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global) {
       "sites (loss: target cross entropy; metric: corpus BLEU of decodes); writes heads.json, SVGs, section.json");
   cmd->add_option("--model", c->model,
                   "model directory (attnkit or Hugging Face layout), checkpoint or run directory's "
-                  "best checkpoint, with a classifier, else a causal LM head");
+                  "best checkpoint, with a classifier, else a causal LM head, or an encoder-decoder "
+                  "(translation pairs)");
   cmd->add_option("--run", c->run, "run directory: every checkpoint's importance and profile over steps");
   add_data_options(cmd, c->data);
   cmd->add_option("--data2", c->data.data2, "second data file: correlation of the two importance maps");
