@@ -106,15 +106,6 @@ class TranslationCli(unittest.TestCase):
         self.assertIn("has 2 lines but", err)
 
 
-
-class TranslationHeadsCli(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.dir = self.tmp.name
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
     def test_analyze_heads_on_a_translation_run(self):
         data = os.path.join(self.dir, "data")
         os.makedirs(data)
