@@ -30,12 +30,14 @@ TEST(Seq2SeqGates, CachedDecoderFollowsHeadGatesAtEverySite) {
     const int64_t B = 2, steps = 5;
     lm.start(B, steps);
     at::Tensor target = at::tensor({1, 9, 4, 12, 5, 1, 3, 3, 17, 6}, at::kLong).view({2, 5});
-    at::Tensor memory = model->encode(src, src_mask);
-    at::Tensor full = model->decode(target, memory, src_mask);
+    // Cached first: the uncached forward leaves each depth's gates on its block, which must not
+    // be what the cached decoder relies on (right after set_head_gates, as the ablations decode).
     std::vector<at::Tensor> cached;
     for (int64_t t = 0; t < steps; ++t)
       cached.push_back(lm.forward(target.narrow(1, t, 1), at::ones({B, 1}, at::kBool),
                                   at::full({B, 1}, t, at::kLong)));
+    at::Tensor memory = model->encode(src, src_mask);
+    at::Tensor full = model->decode(target, memory, src_mask);
     return std::make_pair(at::stack(cached, 1), full);
   };
   const auto [plain, plain_full] = run();
