@@ -228,6 +228,63 @@ HeadTask language_model_task(models::TaskModel task_model, const at::Tensor& inp
   return task;
 }
 
+HeadTask translation_task(models::EncoderDecoderModel model, const TranslationData& data,
+                          std::function<double()> metric, const std::string& metric_name,
+                          int64_t batch_size, int64_t score_examples) {
+  const auto& d = data;
+  const bool shapes = d.source_ids.defined() && d.source_ids.dim() == 2 && d.source_mask.defined() &&
+                      d.source_mask.sizes() == d.source_ids.sizes() && d.decoder_input_ids.defined() &&
+                      d.decoder_input_ids.dim() == 2 && d.decoder_mask.defined() &&
+                      d.decoder_mask.sizes() == d.decoder_input_ids.sizes() && d.labels.defined() &&
+                      d.labels.sizes() == d.decoder_input_ids.sizes() &&
+                      d.source_ids.size(0) == d.labels.size(0) && d.labels.size(0) > 0;
+  if (!shapes)
+    throw Error("head analysis: expected source_ids / source_mask [N, S] and decoder_input_ids / "
+                "decoder_mask / labels [N, L] with N > 0");
+  if (!d.labels.ne(models::kIgnoreLabel).any().item<bool>())
+    throw Error("head analysis: no target token to predict");
+  if (batch_size <= 0) throw Error("head analysis: batch size must be positive");
+  const int64_t N = d.labels.size(0);
+  const int64_t scored = score_examples > 0 ? std::min(score_examples, N) : N;
+  auto forward = [model, d](int64_t start, int64_t count, bool contexts) mutable {
+    model->eval();
+    auto rows = [&](const at::Tensor& t) { return t.narrow(0, start, count); };
+    if (contexts)
+      return model->forward_with_head_contexts(rows(d.source_ids), rows(d.decoder_input_ids),
+                                               rows(d.source_mask), rows(d.decoder_mask));
+    models::EncoderDecoderModelImpl::HeadContextsOutput out;
+    out.logits = model->forward(rows(d.source_ids), rows(d.decoder_input_ids), rows(d.source_mask),
+                                rows(d.decoder_mask));
+    return out;
+  };
+  HeadTask task;
+  task.sites = model->attention_sites();
+  task.batches = (scored + batch_size - 1) / batch_size;
+  task.metric_name = metric ? metric_name : "token_accuracy";
+  task.loss = [=](int64_t index) mutable {
+    const int64_t start = index * batch_size, count = std::min(batch_size, scored - start);
+    auto out = forward(start, count, true);
+    const at::Tensor labels = d.labels.narrow(0, start, count);
+    HeadLoss result;
+    result.loss = models::cross_entropy(out.logits, labels);
+    result.head_contexts = std::move(out.head_contexts);
+    result.tokens = labels.ne(models::kIgnoreLabel).sum().item<int64_t>();
+    return result;
+  };
+  auto evaluate_all = [=]() mutable {
+    torch::NoGradGuard no_grad;
+    models::PredictionMetrics metrics;
+    for (int64_t start = 0; start < N; start += batch_size) {
+      const int64_t count = std::min(batch_size, N - start);
+      metrics.add(forward(start, count, false).logits, d.labels.narrow(0, start, count));
+    }
+    return metrics;
+  };
+  task.metric = metric ? metric : std::function<double()>([=]() mutable { return evaluate_all().accuracy(); });
+  task.evaluation_loss = [=]() mutable { return evaluate_all().mean_loss(); };
+  return task;
+}
+
 HeadImportance head_importance(HeadTask& task, const HeadMask& mask, const ImportanceOptions& options,
                                ProgressReporter* progress) {
   check_mask(task.sites, mask);

@@ -67,15 +67,17 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
 }  // namespace
 
 const char* to_string(HeadsTaskKind kind) {
-  return kind == HeadsTaskKind::Classification ? "classification" : "language model";
+  switch (kind) {
+    case HeadsTaskKind::Classification: return "classification";
+    case HeadsTaskKind::LanguageModel: return "language model";
+    case HeadsTaskKind::Translation: return "translation";
+  }
+  return "?";
 }
 
 HeadsTaskKind heads_task_kind(const std::string& model_dir, const io::LoadedModel& model) {
   if (model.model && model.model->shape() == models::ModelShape::EncoderDecoder)
-    throw Error(fmt::format("{}: analyze heads has no scoring task for encoder-decoder models yet "
-                            "(prune --heads removes heads at its sites: encoder.self, decoder.self, "
-                            "decoder.cross)",
-                            model_dir));
+    return HeadsTaskKind::Translation;
   if (model.heads.sequence_labels > 0) return HeadsTaskKind::Classification;
   if (model.heads.causal_lm) return HeadsTaskKind::LanguageModel;
   throw Error(fmt::format("{}: analyze heads needs a sequence classifier or a causal language-model "
@@ -90,8 +92,16 @@ HeadTask load_heads_task(const std::string& model_dir, const io::LoadedModel& mo
   const HeadsTaskKind kind = heads_task_kind(model_dir, model);
   if (!read) throw Error("analyze heads: no data reader");
   const auto data = read(data_path, model_dir, model);
-  if (!data.input_ids.defined() || data.input_ids.dim() != 2 || data.input_ids.size(0) == 0)
+  const at::Tensor& rows = kind == HeadsTaskKind::Translation ? data.translation.labels : data.input_ids;
+  if (!rows.defined() || rows.dim() != 2 || rows.size(0) == 0)
     throw Error(fmt::format("{}: no examples", data_path));
+  if (kind == HeadsTaskKind::Translation) {
+    auto encoder_decoder = std::dynamic_pointer_cast<models::EncoderDecoderModelImpl>(model.model);
+    if (!encoder_decoder) throw Error(fmt::format("{}: not an attnkit encoder-decoder", model_dir));
+    return translation_task(models::EncoderDecoderModel(encoder_decoder), data.translation,
+                            data.metric, data.metric_name.empty() ? "bleu" : data.metric_name,
+                            batch_size, score_examples);
+  }
   if (kind == HeadsTaskKind::LanguageModel)
     return language_model_task(model.task, data.input_ids, data.attention_mask, batch_size,
                                score_examples);

@@ -298,6 +298,12 @@ at::Tensor IncrementalModel::forward(const at::Tensor& ids, const at::Tensor& va
   inputs.condition = condition_;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     layers::TransformerBlockImpl& block = *model_->block(layer);
+    // Per-depth head gates (TransformerModel::set_head_gates), as the uncached forward sets them.
+    const auto& self_gates = model_->head_gates(models::AttentionSite::Self);
+    const auto& cross_gates = model_->head_gates(models::AttentionSite::Cross);
+    if (!self_gates.empty()) block.attention->set_head_gates(self_gates[layer]);
+    if (!cross_gates.empty() && block.cross_attention)
+      block.cross_attention->set_head_gates(cross_gates[layer]);
     AttentionState* state = self_[layer].get();
     // The block's residual / LayerNorm / paths sequence around the cached sub-layers.
     layers::BlockSublayers sublayers;

@@ -122,4 +122,26 @@ at::Tensor EncoderDecoderModelImpl::forward(const at::Tensor& source_ids,
   return decode(target_ids, encode(source_ids, source_mask), source_mask, target_mask);
 }
 
+EncoderDecoderModelImpl::HeadContextsOutput EncoderDecoderModelImpl::forward_with_head_contexts(
+    const at::Tensor& source_ids, const at::Tensor& target_ids,
+    const c10::optional<at::Tensor>& source_mask, const c10::optional<at::Tensor>& target_mask) {
+  ModelInputs enc;
+  enc.input_ids = source_ids;
+  enc.attention_mask = source_mask;
+  enc.output_head_contexts = true;
+  ModelOutput encoded = encoder->forward(enc);
+  ModelInputs dec;
+  dec.input_ids = target_ids;
+  dec.attention_mask = target_mask;
+  dec.memory = encoded.last_hidden_state;
+  if (source_mask) dec.memory_padding = source_mask->to(at::kBool);
+  dec.output_head_contexts = true;
+  ModelOutput decoded = decoder->forward(dec);
+  HeadContextsOutput out;
+  out.logits = at::linear(decoded.last_hidden_state, lm_head_weight(lm_head, *decoder));
+  for (auto* part : {&encoded.head_contexts, &decoded.head_contexts, &decoded.cross_head_contexts})
+    out.head_contexts.insert(out.head_contexts.end(), part->begin(), part->end());
+  return out;
+}
+
 }  // namespace attnkit::models

@@ -222,6 +222,7 @@ ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {
   block_inputs.self.prefix_lengths = in.prefix_lengths;
   block_inputs.self.need_weights = in.output_attentions;
   block_inputs.self.need_head_contexts = in.output_head_contexts;
+  block_inputs.need_cross_head_contexts = in.output_head_contexts && config_.cross_attention;
   block_inputs.memory = in.memory;
   block_inputs.memory_padding = in.memory_padding;
   block_inputs.condition = in.condition;
@@ -237,6 +238,7 @@ ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {
     h = b.hidden;
     if (in.output_attentions) out.attentions.push_back(b.weights);
     if (in.output_head_contexts) out.head_contexts.push_back(b.head_contexts);
+    if (block_inputs.need_cross_head_contexts) out.cross_head_contexts.push_back(b.cross_head_contexts);
     if (in.output_hidden_states) out.hidden_states.push_back(h);
   }
   if (final_norm) {

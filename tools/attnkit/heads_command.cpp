@@ -1,14 +1,20 @@
 // `attnkit analyze heads` and `attnkit prune`: head importance, ablations and the pruning profile
-// (Michel et al. 2019; analysis/heads.h) of a sequence classifier on a labelled data file or of a
-// causal language model on a text file, and physical
+// (Michel et al. 2019; analysis/heads.h) of a sequence classifier on a labelled data file, of a
+// causal language model on a text file or of an encoder-decoder on translation pairs, and physical
 // head pruning of a model directory (either layout). The experiments are
 // analysis/heads_experiment.h's, the output folder report/head_plots.h's; this file keeps the
 // flags and the printing. See docs/analysis.md.
 #include "attnkit/analysis/heads_experiment.h"
+#include "attnkit/decode/generation_run.h"
+#include "attnkit/decode/language_models.h"
+#include "attnkit/models/batching.h"
+#include "attnkit/models/encoder_decoder.h"
+#include "attnkit/models/task_model.h"
 #include "attnkit/error.h"
 #include "attnkit/progress.h"
 #include "attnkit/report/head_plots.h"
 #include "attnkit/text/pretrained.h"
+#include "attnkit/train/metrics.h"
 #include "attnkit/train/text_datasets.h"
 #include "command.h"
 
@@ -30,11 +36,14 @@ struct DataOptions {
   int64_t max_length = 128;
   int64_t batch_size = 32;
   int64_t score_examples = 0;
+  int64_t beams = 1;  // an encoder-decoder's BLEU decodes: 1 = greedy
+  double length_penalty = 1.0;
 };
 
 void add_data_options(CLI::App* cmd, DataOptions& d) {
   cmd->add_option("--data", d.data,
-                  "a classifier: labelled data (TSV text<TAB>label or JSONL {\"text\", \"label\"}; "
+                  "an encoder-decoder: translation pairs (TSV source<TAB>target, as train --task.name "
+                  "translation reads them); a classifier: labelled data (TSV text<TAB>label or JSONL {\"text\", \"label\"}; "
                   "labels as the model was trained: sorted distinct labels of the file); a causal "
                   "LM (no classifier): plain text, tokenised as train --task.name lm does and cut "
                   "into windows of --max-length tokens that share one token (a last partial "
@@ -52,6 +61,12 @@ void add_data_options(CLI::App* cmd, DataOptions& d) {
                   "examples (LM: windows) of the data the importance is computed on (0 = all)")
       ->check(at_least(0))
       ->capture_default_str();
+  cmd->add_option("--beams", d.beams,
+                  "an encoder-decoder's BLEU metric: beam size of its decodes (1 = greedy)")
+      ->check(at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--length-penalty", d.length_penalty, "beam search's length penalty (--beams > 1)")
+      ->capture_default_str();
 }
 
 std::vector<double> parse_fractions(const std::string& text) {
@@ -68,11 +83,93 @@ std::vector<double> parse_fractions(const std::string& text) {
   return out;
 }
 
+// An encoder-decoder's pairs as train --task.name translation takes them (Marian's conventions,
+// as generate follows them): the source encoded with the tokenizer's special tokens and cut to
+// --max-length and the encoder's positions; the decoder reads pad + target (cut to one token less)
+// and predicts target + the end token. The metric: sacreBLEU's corpus BLEU (a fraction) of the
+// sources' decodes (greedy, or --beams) against the targets as the file has them.
+analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string& path,
+                                         const io::LoadedModel& loaded) {
+  auto model = std::dynamic_pointer_cast<models::EncoderDecoderModelImpl>(loaded.model);
+  if (!model) throw Error(fmt::format("{}: not an attnkit encoder-decoder", loaded.path));
+  auto found = d.tokenizer.empty() ? text::find_tokenizer(loaded.path)
+                                   : std::optional(text::load_tokenizer(d.tokenizer));
+  if (!found)
+    throw Error(fmt::format("analyze heads: {} has no tokenizer; give --tokenizer PATH", loaded.path));
+  auto tokenizer = std::make_shared<text::Tokenizer>(std::move(*found));
+  const auto& c = model->config();
+  decode::GenerationConfig g;
+  std::optional<int64_t> tokenizer_eos;
+  for (const char* name : {decode::default_end_token(*model), "[SEP]", "[EOS]", "<|endoftext|>"})
+    if (auto id = tokenizer->token_to_id(name); id && !tokenizer_eos) tokenizer_eos = *id;
+  decode::set_special_tokens(g, loaded.huggingface.config_json, {}, false, tokenizer_eos,
+                             c.decoder.pad_token_id);
+  if (g.eos_token_ids.empty())
+    throw Error(fmt::format("analyze heads: the tokenizer of {} has no end token (</s>, [SEP], [EOS], "
+                            "<|endoftext|>)",
+                            loaded.path));
+  const int64_t eos = g.eos_token_ids.front(), pad = c.decoder.pad_token_id;
+  const int64_t source_length = std::min(d.max_length, c.encoder.max_positions);
+  const int64_t target_length = std::min(d.max_length, c.decoder.max_positions) - 1;
+  const auto pairs = train::read_seq2seq_tsv(path);
+  std::vector<std::vector<int64_t>> sources, inputs, labels;
+  auto references = std::make_shared<std::vector<std::vector<std::string>>>();
+  int64_t longest = 1;
+  const bool special = decode::prompts_take_special_tokens(*model);
+  for (const auto& e : pairs.examples) {
+    const auto s = tokenizer->encode(e.source, special).ids;
+    const auto t = tokenizer->encode(e.target, /*add_special_tokens=*/false).ids;
+    if (s.empty() || t.empty()) continue;  // nothing the tokenizer keeps (as training drops it)
+    std::vector<int64_t> source(s.begin(), s.begin() + std::min<int64_t>(int64_t(s.size()), source_length));
+    std::vector<int64_t> target(t.begin(), t.begin() + std::min<int64_t>(int64_t(t.size()), target_length));
+    longest = std::max<int64_t>(longest, int64_t(target.size()));
+    std::vector<int64_t> in{pad};
+    in.insert(in.end(), target.begin(), target.end());
+    target.push_back(eos);
+    sources.push_back(std::move(source));
+    inputs.push_back(std::move(in));
+    labels.push_back(std::move(target));
+    references->push_back({e.target});
+  }
+  if (sources.empty())
+    throw Error(fmt::format("--data {}: no pair has tokens on both sides", path));
+  analysis::HeadsInputs out;
+  auto source = models::right_padded_ids(sources, pad), input = models::right_padded_ids(inputs, pad);
+  out.translation = {source.ids, source.attention_mask, input.ids, input.attention_mask,
+                     models::right_padded_ids(labels, models::kIgnoreLabel).ids};
+  g.strategy = d.beams > 1 ? decode::Strategy::Beam : decode::Strategy::Greedy;
+  g.num_beams = d.beams;
+  g.length_penalty = d.length_penalty;
+  g.max_new_tokens = std::min<int64_t>(longest + 1, c.decoder.max_positions - 1);
+  g.eos_token_ids = {eos};
+  g.pad_token_id = pad;
+  const int64_t batch = d.batch_size;
+  out.metric_name = "bleu";
+  out.metric = [model, sources, references, tokenizer, g, eos, pad, batch]() {
+    std::vector<std::string> hypotheses;
+    for (size_t first = 0; first < sources.size(); first += size_t(batch)) {
+      const std::vector<std::vector<int64_t>> part(
+          sources.begin() + first, sources.begin() + std::min(sources.size(), first + size_t(batch)));
+      decode::Seq2SeqLM lm(models::EncoderDecoderModel(model), part, pad);
+      const std::vector<std::vector<int64_t>> prompts(part.size(), std::vector<int64_t>{pad});
+      for (auto& result : decode::generate(lm, prompts, g)) {
+        auto tokens = result.front().tokens;
+        if (!tokens.empty() && tokens.back() == eos) tokens.pop_back();
+        hypotheses.push_back(tokenizer->decode(std::vector<uint32_t>(tokens.begin(), tokens.end())));
+      }
+    }
+    return train::sacrebleu_corpus_bleu(hypotheses, *references).score;
+  };
+  return out;
+}
+
 // Data files tokenised with --tokenizer (default: the model directory's) for the model's task:
 // a classifier's labelled examples, or a language model's text cut into windows of --max-length.
 analysis::HeadsDataReader data_reader(const DataOptions& d) {
   return [d](const std::string& path, const std::string& model_dir, const io::LoadedModel& loaded) {
     // The model's own tokenizer: where it was read from (a run directory's checkpoint).
+    if (analysis::heads_task_kind(model_dir, loaded) == analysis::HeadsTaskKind::Translation)
+      return translation_inputs(d, path, loaded);
     const auto tokenizer = text::load_tokenizer(d.tokenizer.empty() ? loaded.path : d.tokenizer);
     const int64_t length = std::min(d.max_length, loaded.config.max_positions);
     if (analysis::heads_task_kind(model_dir, loaded) == analysis::HeadsTaskKind::LanguageModel) {
@@ -87,12 +184,18 @@ analysis::HeadsDataReader data_reader(const DataOptions& d) {
                                 windows.tokens, length));
       std::vector<int64_t> ids;
       for (const auto& block : windows.blocks) ids.insert(ids.end(), block.begin(), block.end());
-      return analysis::HeadsInputs{
-          at::tensor(ids, at::kLong).view({int64_t(windows.blocks.size()), length}), {}, {}, 0};
+      analysis::HeadsInputs out;
+      out.input_ids = at::tensor(ids, at::kLong).view({int64_t(windows.blocks.size()), length});
+      return out;
     }
     const auto data = train::read_classification(path);
     auto t = train::classification_tensors(data, tokenizer, length, loaded.config.pad_token_id);
-    return analysis::HeadsInputs{t.input_ids, t.attention_mask, t.labels, int64_t(data.labels.size())};
+    analysis::HeadsInputs out;
+    out.input_ids = t.input_ids;
+    out.attention_mask = t.attention_mask;
+    out.labels = t.labels;
+    out.label_count = int64_t(data.labels.size());
+    return out;
   };
 }
 
@@ -205,10 +308,12 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global) {
       "head importance, single-head and all-but-one ablations and the pruning profile (Michel et "
       "al. 2019) of a sequence classifier on labelled data (metric: accuracy), or of a causal "
       "language model such as GPT-2 on plain text (loss: next-token cross entropy; metric: "
-      "next-token accuracy); writes heads.json, SVGs, section.json");
+      "next-token accuracy), or of an encoder-decoder on translation pairs at its three attention "
+      "sites (loss: target cross entropy; metric: corpus BLEU of decodes); writes heads.json, SVGs, section.json");
   cmd->add_option("--model", c->model,
                   "model directory (attnkit or Hugging Face layout), checkpoint or run directory's "
-                  "best checkpoint, with a classifier, else a causal LM head");
+                  "best checkpoint, with a classifier, else a causal LM head, or an encoder-decoder "
+                  "(translation pairs)");
   cmd->add_option("--run", c->run, "run directory: every checkpoint's importance and profile over steps");
   add_data_options(cmd, c->data);
   cmd->add_option("--data2", c->data.data2, "second data file: correlation of the two importance maps");

@@ -8,7 +8,8 @@
 // (head_rows); a model with one site has one row per layer. Per-layer normalisation is per row,
 // i.e. per layer within each site; pruning ranks the heads of all sites together. A HeadTask says
 // how to get the loss and the metric; classification_task builds one for a sequence classifier,
-// language_model_task for a causal language model (GPT-2's LM head).
+// language_model_task for a causal language model (GPT-2's LM head), translation_task for an
+// encoder-decoder (its three sites).
 //
 //   importance  I_h = Σ_x Σ_t |Σ_d ctx_h[t, d] · ∂L(x)/∂ctx_h[t, d]| / tokens, as the authors'
 //               code computes it (per token, then summed), optionally divided per layer by its L2
@@ -19,6 +20,7 @@
 //   profile     heads masked globally in steps, least important first (or random / most
 //               important first as baselines), keeping at least N heads per layer, optionally
 //               re-scoring after each step ("exact"); the metric after each step.
+#include "attnkit/models/encoder_decoder.h"
 #include "attnkit/models/model.h"
 #include "attnkit/models/task_model.h"
 #include "attnkit/models/transformer_model.h"
@@ -94,6 +96,26 @@ HeadTask classification_task(models::TaskModel task_model,
 HeadTask language_model_task(models::TaskModel task_model, const at::Tensor& input_ids,
                              const at::Tensor& attention_mask, int64_t batch_size = 32,
                              int64_t score_examples = 0);
+
+// Teacher-forced pairs of an encoder-decoder: source_ids / source_mask [N, S], decoder_input_ids /
+// decoder_mask [N, L] (the decoder's start token + target), labels [N, L] (what each decoder
+// position predicts: target + end token, models::kIgnoreLabel elsewhere). Masks: nonzero = real.
+struct TranslationData {
+  at::Tensor source_ids, source_mask, decoder_input_ids, decoder_mask, labels;
+};
+
+// An encoder-decoder over fixed pairs (Michel et al.'s translation experiment): rows of the
+// tables are the sites encoder.self, decoder.self, decoder.cross (attention_sites()). Loss: mean
+// target cross entropy under teacher forcing (per batch); the importance's divisor is the batch's
+// target tokens (labels not ignored); evaluation_loss: the mean target cross entropy over all
+// pairs. Metric: `metric` under the current gates when given (the CLI's corpus BLEU of decodes,
+// named metric_name), else "token_accuracy" (teacher-forced argmax = label). Scoring data: the
+// first `score_examples` pairs (0 = all), batch_size at a time. Throws attnkit::Error for
+// tensors of mismatched shapes or no label to predict. Runs in eval mode.
+HeadTask translation_task(models::EncoderDecoderModel model, const TranslationData& data,
+                          std::function<double()> metric = nullptr,
+                          const std::string& metric_name = "bleu", int64_t batch_size = 32,
+                          int64_t score_examples = 0);
 
 // Gates ξ: 1 = kept, 0 = masked; per row, one per head of that layer now.
 using HeadMask = std::vector<std::vector<double>>;

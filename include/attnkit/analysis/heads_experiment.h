@@ -33,19 +33,24 @@ class ProgressReporter;
 
 namespace attnkit::analysis {
 
-// What analyze heads scores a model on: its sequence classifier when it has one, else its causal
-// language-model head.
-enum class HeadsTaskKind { Classification, LanguageModel };
-const char* to_string(HeadsTaskKind kind);  // "classification" | "language model"
-// Throws attnkit::Error "MODEL_DIR: analyze heads needs ..." when the model has neither.
+// What analyze heads scores a model on: an encoder-decoder on translation pairs, else its sequence
+// classifier when it has one, else its causal language-model head.
+enum class HeadsTaskKind { Classification, LanguageModel, Translation };
+const char* to_string(HeadsTaskKind kind);  // "classification" | "language model" | "translation"
+// Throws attnkit::Error "MODEL_DIR: analyze heads needs ..." when the model has none of them.
 HeadsTaskKind heads_task_kind(const std::string& model_dir, const io::LoadedModel& model);
 
 // A data file as the model's task takes it: input_ids and attention_mask [N, n] (int64; an
 // undefined mask = all real); for a classifier labels [N] and label_count distinct labels in the
-// file; a language model's data has no labels (windows of text).
+// file; a language model's data has no labels (windows of text). An encoder-decoder's data is
+// `translation` (teacher-forced pairs) and its metric under the current gates (e.g. corpus BLEU of
+// decodes, which needs layers this one may not use; empty: teacher-forced token accuracy).
 struct HeadsInputs {
   at::Tensor input_ids, attention_mask, labels;
   int64_t label_count = 0;
+  TranslationData translation;
+  std::function<double()> metric;
+  std::string metric_name;
 };
 // Reads `data_path` for the model loaded from `model_dir` (for the task heads_task_kind picks).
 using HeadsDataReader = std::function<HeadsInputs(

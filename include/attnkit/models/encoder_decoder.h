@@ -58,6 +58,18 @@ class EncoderDecoderModelImpl : public torch::nn::Module, public Model {
                      const c10::optional<at::Tensor>& source_mask = c10::nullopt,
                      const c10::optional<at::Tensor>& target_mask = c10::nullopt);
 
+  // forward with every attention site's per-head contexts (analysis/heads.h): the logits and,
+  // in attention_sites() order (encoder self layers, decoder self layers, decoder cross layers),
+  // one [batch, heads, n, value_size] tensor per layer.
+  struct HeadContextsOutput {
+    at::Tensor logits;
+    std::vector<at::Tensor> head_contexts;
+  };
+  HeadContextsOutput forward_with_head_contexts(
+      const at::Tensor& source_ids, const at::Tensor& target_ids,
+      const c10::optional<at::Tensor>& source_mask = c10::nullopt,
+      const c10::optional<at::Tensor>& target_mask = c10::nullopt);
+
   const EncoderDecoderConfig& config() const { return config_; }
   // Physical head pruning of the encoder's self attention, the decoder's self attention and
   // the decoder's cross attention ({layer: [heads]}, unpruned numbering; TransformerModel::

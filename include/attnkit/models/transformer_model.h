@@ -40,6 +40,9 @@ struct ModelOutput {
   std::vector<at::Tensor> hidden_states;   // layers + 1 entries when asked
   std::vector<at::Tensor> attentions;      // per layer [batch, heads, n, n]
   std::vector<at::Tensor> head_contexts;   // per layer [batch, heads, n, value_size]
+  // Per layer [batch, heads, n, value_size] of the cross attention (output_head_contexts with
+  // memory, in a model with cross attention).
+  std::vector<at::Tensor> cross_head_contexts;
 };
 
 // Which attention of a block: self attention, or the cross attention of decoder blocks.
@@ -75,6 +78,10 @@ class TransformerModelImpl : public torch::nn::Module {
   // depth. A gate tensor that requires grad receives ∂loss/∂ξ.
   void set_head_gates(const std::vector<at::Tensor>& gates,
                       AttentionSite site = AttentionSite::Self);
+  // The gates set_head_gates holds per depth (empty = none); cached decoding applies them too.
+  const std::vector<at::Tensor>& head_gates(AttentionSite site = AttentionSite::Self) const {
+    return site == AttentionSite::Self ? self_gates_ : cross_gates_;
+  }
   // The attention layer of `layer` at `site` (null for Cross in a model without cross attention).
   layers::MultiHeadAttention attention(int64_t layer, AttentionSite site = AttentionSite::Self) const;
   // Heads per layer (depth) now, after pruning.
