@@ -73,7 +73,12 @@ report::Section heads_stage(const StageContext& context) {
   options.model = best.parent_path().string();
   options.data = fmt::format("{} generated ListOps expressions", examples);
   options.read_data = [&](const std::string&, const std::string&, const io::LoadedModel&) {
-    return analysis::HeadsInputs{batch.ids, mask, batch.labels, train::ListOpsVocabulary::kNumClasses};
+    analysis::HeadsInputs inputs;
+    inputs.input_ids = batch.ids;
+    inputs.attention_mask = mask;
+    inputs.labels = batch.labels;
+    inputs.label_count = train::ListOpsVocabulary::kNumClasses;
+    return inputs;
   };
   options.batch_size = 50;
   options.seed = o.seed;
