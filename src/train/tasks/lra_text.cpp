@@ -6,6 +6,7 @@
 
 #include "attnkit/error.h"
 #include "attnkit/train/lra_text.h"
+#include "attnkit/train/tasks.h"
 
 #include <fmt/format.h>
 
@@ -32,8 +33,7 @@ Ids byte_ids(const std::string& text, int64_t truncate) {
 std::string training_file(const RunConfig& config, const std::string& prefix) {
   const auto& data = config.task.data;
   if (data.empty())
-    throw Error(fmt::format("task '{}' needs task.data (a directory from `attnkit data {} --out DIR`)",
-                            config.task.name, config.task.name));
+    throw Error(fmt::format("task '{}' needs task.data ({})", config.task.name, find_task(config.task.name)->files));
   if (fs::is_directory(data)) return (fs::path(data) / (prefix + "_train.tsv")).string();
   if (!fs::exists(data))
     throw Error(fmt::format("{}: no such file or directory (write it with `attnkit data {} --out DIR`)", data,
