@@ -194,8 +194,15 @@ make build
 /usr/bin/python3 bench/listops_results.py --parallel --steps {config_value(kind0, 'run', 'steps')} --prefix {RUN_PREFIX}   # ~75 min of the 2-core machine at 18,000 steps
 ```
 """
-    with open(os.path.join(ROOT, "docs", "results.md"), "w") as f:
+    # Sections other scripts own (bench/lra_results.py: between its lra-results markers) are kept.
+    path = os.path.join(ROOT, "docs", "results.md")
+    old = open(path).read() if os.path.isfile(path) else ""
+    begin, end = "<!-- lra-results:begin -->", "<!-- lra-results:end -->"
+    if begin in old and end in old:
+        text = text.rstrip("\n") + "\n\n" + begin + old.split(begin, 1)[1].split(end, 1)[0] + end + "\n"
+    with open(path + ".tmp", "w") as f:
         f.write(text)
+    os.replace(path + ".tmp", path)
     print(text)
 
 

@@ -1,14 +1,19 @@
-// attnkit_bench_train: training throughput of ONE GPT-2-shaped causal LM case; one JSON line.
+// attnkit_bench_train: training throughput of ONE case; one JSON line.
 //
-//   attnkit_bench_train --kind softmax|linear|cosformer --n N --batch B [--hidden H] [--layers L]
-//                       [--heads A] [--vocab V] [--steps S] [--warmup W] [--threads T]
-//                       [--default-malloc]
+//   attnkit_bench_train --kind KIND --n N --batch B [--model causal-lm|classifier] [--hidden H]
+//                       [--layers L] [--heads A] [--intermediate I] [--vocab V] [--steps S]
+//                       [--warmup W] [--threads T] [--default-malloc]
 //
-// The model is attnkit's TaskModel (pre-LN GPT-2 blocks, tanh gelu, tied LM head, dropout 0) with
-// the given attention kind; one step = forward, next-token cross entropy, backward, AdamW (lr 1e-4,
-// weight decay 0.01 on matrices). Random token ids, fixed per step. bench/peers/train_peer.py is
-// the same model and loop in python3-torch eager with the same CLI and JSON fields.
+// --model causal-lm (default): attnkit's TaskModel as a GPT-2 (pre-LN blocks, tanh gelu, tied LM
+// head, dropout 0) with the given attention kind; one step = forward, next-token cross entropy,
+// backward, AdamW (lr 1e-4, weight decay 0.01 on matrices). bench/peers/train_peer.py is the same
+// model and loop in python3-torch eager with the same CLI and JSON fields.
+// --model classifier: the LRA model (bench/lra_results.py): a bidirectional BERT-shaped encoder
+// over the tokens, mean pooling, 2 labels, cross entropy; the rest as above (Pathfinder-X's step).
+// KIND is any attention kind of the grammar (softmax, linear:elu, cosformer, synthesizer-dense, …).
+// Random token ids, fixed per step.
 //   tokens_per_s  batch·n·steps / time of the timed steps (after `warmup` untimed steps)
+//   step_cpu_ms   process CPU time (user + system) per timed step
 //   extra_peak    ru_maxrss at the end − resident set before the first step (MiB)
 #include <torch/torch.h>
 
@@ -35,6 +40,12 @@ double current_rss_mib() {
   return resident * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
 }
 
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
 double peak_rss_mib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -46,11 +57,15 @@ double peak_rss_mib() {
 int main(int argc, char** argv) try {
   using attnkit::cli::at_least;
   std::string kind = "softmax";
-  int64_t n = 256, batch = 8, hidden = 256, layers = 4, heads = 4, vocab = 8192;
+  std::string model_kind = "causal-lm";
+  int64_t n = 256, batch = 8, hidden = 256, layers = 4, heads = 4, intermediate = 0, vocab = 8192;
   int steps = 10, warmup = 2, threads = 2;
   CLI::App app{"attnkit training-throughput benchmark (one case)"};
-  app.add_option("--kind", kind, "softmax, linear (elu features) or cosformer")
-      ->capture_default_str()->check(CLI::IsMember({"softmax", "linear", "cosformer"}));
+  app.add_option("--kind", kind, "attention kind (softmax, linear = linear:elu, cosformer, synthesizer-dense, ...)")
+      ->capture_default_str();
+  app.add_option("--model", model_kind, "causal-lm (GPT-2) or classifier (bidirectional, mean pooling)")
+      ->capture_default_str()->check(CLI::IsMember({"causal-lm", "classifier"}));
+  app.add_option("--intermediate", intermediate, "feed-forward size (0 = 4 x hidden)")->capture_default_str()->check(at_least(0));
   app.add_option("--n", n, "sequence length")->capture_default_str()->check(at_least(1));
   app.add_option("--batch", batch, "batch size")->capture_default_str()->check(at_least(1));
   app.add_option("--hidden", hidden, "hidden size")->capture_default_str()->check(at_least(1));
@@ -70,27 +85,43 @@ int main(int argc, char** argv) try {
   attnkit::set_blas_threads(threads);
   torch::manual_seed(0);
 
-  auto config = attnkit::models::TransformerConfig::gpt2(vocab, hidden, layers, heads);
+  const bool classifier = model_kind == "classifier";
+  if (intermediate == 0) intermediate = 4 * hidden;
+  auto config = classifier ? attnkit::models::TransformerConfig::bert(vocab, hidden, layers, heads, intermediate)
+                           : attnkit::models::TransformerConfig::gpt2(vocab, hidden, layers, heads);
+  config.intermediate = intermediate;
   config.max_positions = n;
   config.dropout = 0.0;
   config.attention = attnkit::layers::AttentionSpec::parse(kind);  // "linear" is an alias of linear:elu
-  config.attention.causal = true;
+  config.attention.causal = !classifier;
+  config.attention.max_length = n;  // the synthesizers' tables cover n
+  if (classifier) {
+    config.pooler = false;
+    config.type_vocab_size = 0;
+  }
   attnkit::models::HeadsConfig heads_config;
-  heads_config.causal_lm = true;
+  if (classifier) {
+    heads_config.sequence_labels = 2;
+    heads_config.sequence_pooling = attnkit::models::Pooling::Mean;
+    heads_config.classifier_dropout = 0.0;
+  } else {
+    heads_config.causal_lm = true;
+  }
   attnkit::models::TaskModel model(config, heads_config);
   model->train();
   attnkit::train::OptimizerOptions options;
   options.learning_rate = 1e-4;
   auto optimizer = attnkit::train::make_optimizer(*model, options);
   auto ids = torch::randint(vocab, {batch, n}, torch::kLong);
-  auto targets = attnkit::models::next_token_targets(ids);
+  auto targets = classifier ? torch::randint(2, {batch}, torch::kLong) : attnkit::models::next_token_targets(ids);
   attnkit::models::TaskInputs in;
   in.input_ids = ids;
 
   const double baseline = current_rss_mib();
   auto step = [&] {
     optimizer->zero_grad();
-    auto logits = model->forward(in).causal_lm_logits;
+    auto out = model->forward(in);
+    auto logits = classifier ? out.sequence_logits : out.causal_lm_logits;
     auto loss = attnkit::models::cross_entropy(logits, targets);
     loss.backward();
     optimizer->step();
@@ -98,15 +129,19 @@ int main(int argc, char** argv) try {
   };
   for (int i = 0; i < warmup; ++i) step();
   const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = cpu_seconds();
   double loss = 0;
   for (int i = 0; i < steps; ++i) loss = step();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = cpu_seconds() - cpu0;
   nlohmann::json out{{"impl", "attnkit"},
                      {"kind", kind},
+                     {"model", model_kind},
                      {"n", n},
                      {"batch", batch},
                      {"steps", steps},
                      {"step_ms", 1000.0 * seconds / steps},
+                     {"step_cpu_ms", 1000.0 * cpu / steps},
                      {"tokens_per_s", static_cast<double>(batch * n * steps) / seconds},
                      {"extra_peak_mib", peak_rss_mib() - baseline},
                      {"loss", loss},

@@ -139,6 +139,64 @@ Table head_table(const analysis::HeadTable& values, const std::string& caption, 
   return t;
 }
 
+Table one_head_per_layer_table(const analysis::HeadsAnalysis& r) {
+  if (r.sites.size() < 2) throw Error("one head per layer: needs a model with several attention sites");
+  Table t;
+  t.caption = fmt::format(
+      "{0} when only the best head of a layer is kept at one site, every other head of the model kept "
+      "(Michel et al.'s Table 3; baseline {1:.4f}); in brackets the change", r.metric_name, r.ablation.baseline);
+  t.columns.push_back("layer");
+  int64_t layers = 0;
+  for (const auto& site : r.sites) {
+    t.columns.push_back(site.name);
+    layers = std::max(layers, site.layers);
+  }
+  for (int64_t l = 0; l < layers; ++l) {
+    std::vector<std::string> row{fmt::format("L{}", l)};
+    for (const auto& site : r.sites) {
+      const int64_t index = site.first_row + l;
+      if (l >= site.layers || index >= int64_t(r.ablation.all_but_one.size()) ||
+          r.ablation.all_but_one[index].empty()) {
+        row.push_back("");
+        continue;
+      }
+      const auto& kept = r.ablation.all_but_one[index];
+      const auto best = std::max_element(kept.begin(), kept.end());
+      row.push_back(fmt::format("{:.4f} ({:+.4f}, h{})", *best, *best - r.ablation.baseline, best - kept.begin()));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+Table pruned_by_site_table(const analysis::HeadsAnalysis& r) {
+  const analysis::PruningProfile* profile = nullptr;
+  for (const auto& p : r.profiles)
+    if (p.order == analysis::PruningOrder::Importance) profile = &p;
+  if (!profile || r.sites.size() < 2) throw Error("pruned by site: needs an importance-order profile of several sites");
+  Table t;
+  t.caption = fmt::format(
+      "Heads pruned at each site as the global pruning (least important first) goes on, with {} "
+      "(Michel et al.'s Figure 6)", r.metric_name);
+  t.columns = {"pruned", r.metric_name};
+  std::vector<int64_t> totals;
+  for (const auto& site : r.sites) {
+    int64_t total = 0;
+    for (int64_t l = 0; l < site.layers; ++l)
+      if (site.first_row + l < int64_t(r.importance.importance.size()))
+        total += int64_t(r.importance.importance[site.first_row + l].size());
+    totals.push_back(total);
+    t.columns.push_back(site.name);
+  }
+  for (const auto& step : profile->steps) {
+    std::vector<std::string> row{percent(step.fraction), fmt::format("{:.4f}", step.metric)};
+    for (size_t s = 0; s < r.sites.size(); ++s)
+      row.push_back(s < step.pruned_by_site.size() ? fmt::format("{} of {}", step.pruned_by_site[s], totals[s]) : "");
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
 Section heads_section(const analysis::HeadsAnalysis& r, int order) {
   Section s;
   s.order = order;
@@ -178,6 +236,13 @@ Section heads_section(const analysis::HeadsAnalysis& r, int order) {
   if (!r.profiles.empty())
     s.blocks.push_back({{}, {}, Figure{"Pruning profile with random and descending-importance baselines",
                                        render_svg(pruning_profile_plot(r.profiles, r.metric_name))}});
+  if (r.sites.size() >= 2) {
+    if (!r.ablation.all_but_one.empty()) s.blocks.push_back({{}, one_head_per_layer_table(r), {}});
+    const bool has_importance_profile = std::any_of(r.profiles.begin(), r.profiles.end(), [](const auto& p) {
+      return p.order == analysis::PruningOrder::Importance;
+    });
+    if (has_importance_profile) s.blocks.push_back({{}, pruned_by_site_table(r), {}});
+  }
   return s;
 }
 

@@ -169,7 +169,7 @@ void save_checkpoint(const std::string& directory, const TrainingCheckpoint& che
     io::write_file_atomically(path, checkpoint.optimizer_state);
   });
   files.emplace_back("trainer.safetensors", [&](const std::string& path) {
-    const std::map<std::string, std::string> metadata = {
+    std::map<std::string, std::string> metadata = {
         {"format", kFormat},
         {"step", std::to_string(checkpoint.step)},
         {"accumulation", std::to_string(checkpoint.accumulation)},
@@ -177,6 +177,7 @@ void save_checkpoint(const std::string& directory, const TrainingCheckpoint& che
         {"best_step", std::to_string(checkpoint.best_metric ? checkpoint.best_step : -1)},
         {"next_micro_batch", std::to_string(checkpoint.step * checkpoint.accumulation)},
     };
+    if (checkpoint.cpu_seconds) metadata["cpu_seconds"] = fmt::format("{}", *checkpoint.cpu_seconds);
     io::NamedTensors tensors = {
         {"rng.cpu", checkpoint.cpu_rng_state.contiguous()},
         {"best_metric", at::scalar_tensor(checkpoint.best_metric.value_or(0.0), at::kDouble)},
@@ -205,6 +206,13 @@ TrainingCheckpoint load_checkpoint(const std::string& directory) {
     checkpoint.world_size = metadata_integer(file, "world_size");
     checkpoint.best_step = metadata_integer(file, "best_step");
     if (checkpoint.best_step >= 0) checkpoint.best_metric = file.tensor("best_metric").item<double>();
+    if (file.metadata().count("cpu_seconds")) {  // runs with a CPU budget only
+      checkpoint.cpu_seconds = parse_double(metadata_value(file, "cpu_seconds"),
+                                            fmt::format("{}: metadata 'cpu_seconds'", file.path()));
+      if (!(*checkpoint.cpu_seconds >= 0)) {
+        throw Error(fmt::format("{}: metadata 'cpu_seconds' must be >= 0", file.path()));
+      }
+    }
     checkpoint.cpu_rng_state = file.tensor("rng.cpu");
     for (const std::string& name : file.names()) {
       if (name != "rng.cpu" && name != "best_metric") checkpoint.extra_tensors.emplace_back(name, file.tensor(name));

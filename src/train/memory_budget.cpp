@@ -193,13 +193,13 @@ std::string format_bytes(double bytes) {
   return fmt::format(bytes >= 100 ? "{:.0f} {}" : bytes >= 10 ? "{:.1f} {}" : "{:.2f} {}", bytes, units[unit]);
 }
 
-void check_training_memory(const models::TransformerConfig& config, const models::HeadsConfig& heads,
-                           const TrainerOptions& options, const std::string& what,
-                           const std::optional<MemoryBudget>& budget) {
+namespace {
+
+void check_needed(double parameters, double buffers, const TrainerOptions& options, const std::string& what,
+                  const std::optional<MemoryBudget>& budget) {
   if (!budget) return;
-  const double parameters = parameters_estimate(config, heads);
   const int64_t copies = training_copies(options);
-  const double needed = (parameters * static_cast<double>(copies) + buffer_values(config)) * 4;
+  const double needed = (parameters * static_cast<double>(copies) + buffers) * 4;
   if (needed <= budget->bytes) return;
   const std::string optimiser = options.optimizer.kind == OptimizerKind::kSgd
                                     ? (options.optimizer.momentum > 0 ? ", SGD momentum" : "")
@@ -208,6 +208,31 @@ void check_training_memory(const models::TransformerConfig& config, const models
                           "more than the {} this process may use ({})",
                           what, format_bytes(needed), parameters, copies, optimiser,
                           options.ema_decay > 0 ? ", EMA" : "", format_bytes(budget->bytes), budget->source));
+}
+
+}  // namespace
+
+void check_training_memory(const models::TransformerConfig& config, const models::HeadsConfig& heads,
+                           const TrainerOptions& options, const std::string& what,
+                           const std::optional<MemoryBudget>& budget) {
+  if (!budget) return;
+  check_needed(parameters_estimate(config, heads), buffer_values(config), options, what, budget);
+}
+
+double parameters_estimate(const models::EncoderDecoderConfig& config) {
+  models::HeadsConfig none, lm;
+  lm.causal_lm = true;
+  lm.tie_lm = config.tie_output;
+  double total = parameters_estimate(config.encoder, none) + parameters_estimate(config.decoder, lm);
+  if (config.share_embeddings) total -= d(config.decoder.vocab_size) * d(config.decoder.effective_embedding_size());
+  return total;
+}
+
+void check_training_memory(const models::EncoderDecoderConfig& config, const TrainerOptions& options,
+                           const std::string& what, const std::optional<MemoryBudget>& budget) {
+  if (!budget) return;
+  check_needed(parameters_estimate(config), buffer_values(config.encoder) + buffer_values(config.decoder), options,
+               what, budget);
 }
 
 }  // namespace attnkit::train

@@ -40,10 +40,15 @@ LearningRateSchedule::LearningRateSchedule(const ScheduleOptions& options, doubl
 
 double LearningRateSchedule::rate(int64_t step) const {
   const int64_t warmup = options_.warmup_steps;
+  if (step < warmup) return rate(step, 0.0);
+  return rate(step, static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total_ - warmup)));
+}
+
+double LearningRateSchedule::rate(int64_t step, double decay_progress) const {
+  const int64_t warmup = options_.warmup_steps;
   if (step < warmup) return peak_ * static_cast<double>(step + 1) / static_cast<double>(warmup);
   if (options_.kind == ScheduleKind::kConstant) return peak_;
-  const double progress = std::min(
-      1.0, static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total_ - warmup)));
+  const double progress = std::clamp(decay_progress, 0.0, 1.0);
   const double floor = options_.min_ratio * peak_;
   const double shape = options_.kind == ScheduleKind::kLinear
                            ? 1.0 - progress

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <filesystem>
 #include <mutex>
@@ -31,10 +33,20 @@ void TrainerOptions::validate() const {
         fmt::format("ema_decay must be 0 (off) or in (0, 1), got {}", ema_decay));
   check(eval_every >= 0, fmt::format("eval_every must be >= 0, got {}", eval_every));
   check(checkpoint_every >= 0, fmt::format("checkpoint_every must be >= 0, got {}", checkpoint_every));
+  check(std::isfinite(cpu_budget) && cpu_budget >= 0,
+        fmt::format("cpu_budget must be >= 0 seconds (0 = none), got {}", cpu_budget));
   optimizer.validate();
 }
 
 namespace {
+
+// User + system CPU time of this process (all threads), in seconds.
+double process_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 std::string rng_name(int rank) { return rank == 0 ? "rng.cpu" : fmt::format("rng.cpu.{}", rank); }
 
@@ -96,6 +108,7 @@ struct Trainer::State {
   int64_t step = 0;
   std::optional<double> best_metric;
   int64_t best_step = -1;
+  double cpu_seconds = 0;  // of the training steps, resumes included
   bool resumed = false;
   std::function<void(const StepRecord&)> callback;
 
@@ -238,6 +251,7 @@ struct Trainer::State {
     checkpoint.world_size = world();
     checkpoint.best_metric = best_metric;
     checkpoint.best_step = best_step;
+    if (options.cpu_budget > 0) checkpoint.cpu_seconds = cpu_seconds;
     torch::nn::Module& module = task.module();
     for (const auto& item : module.named_parameters()) checkpoint.model.emplace_back(item.key(), item.value().detach());
     for (const auto& item : module.named_buffers()) checkpoint.model.emplace_back(item.key(), item.value());
@@ -323,6 +337,7 @@ int64_t Trainer::resume(const std::string& run_directory) {
   s.step = checkpoint.step;
   s.best_metric = checkpoint.best_metric;
   s.best_step = checkpoint.best_step;
+  s.cpu_seconds = checkpoint.cpu_seconds.value_or(0.0);
   s.resumed = true;
   return s.step;
 }
@@ -396,7 +411,16 @@ TrainResult Trainer::train() {
   const LearningRateSchedule schedule(o.schedule, o.optimizer.learning_rate, o.steps);
   TrainResult result;
   module.train();
-  while (s.step < o.steps) {
+  const bool budgeted = o.cpu_budget > 0;
+  if (budgeted && s.data_parallel) {
+    throw Error("run.cpu_budget: not supported with data parallelism (each rank would stop at its own step)");
+  }
+  if (budgeted && s.resumed && s.cpu_seconds >= o.cpu_budget) {
+    progress.note(fmt::format("the CPU budget of {} s was already spent ({:.1f} s) at step {}", o.cpu_budget,
+                              s.cpu_seconds, s.step));
+  }
+  while (s.step < o.steps && !(budgeted && s.cpu_seconds >= o.cpu_budget)) {
+    const double cpu_before = process_cpu_seconds();
     StepRecord record;
     record.step = s.step + 1;
     record.loss = s.accumulate_gradients(record.step, record.tokens);
@@ -407,14 +431,17 @@ TrainResult Trainer::train() {
       s.stop(record.step, "the gradient norm is " + non_finite_name(record.grad_norm) +
                               s.non_finite_location(record.step, true));
     }
-    record.learning_rate = schedule.rate(record.step - 1);
+    record.learning_rate = budgeted ? schedule.rate(record.step - 1, s.cpu_seconds / o.cpu_budget)
+                                    : schedule.rate(record.step - 1);
     set_learning_rate(*s.optimizer, record.learning_rate);
     s.optimizer->step();
     if (s.ema) s.ema->update();
     s.step = record.step;
+    s.cpu_seconds += process_cpu_seconds() - cpu_before;
+    record.cpu_seconds = s.cpu_seconds;
 
     const int64_t step = record.step;
-    const bool last = step == o.steps;
+    const bool last = step == o.steps || (budgeted && s.cpu_seconds >= o.cpu_budget);
     report_step(progress, {step, record.loss, record.learning_rate, record.grad_norm, record.tokens});
     if (metrics_log && (last || (o.log_every > 0 && step % o.log_every == 0))) {
       metrics_log->append(nlohmann::json{{"step", step},
@@ -422,7 +449,8 @@ TrainResult Trainer::train() {
                                          {"lr", record.learning_rate},
                                          {"grad_norm", record.grad_norm},
                                          {"tokens", record.tokens},
-                                         {"tokens_per_second", progress.rate()}}
+                                         {"tokens_per_second", progress.rate()},
+                                         {"cpu_seconds", s.cpu_seconds}}
                               .dump());
     }
     bool improved = false;
@@ -448,6 +476,7 @@ TrainResult Trainer::train() {
   result.steps = s.step;
   result.best_metric = s.best_metric;
   result.best_step = s.best_step;
+  result.cpu_seconds = s.cpu_seconds;
   return result;
 }
 

@@ -55,7 +55,7 @@ class Page(html.parser.HTMLParser):
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STAGES = ["oracles", "speed", "training", "collapse", "heads", "decoding"]
+STAGES = ["oracles", "speed", "training", "lra", "collapse", "heads", "translation", "decoding"]
 
 
 def read_page(path):
@@ -91,7 +91,7 @@ class Report(unittest.TestCase):
             for sid, s in page.sections.items():
                 self.assertTrue(s["text"].strip(), f"section {sid} is empty")
             self.assertIn("table", page.sections["oracles"]["tags"])
-            for sid in ("speed", "training", "collapse"):
+            for sid in ("speed", "training", "lra", "collapse", "translation"):
                 self.assertIn("svg", page.sections[sid]["tags"], f"section {sid} has no inline plot")
             self.assertNotIn("failed", page.sections["summary"]["text"])
             self.assertIn("target met", page.sections["summary"]["text"])

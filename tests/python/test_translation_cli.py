@@ -91,6 +91,11 @@ class TranslationCli(unittest.TestCase):
         rc, out, err = attnkit("--quiet", "generate", "--model", run, "--prompt", "big dog old cat")
         self.assertEqual(rc, 0, err)
         self.assertEqual(out.strip(), "perro grande gato viejo")
+        # --sources FILE is --prompts FILE under the translator's name: one translation per line.
+        sources = write(os.path.join(self.dir, "sources.txt"), "big dog old cat\nbig dog old cat\n")
+        rc, out, err = attnkit("--quiet", "generate", "--model", run, "--sources", sources)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.splitlines(), ["perro grande gato viejo"] * 2)  # the translation alone
         rc, out, err = attnkit("eval", "--run", run, "--split", "test")
         self.assertEqual(rc, 0, err)
         self.assertRegex(out, r"^step 300 split test bleu=\S+ chrf=\S+ loss=")

@@ -64,6 +64,19 @@ TEST(MemoryBudget, EstimateMatchesBuiltModels) {
   }
 }
 
+// An encoder-decoder (the translation task's model): both stacks, cross attention, shared or
+// separate embeddings, tied output.
+TEST(MemoryBudget, EstimateMatchesEncoderDecoders) {
+  for (const bool share : {true, false}) {
+    SCOPED_TRACE(share ? "shared embeddings" : "separate embeddings");
+    auto c = models::EncoderDecoderConfig::transformer(300, 300, 32, 2, 4, 64);
+    c.share_embeddings = share;
+    c.encoder.max_positions = c.decoder.max_positions = 40;
+    models::EncoderDecoderModel model(c);
+    EXPECT_NEAR(parameters_estimate(c), static_cast<double>(models::parameter_count(*model)), 0.5);
+  }
+}
+
 // model.key_size / model.value_size: the estimate stays exact for per-head widths other than
 // hidden / heads (queries and keys of key_size, values and head contexts of value_size).
 TEST(MemoryBudget, EstimateFollowsKeyAndValueSizes) {

@@ -51,6 +51,16 @@ TEST(Schedule, CosineDecaysToTheFloor) {
   EXPECT_NEAR(make(ScheduleKind::kCosine, 0, 0.5).rate(104), 1.0, 1e-15);
 }
 
+// The decay at a given progress (a CPU budget's spent fraction): warm-up still by steps.
+TEST(Schedule, DecayAtAGivenProgress) {
+  auto schedule = make(ScheduleKind::kCosine, 4);
+  EXPECT_DOUBLE_EQ(schedule.rate(1, 0.9), schedule.rate(1));  // in warm-up the progress is ignored
+  EXPECT_DOUBLE_EQ(schedule.rate(10, 0.25), schedule.rate(29));
+  EXPECT_NEAR(schedule.rate(10, 1.0), 0.0, 1e-15);
+  EXPECT_NEAR(schedule.rate(10, 7.0), 0.0, 1e-15);  // clamped
+  EXPECT_DOUBLE_EQ(make(ScheduleKind::kLinear, 4, 0.1).rate(5, 0.5), 0.2 + 1.8 * 0.5);
+}
+
 TEST(Schedule, ClearErrors) {
   EXPECT_EQ(error_of([] { schedule_kind_from_string("step"); }),
             "unknown schedule 'step' (expected constant, linear or cosine)");

@@ -57,6 +57,7 @@ std::vector<nlohmann::json> metrics_lines(const fs::path& run_directory) {
   while (std::getline(in, line)) {
     auto json = nlohmann::json::parse(line);
     json.erase("tokens_per_second");  // timing
+    json.erase("cpu_seconds");
     lines.push_back(json);
   }
   return lines;
@@ -343,6 +344,64 @@ TEST(Progress, MetricsLogKeepsStepsUpToTheResumedOne) {
   EXPECT_EQ(read_bytes(path), "");
 }
 
+// run.cpu_budget: training stops at the first step whose CPU time reaches the budget; the decay
+// after warm-up follows the spent fraction; the spent time is checkpointed and a resume continues
+// to a larger budget from it.
+TEST(Trainer, CpuBudgetStopsTrainingAndDecaysOverIt) {
+  const fs::path dir = scratch_directory("train");
+  TrainerOptions o = lm_options(dir.string());
+  o.steps = 1000000;
+  o.cpu_budget = 0.4;
+  o.ema_decay = 0;
+  o.eval_every = 0;
+  o.checkpoint_every = 0;
+  o.schedule.kind = ScheduleKind::kCosine;
+  std::vector<StepRecord> records;
+  TinyLmTask task;
+  Trainer trainer(task, o);
+  trainer.set_step_callback([&](const StepRecord& r) { records.push_back(r); });
+  const TrainResult result = trainer.train();
+  ASSERT_GE(records.size(), 6u);  // a tiny step takes milliseconds
+  EXPECT_LT(result.steps, o.steps);
+  EXPECT_EQ(result.steps, static_cast<int64_t>(records.size()));
+  EXPECT_GE(result.cpu_seconds, o.cpu_budget);
+  EXPECT_EQ(result.cpu_seconds, records.back().cpu_seconds);
+  for (size_t i = 0; i + 1 < records.size(); ++i) {
+    EXPECT_LT(records[i].cpu_seconds, o.cpu_budget) << "step " << records[i].step << " ran past the budget";
+    EXPECT_LT(records[i].cpu_seconds, records[i + 1].cpu_seconds);
+  }
+  EXPECT_FALSE(records.back().metrics.empty());  // the last step evaluates
+  // Warm-up by steps, then a cosine over the budget: non-increasing, and near zero at the end.
+  EXPECT_DOUBLE_EQ(records[0].learning_rate, o.optimizer.learning_rate / 3);
+  EXPECT_DOUBLE_EQ(records[2].learning_rate, o.optimizer.learning_rate);
+  for (size_t i = 3; i < records.size(); ++i) EXPECT_LE(records[i].learning_rate, records[i - 1].learning_rate);
+  EXPECT_LT(records.back().learning_rate, 0.3 * o.optimizer.learning_rate);
+  EXPECT_TRUE(fs::exists(dir / "checkpoints" / checkpoint_directory_name(result.steps)));
+  EXPECT_DOUBLE_EQ(
+      load_checkpoint((dir / "checkpoints" / checkpoint_directory_name(result.steps)).string()).cpu_seconds.value_or(-1),
+      result.cpu_seconds);
+  EXPECT_NE(read_bytes(dir / "metrics.jsonl").find("\"cpu_seconds\":"), std::string::npos);
+
+  // Resume with twice the budget: continues from the spent time, not from zero.
+  o.cpu_budget = 0.8;
+  TinyLmTask again;
+  Trainer resumed(again, o);
+  EXPECT_EQ(resumed.resume(dir.string()), result.steps);
+  std::vector<StepRecord> more;
+  resumed.set_step_callback([&](const StepRecord& r) { more.push_back(r); });
+  const TrainResult second = resumed.train();
+  ASSERT_FALSE(more.empty());
+  EXPECT_GT(more.front().cpu_seconds, result.cpu_seconds);
+  EXPECT_GE(second.cpu_seconds, 0.8);
+  EXPECT_LT(more.front().learning_rate, records[3].learning_rate);  // half the new budget was spent
+
+  // An exhausted budget trains no further step.
+  TinyLmTask third;
+  Trainer spent(third, o);
+  spent.resume(dir.string());
+  EXPECT_EQ(spent.train().steps, second.steps);
+}
+
 TEST(Trainer, OptionErrors) {
   TrainerOptions o;
   o.accumulation = 0;
@@ -350,6 +409,9 @@ TEST(Trainer, OptionErrors) {
   o = TrainerOptions();
   o.ema_decay = 1;
   EXPECT_EQ(error_of([&] { o.validate(); }), "trainer options: ema_decay must be 0 (off) or in (0, 1), got 1");
+  o = TrainerOptions();
+  o.cpu_budget = -1;
+  EXPECT_EQ(error_of([&] { o.validate(); }), "trainer options: cpu_budget must be >= 0 seconds (0 = none), got -1");
 }
 
 }  // namespace

@@ -164,6 +164,10 @@ TEST(TranslationTask, BadSettingsAndDataAreOneLineErrors) {
       {[&](RunConfig& c) { c.task.data = (dir / "bad_train.tsv").string(); },
        "bad_train.tsv:2: expected 2 tab-separated columns, got 1"},
       {[&](RunConfig& c) { c.task.tokenizer = (dir / "vocab_nosep.txt").string(); }, "has no end token"},
+      // Models that cannot fit are refused before anything is allocated (memory_budget.h).
+      {[](RunConfig& c) { c.model.layers = 100000000000; }, "model.layers = 100000000000 (each stack)"},
+      {[](RunConfig& c) { c.model.hidden = 1000000000; }, "this process may use"},
+      {[](RunConfig& c) { c.model.hidden = int64_t{1} << 41; }, "model.hidden: 2199023255552 is larger than 2^40"},
   };
   for (const auto& [change, expected] : cases) {
     auto c = config;

@@ -176,8 +176,9 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   }
   for (size_t p = 0; p < prompts.size(); ++p)
     for (const auto& h : results[p]) {
-      // With a tokenizer: prompt text + new text; without: the new ids.
-      const std::string body = tokenizer ? shown[p] + detokenize(h.tokens)
+      // With a tokenizer: prompt text + new text (an encoder-decoder: the translation alone, its
+      // prompt is the source); without: the new ids.
+      const std::string body = tokenizer ? (seq2seq ? "" : shown[p]) + detokenize(h.tokens)
                                          : fmt::format("{}", fmt::join(h.tokens, " "));
       if (results[p].size() > 1 || config.strategy == decode::Strategy::Beam)
         fmt::print("{}\t[score {:.4f}]\n", body, h.score);
@@ -202,8 +203,9 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
       ->required();
   g->add_option("--tokenizer", o->tokenizer,
                 "tokenizer file or directory (default: the model directory's)");
-  g->add_option("--prompt", o->prompts, "prompt text (repeatable)");
-  g->add_option("--prompts", o->prompts_file, "file with one prompt per line");
+  g->add_option("--prompt,--source", o->prompts, "prompt text (repeatable; an encoder-decoder's source)");
+  g->add_option("--prompts,--sources", o->prompts_file,
+                "file with one prompt per line (an encoder-decoder: one source per line)");
   g->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids \"1 2 3\" (repeatable)");
   g->add_option("--strategy", o->strategy, "greedy | beam | sample")
       ->check(CLI::IsMember({"greedy", "beam", "sample"}))

@@ -114,8 +114,8 @@ int run_train(const TrainArguments& args, const GlobalOptions& global) {
   if (writer && !global.quiet) {
     std::string metrics;
     for (const auto& [k, v] : result.last_metrics) metrics += fmt::format(" {}={:.4f}", k, v);
-    fmt::print("done: step {}, last training loss {:.4f}; validation:{}\n", result.steps,
-               result.last_loss, metrics);
+    fmt::print("done: step {}, last training loss {:.4f}; validation:{}; {:.1f} CPU s of training steps\n",
+               result.steps, result.last_loss, metrics, result.cpu_seconds);
   }
   return 0;
 }

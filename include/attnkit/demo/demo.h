@@ -70,8 +70,10 @@ DemoOutcome run_demo(const DemoOptions& options);
 report::Section oracles_stage(const StageContext& context);
 report::Section speed_stage(const StageContext& context);
 report::Section training_stage(const StageContext& context);
+report::Section lra_stage(const StageContext& context);
 report::Section collapse_stage(const StageContext& context);
 report::Section heads_stage(const StageContext& context);
+report::Section translation_stage(const StageContext& context);
 report::Section decoding_stage(const StageContext& context);
 
 }  // namespace attnkit::demo

@@ -34,7 +34,15 @@ LinePlot profile_over_steps_plot(const std::vector<int64_t>& steps,
                                  const std::vector<analysis::PruningProfile>& profiles,
                                  const std::string& metric_name);
 
-// The section (id "heads"), with figures rendered (the profile needs gnuplot).
+// For a model with several attention sites (an encoder-decoder): per (layer, site) the metric when
+// only the best head of that layer is kept at that site (Michel et al.'s Table 3, from
+// ablation.all_but_one), and the heads pruned per site at each step of the importance-order
+// profile (their Figure 6). Throw attnkit::Error for a model with one site (or no such profile).
+Table one_head_per_layer_table(const analysis::HeadsAnalysis& analysis);
+Table pruned_by_site_table(const analysis::HeadsAnalysis& analysis);
+
+// The section (id "heads"), with figures rendered (the profile needs gnuplot); a model with
+// several sites also gets the two tables above.
 Section heads_section(const analysis::HeadsAnalysis& analysis, int order = 60);
 
 // The output folder of `attnkit analyze heads`, created if need be. With a model: heads.json

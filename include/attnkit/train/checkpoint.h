@@ -64,6 +64,9 @@ struct TrainingCheckpoint {
   int64_t world_size = 1;
   std::optional<double> best_metric;  // none before the first evaluation
   int64_t best_step = -1;
+  // CPU time of the training steps so far: metadata of a run with a CPU budget only, so that the
+  // checkpoints of other runs stay byte-identical on exact resume.
+  std::optional<double> cpu_seconds;
   at::Tensor cpu_rng_state;  // uint8, at::Generator::get_state()
   io::NamedTensors model;    // parameters and buffers by name
   std::optional<io::NamedTensors> ema;

@@ -8,6 +8,7 @@
 // cgroup (v2 memory.max, v1 memory.limit_in_bytes, or an ancestor's) has a limit, that limit less
 // the cgroup's usage -- the smaller. Activations are not counted: a run refused here cannot even
 // hold its weights and optimiser state.
+#include "attnkit/models/encoder_decoder.h"
 #include "attnkit/models/task_model.h"
 #include "attnkit/models/transformer_config.h"
 #include "attnkit/train/trainer.h"
@@ -48,5 +49,12 @@ std::string format_bytes(double bytes);
 void check_training_memory(const models::TransformerConfig& config, const models::HeadsConfig& heads,
                            const TrainerOptions& options, const std::string& what,
                            const std::optional<MemoryBudget>& budget);
+
+// The same for an encoder-decoder (the translation task): both stacks (the decoder's cross
+// attention included), a shared source/target embedding counted once, the output projection
+// only when it is not tied.
+double parameters_estimate(const models::EncoderDecoderConfig& config);
+void check_training_memory(const models::EncoderDecoderConfig& config, const TrainerOptions& options,
+                           const std::string& what, const std::optional<MemoryBudget>& budget);
 
 }  // namespace attnkit::train

@@ -3,7 +3,7 @@
 // and overridable setting by setting from the command line (`--model.hidden 256`). The resolved
 // config is written to the run directory as config.toml, which `--resume` and `attnkit eval` read.
 //
-//   [run]        dir, steps, seed, accumulation, clip_norm, ema, eval_every, checkpoint_every,
+//   [run]        dir, steps, seed, accumulation, clip_norm, ema, eval_every, checkpoint_every, cpu_budget,
 //                keep_last, log_every
 //   [task]       name (a task of the registry, tasks.h), data, tokenizer, batch_size, truncate,
 //                min_length, max_length, train_examples, eval_examples, eval_split,

@@ -29,6 +29,9 @@ class LearningRateSchedule {
   // Throws attnkit::Error for a negative warm-up, peak rate or total, or min_ratio outside [0, 1].
   LearningRateSchedule(const ScheduleOptions& options, double peak_rate, int64_t total_steps);
   double rate(int64_t step) const;  // step >= 0
+  // The same warm-up by steps, then the decay at `decay_progress` in [0, 1] (clamped) instead of
+  // the step's place in total_steps: a training run with a CPU budget decays over the budget.
+  double rate(int64_t step, double decay_progress) const;
 
  private:
   ScheduleOptions options_;

@@ -85,6 +85,13 @@ struct TrainerOptions {
   bool quiet = false;
   int64_t log_every = 10;      // progress lines and metrics.jsonl records
   std::optional<bool> terminal;  // progress bar or plain lines; default: isatty(stderr)
+  // A budget of process CPU time (user + system, all threads) for the training steps, summed over
+  // resumes; evaluations and checkpoints do not count. 0 = none. With a budget, training stops
+  // after the first step that reaches it (or at `steps`, whichever comes first), and the
+  // learning-rate decay after warm-up follows the spent fraction of the budget instead of the step
+  // count. Equal budgets make runs of different speed comparable (the LRA table); such a run's
+  // length depends on the machine, so it is not repeatable bit for bit. Single process only.
+  double cpu_budget = 0;
   // Throws attnkit::Error naming the first bad field.
   void validate() const;
 };
@@ -96,6 +103,7 @@ struct StepRecord {
   double grad_norm = 0;  // before clipping
   double learning_rate = 0;
   int64_t tokens = 0;    // this step, all ranks
+  double cpu_seconds = 0;  // CPU time of the training steps so far (resumes included)
   std::map<std::string, double> metrics;  // when this step evaluated, else empty
 };
 
@@ -105,6 +113,7 @@ struct TrainResult {
   std::map<std::string, double> last_metrics;  // the final evaluation
   std::optional<double> best_metric;
   int64_t best_step = -1;
+  double cpu_seconds = 0;  // CPU time of the training steps (resumes included)
 };
 
 class Trainer {

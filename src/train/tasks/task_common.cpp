@@ -250,13 +250,7 @@ TextBlocks text_blocks(const RunConfig& config, const text::Tokenizer& tokenizer
   return out;
 }
 
-}  // namespace detail
-
-models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, int64_t longest,
-                                       bool causal) {
-  const auto& m = config.model;
-  // Sizes beyond 2^40 would overflow the products of the model's shapes (4 x hidden, hidden x
-  // intermediate); the memory check refuses far smaller ones.
+void check_model_size_settings(const ModelSettings& m) {
   constexpr int64_t kLargest = int64_t{1} << 40;
   for (const auto& [name, value] : {std::pair<const char*, int64_t>{"hidden", m.hidden}, {"layers", m.layers},
                                     {"heads", m.heads}, {"intermediate", m.intermediate},
@@ -265,6 +259,14 @@ models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, i
     if (value > kLargest) throw Error(fmt::format("model.{}: {} is larger than 2^40", name, value));
   for (const auto& [name, value] : {std::pair<const char*, int64_t>{"key_size", m.key_size}, {"value_size", m.value_size}})
     if (value < 0) throw Error(fmt::format("model.{}: {} must be at least 1 (0 = hidden / heads)", name, value));
+}
+
+}  // namespace detail
+
+models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, int64_t longest,
+                                       bool causal) {
+  const auto& m = config.model;
+  detail::check_model_size_settings(m);
   const std::string family = m.family.empty() ? (causal ? "gpt2" : "bert") : m.family;
   if (!models::is_preset(family))
     throw Error(fmt::format("model.family: '{}' is not one of {}", one_line(family),

@@ -223,6 +223,11 @@ models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t lo
 // Heads of a whole-sequence classifier with `labels` classes (model.pooling, model.dropout).
 models::HeadsConfig classification_heads(const RunConfig& config, int64_t labels);
 
+// Throws "model.NAME: V is larger than 2^40" for a size setting beyond 2^40 (such sizes would
+// overflow the products of the model's shapes; the memory check refuses far smaller ones) and
+// "model.key_size: V must be at least 1" for a negative key or value size.
+void check_model_size_settings(const ModelSettings& m);
+
 // The tokenizer task.tokenizer names; Error naming the task when it is empty.
 text::Tokenizer task_tokenizer(const RunConfig& config);
 

@@ -7,6 +7,7 @@
 #include "attnkit/layers/attention_spec.h"
 #include "attnkit/layers/embeddings.h"
 #include "attnkit/models/encoder_decoder.h"
+#include "attnkit/train/memory_budget.h"
 #include "attnkit/train/metrics.h"
 
 #include <fmt/format.h>
@@ -163,6 +164,7 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
                             "empty or transformer (got '{}'; pre- or post-LN: model.pre_ln)",
                             m.family));
   if (!m.init.empty()) throw Error("task 'translation' cannot start from model.init yet");
+  check_model_size_settings(m);
   if (m.max_positions > 0 && m.max_positions < t.truncate)
     throw Error(fmt::format("model.max_positions ({}) is below task.truncate ({}): a source or target of "
                             "task.truncate tokens would not fit the position table",
@@ -214,6 +216,10 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
   c.share_embeddings = m.share_embeddings;
   c.tie_output = true;
   c.validate();
+  check_training_memory(c, config.trainer,
+                        fmt::format("model.layers = {} (each stack), model.hidden = {}, model.intermediate = {}, "
+                                    "vocabulary {}", m.layers, m.hidden, c.encoder.intermediate, vocab),
+                        memory_budget());
   torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
   models::EncoderDecoderModel model(c);
   return std::make_unique<TranslationTask>(model, config, std::move(tokenizer), std::move(train_rows),
