@@ -78,8 +78,9 @@ std::string list_names(const std::vector<std::string>& names, size_t limit = 12)
 // ------------------------------------------------------------------------------------------
 // config.json
 
-// The family config.json names: its "model_type", else the first "architectures" name that
-// starts with a family's prefix.
+}  // namespace
+
+namespace detail {
 const HuggingFaceFamily& detect_family(const json& j) {
   if (!j.is_object()) throw Error("config.json: expected a JSON object");
   if (j.contains("model_type") && j["model_type"].is_string())
@@ -98,6 +99,10 @@ const HuggingFaceFamily& detect_family(const json& j) {
   throw Error(fmt::format("config.json: no 'model_type' (and no architectures naming {}; attnkit "
                           "reads {})", prefixes, detail::huggingface_model_types()));
 }
+}  // namespace detail
+
+namespace {
+using detail::detect_family;
 
 // The family a layout names (a table entry; anything else is a caller's error).
 const HuggingFaceFamily& layout_family(const HuggingFaceLayout& layout) {
@@ -113,6 +118,10 @@ const HuggingFaceFamily& layout_family(const HuggingFaceLayout& layout) {
 
 TransformerConfig config_from_huggingface(const json& j, std::string* model_type_out) {
   const HuggingFaceFamily& family = detect_family(j);
+  if (family.encoder_decoder)
+    throw Error(fmt::format("config.json: model_type '{}' is an encoder-decoder, not a single "
+                            "stack (io::load_model reads it as models::EncoderDecoderModel)",
+                            family.model_type));
   if (model_type_out) *model_type_out = family.model_type;
   TransformerConfig c = family.config_from_json(j);
   if (j.contains("pruned_heads") && !j["pruned_heads"].is_null())
