@@ -120,6 +120,17 @@ const HuggingFaceFamily& bart_family();
 // starts with a family's prefix (huggingface.cpp). Throws attnkit::Error "config.json: ...".
 const HuggingFaceFamily& detect_family(const nlohmann::json& config_json);
 
+// A Hugging Face directory's files (huggingface.cpp): DIR/config.json, parsed, and
+// DIR/model.safetensors, which must exist (a pytorch_model.bin alone is refused with the
+// save_pretrained hint). One-line errors naming the path.
+struct HuggingFaceFiles {
+  std::string config_path, weights_path;
+  nlohmann::json config_json;
+};
+HuggingFaceFiles huggingface_files(const std::string& directory);
+// A config reader's "config.json: WHAT" error as "CONFIG_PATH: WHAT".
+Error naming_config_file(const Error& e, const std::string& config_path);
+
 // The table of families (hf_families.cpp), in the order errors list them.
 const std::vector<const HuggingFaceFamily*>& huggingface_families();
 // "bert, albert, gpt2, marian, bart": the model types of the table.

@@ -71,15 +71,6 @@ const HuggingFaceFamily& encoder_decoder_family(const std::string& model_type) {
   return family;
 }
 
-json read_json_file(const std::string& path) {
-  const std::string text = read_file(path);
-  try {
-    return json::parse(text);
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON ({})", path, one_line(e.what())));
-  }
-}
-
 // The model's parameters and buffers by name.
 std::map<std::string, at::Tensor> tensors_by_name(models::EncoderDecoderModelImpl& model) {
   std::map<std::string, at::Tensor> out;
@@ -180,18 +171,10 @@ EncoderDecoderConfig encoder_decoder_config_from_huggingface(const json& j, std:
 
 models::EncoderDecoderModel load_huggingface_encoder_decoder(const std::string& directory,
                                                              HuggingFaceModel* info_out) {
-  const std::string config_path = (fs::path(directory) / "config.json").string();
-  const std::string weights_path = (fs::path(directory) / "model.safetensors").string();
-  if (!fs::exists(config_path)) throw Error(fmt::format("{}: no config.json", directory));
-  if (!fs::exists(weights_path)) {
-    if (fs::exists(fs::path(directory) / "pytorch_model.bin"))
-      throw Error(fmt::format("{}: only pytorch_model.bin (pickle) found; attnkit reads "
-                              "model.safetensors (convert it with transformers' save_pretrained("
-                              "safe_serialization=True))", directory));
-    throw Error(fmt::format("{}: no model.safetensors", directory));
-  }
+  detail::HuggingFaceFiles files = detail::huggingface_files(directory);
+  const std::string config_path = files.config_path, weights_path = files.weights_path;
   HuggingFaceModel info;
-  info.config_json = read_json_file(config_path);
+  info.config_json = std::move(files.config_json);
   std::string model_type;
   EncoderDecoderConfig config;
   std::map<std::string, models::HeadIndices> pruned;
@@ -199,8 +182,7 @@ models::EncoderDecoderModel load_huggingface_encoder_decoder(const std::string& 
     config = encoder_decoder_config_from_huggingface(info.config_json, &model_type);
     pruned = pruned_from_json(info.config_json);
   } catch (const Error& e) {
-    const std::string what = e.what(), prefix = "config.json: ";
-    throw Error(config_path + ": " + (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what));
+    throw detail::naming_config_file(e, config_path);
   }
   const HuggingFaceFamily& family = encoder_decoder_family(model_type);
   const EncoderDecoderFamily& hooks = *family.encoder_decoder;

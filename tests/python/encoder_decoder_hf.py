@@ -1,5 +1,4 @@
-#!/usr/bin/python3
-"""Hugging Face Marian (MarianMTModel, the Opus-MT family) and BART (BartForConditionalGeneration)
+"""Shared checks of test_marian_hf.py and test_bart_hf.py: Hugging Face Marian (MarianMTModel, the Opus-MT family) and BART (BartForConditionalGeneration)
 directories in attnkit's encoder-decoder, against transformers 4.38.2 (the held-out peer): tiny
 random models built and saved by transformers (2 + 2 layers, d_model 32, 4 heads, vocabulary 100;
 Marian with scale_embedding, swish, bad_words_ids = [[pad]] and forced_eos_token_id; BART with its
@@ -14,31 +13,26 @@ perturbed LayerNorms so that every tensor's place matters).
     the outputs of the original under the same head masks, and attnkit reads it back pruned;
   - bad configs: a missing or unsupported field is a one-line error naming config.json and the key.
 
-ctest runs this file with /usr/bin/python3; it re-runs itself with the test venv's python
-(scripts/peer_python.sh)."""
+The test files call runner.run_in_peer_venv("transformers") before importing this module; they
+set BUILD_DIR from runner.build_dir()."""
 import json
 import os
 import shutil
 import subprocess
 import tempfile
-import unittest
-
-import runner
-
-runner.run_in_peer_venv("transformers")
 
 import torch  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 from transformers import (BartConfig, BartForConditionalGeneration, MarianConfig,  # noqa: E402
                           MarianMTModel)
 
-BUILD_DIR = "build"
+settings = {"build_dir": "build"}  # the test file sets it from --build-dir
 TOLERANCE = 1e-4
 VOCAB = 100
 
 
 def attnkit(*argv):
-    p = subprocess.run([os.path.join(BUILD_DIR, "attnkit"), "--threads", "1", *argv],
+    p = subprocess.run([os.path.join(settings["build_dir"], "attnkit"), "--threads", "1", *argv],
                        capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout, p.stderr
 
@@ -274,28 +268,3 @@ class EncoderDecoderHf:
             self.assertEqual(len(lines), 1, err)
             self.assertIn(path, lines[0])
             self.assertIn(key, lines[0])
-
-
-class MarianHf(EncoderDecoderHf, unittest.TestCase):
-    family = "marian"
-    make = staticmethod(make_marian)
-
-    def test_pad_is_never_generated(self):
-        # bad_words_ids = [[pad]]: the pad token gets -inf, though its logit wins (final_logits_bias).
-        self.assertEqual(self.config.bad_words_ids, [[VOCAB - 1]])
-        source, target = self.sources[0], [self.config.decoder_start_token_id, 7]
-        _, logits = self.hf_forward(self.model, source, target)
-        self.assertEqual(logits[0, -1].argmax().item(), VOCAB - 1)
-        got = self.attnkit_generate(self.sources, "--max-new-tokens", "12")
-        for g in got:
-            self.assertNotIn(VOCAB - 1, g["ids"])
-
-
-class BartHf(EncoderDecoderHf, unittest.TestCase):
-    family = "bart"
-    make = staticmethod(make_bart)
-
-
-if __name__ == "__main__":
-    BUILD_DIR = runner.build_dir()
-    runner.run()
