@@ -292,7 +292,8 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
   g->add_option("--condition", o->condition,
                 "class of a class-conditional model: its id, or its label (the checkpoint's condition_labels.txt)");
   g->add_option("--decoder-start-id", o->decoder_start,
-                "encoder-decoder models: the token the decoder starts from (default: its pad id)")
+                "encoder-decoder models: the token the decoder starts from (default: the model's "
+                "decoder_start_token_id, else its pad id)")
       ->check(at_least(0));
   g->add_option("--seed", o->seed, "sampling seed (default: the global --seed)");
   g->add_flag("--json", o->json, "print ids, text and scores as JSON instead of streaming text");
