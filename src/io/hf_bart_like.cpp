@@ -32,7 +32,17 @@ EncoderDecoderConfig bart_like_config_from_json(const json& j, bool bart) {
   const int64_t vocab = value<int64_t>(j, "vocab_size");
   const int64_t pad = value<int64_t>(j, "pad_token_id");
   const bool share = bart || value_or<bool>(j, "share_encoder_decoder_embeddings", true);
-  const int64_t target_vocab = share ? vocab : value_or<int64_t>(j, "decoder_vocab_size", vocab);
+  // Unshared, transformers gives the decoder an input table of vocab_size rows, an LM head of
+  // decoder_vocab_size rows, and (tied) ties the head to the *encoder's* table: attnkit's model
+  // has one decoder vocabulary and ties the head to the decoder's table.
+  if (!share && value_or<int64_t>(j, "decoder_vocab_size", vocab) != vocab)
+    throw Error(fmt::format("config.json: 'decoder_vocab_size' {} != vocab_size {} with "
+                            "share_encoder_decoder_embeddings = false is not supported",
+                            value<int64_t>(j, "decoder_vocab_size"), vocab));
+  if (!share && value_or<bool>(j, "tie_word_embeddings", true))
+    throw Error("config.json: 'tie_word_embeddings' = true with share_encoder_decoder_embeddings = "
+                "false (the LM head tied to the encoder's embeddings) is not supported");
+  const int64_t target_vocab = vocab;
   auto stack = [&](const char* side, int64_t stack_vocab) {
     const std::string prefix = side;
     TransformerConfig c;
