@@ -157,7 +157,10 @@ void process(at::Tensor& scores, const std::vector<std::vector<int64_t>>& histor
     scores.fill_(kNegInf);
     scores.select(1, token).fill_(0.0);
   };
-  if (step == 0 && config.forced_bos_token_id >= 0) force(config.forced_bos_token_id);
+  // HF forces BOS at cur_len == 1: when every prompt is one token (an encoder-decoder's start).
+  if (step == 0 && config.forced_bos_token_id >= 0 &&
+      std::all_of(histories.begin(), histories.end(), [](const auto& h) { return h.size() == 1; }))
+    force(config.forced_bos_token_id);
   if (step == config.max_new_tokens - 1 && config.forced_eos_token_id >= 0)
     force(config.forced_eos_token_id);
 }

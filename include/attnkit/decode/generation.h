@@ -16,8 +16,8 @@
 // positive, · p when negative), no_repeat_ngram_size (a token that would repeat an n-gram seen
 // in the prompt or generated gets −inf), bad_words_ids (a token that would complete a listed
 // sequence gets −inf; a one-token sequence always; sequences equal to an EOS are ignored),
-// min_new_tokens (EOS gets −inf before that), forced_bos_token_id (the first new token; for
-// prompts of one token, as the encoder-decoder's start token is), forced_eos_token_id (the last
+// min_new_tokens (EOS gets −inf before that), forced_bos_token_id (the first new token, when
+// every prompt is one token, as the encoder-decoder's start token is: HF's cur_len == 1), forced_eos_token_id (the last
 // new token at max_new_tokens; every other token −inf, it 0), in that order. The history
 // the processors see is the prompt's real tokens + the generated ones (HF also sees left padding).
 // Stop strings (greedy and sampling): a row ends when its decoded new text contains one.
