@@ -51,6 +51,11 @@ void GenerationConfig::validate() const {
     fail(fmt::format("repetition_penalty must be > 0, got {}", repetition_penalty));
   if (no_repeat_ngram_size < 0)
     fail(fmt::format("no_repeat_ngram_size must be >= 0, got {}", no_repeat_ngram_size));
+  for (const auto& words : bad_words_ids) {
+    if (words.empty()) fail("bad_words_ids: an empty token sequence");
+    for (int64_t id : words)
+      if (id < 0) fail(fmt::format("bad_words_ids: token id {} is negative", id));
+  }
   if (!stop_strings.empty() && !detokenize)
     fail("stop strings need a tokenizer to decode the generated text");
 }
@@ -114,6 +119,24 @@ std::vector<int64_t> banned_ngram_tokens(const std::vector<int64_t>& history, in
 
 namespace {
 
+// Tokens that would complete one of config.bad_words_ids after `history` (HF's
+// NoBadWordsLogitsProcessor: sequences equal to [eos] are dropped from the list).
+std::vector<int64_t> banned_bad_words(const std::vector<int64_t>& history,
+                                      const GenerationConfig& config) {
+  std::vector<int64_t> banned;
+  for (const auto& words : config.bad_words_ids) {
+    if (words.size() == 1 && std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(),
+                                       words[0]) != config.eos_token_ids.end())
+      continue;
+    const size_t prefix = words.size() - 1;
+    if (prefix > history.size()) continue;
+    if (std::equal(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(prefix),
+                   history.end() - static_cast<std::ptrdiff_t>(prefix)))
+      banned.push_back(words.back());
+  }
+  return banned;
+}
+
 // The processors, row by row, on scores [rows, vocab] (in place).
 void process(at::Tensor& scores, const std::vector<std::vector<int64_t>>& histories, int64_t step,
              const GenerationConfig& config) {
@@ -123,10 +146,23 @@ void process(at::Tensor& scores, const std::vector<std::vector<int64_t>>& histor
     apply_repetition_penalty(row, histories[r], config.repetition_penalty);
     for (int64_t token : banned_ngram_tokens(histories[r], config.no_repeat_ngram_size))
       row[token] = kNegInf;
+    for (int64_t token : banned_bad_words(histories[r], config))
+      if (token < vocab) row[token] = kNegInf;
   }
   if (step < config.min_new_tokens)
     for (int64_t eos : config.eos_token_ids)
       if (eos >= 0 && eos < vocab) scores.select(1, eos).fill_(kNegInf);
+  auto force = [&](int64_t token) {
+    if (token < 0 || token >= vocab) return;
+    scores.fill_(kNegInf);
+    scores.select(1, token).fill_(0.0);
+  };
+  // HF forces BOS at cur_len == 1: when every prompt is one token (an encoder-decoder's start).
+  if (step == 0 && config.forced_bos_token_id >= 0 &&
+      std::all_of(histories.begin(), histories.end(), [](const auto& h) { return h.size() == 1; }))
+    force(config.forced_bos_token_id);
+  if (step == config.max_new_tokens - 1 && config.forced_eos_token_id >= 0)
+    force(config.forced_eos_token_id);
 }
 
 bool is_eos(const GenerationConfig& config, int64_t token) {

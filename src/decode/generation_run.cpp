@@ -40,6 +40,40 @@ void set_special_tokens(GenerationConfig& config, const nlohmann::json& hf_confi
                                                         : model_pad;
 }
 
+void set_generation_rules(GenerationConfig& config, const nlohmann::json& hf_config,
+                          const std::string& where) {
+  if (!hf_config.is_object()) return;
+  auto present = [&](const char* key) { return hf_config.contains(key) && !hf_config[key].is_null(); };
+  auto bad = [&](const char* key, const std::string& expected) {
+    return Error(fmt::format("{}: '{}' must be {} (got {})", where, key, expected,
+                             one_line(hf_config[key].dump())));
+  };
+  for (const char* key : {"forced_bos_token_id", "forced_eos_token_id"}) {
+    if (!present(key)) continue;
+    const auto& v = hf_config[key];
+    // A list (several EOS ids) forces its first, as a single id does.
+    const auto& id = v.is_array() && !v.empty() ? v[0] : v;
+    if (!id.is_number_integer() || id.get<int64_t>() < 0) throw bad(key, "a token id");
+    (std::string(key) == "forced_bos_token_id" ? config.forced_bos_token_id
+                                               : config.forced_eos_token_id) = id.get<int64_t>();
+  }
+  if (present("bad_words_ids")) {
+    const auto& v = hf_config["bad_words_ids"];
+    if (!v.is_array()) throw bad("bad_words_ids", "a list of token id lists");
+    config.bad_words_ids.clear();
+    for (const auto& words : v) {
+      if (!words.is_array() || words.empty()) throw bad("bad_words_ids", "a list of token id lists");
+      std::vector<int64_t> ids;
+      for (const auto& id : words) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0)
+          throw bad("bad_words_ids", "a list of token id lists");
+        ids.push_back(id.get<int64_t>());
+      }
+      config.bad_words_ids.push_back(std::move(ids));
+    }
+  }
+}
+
 std::unique_ptr<LanguageModel> language_model(const models::TaskModel& model, const std::string& name,
                                               int64_t condition_class) {
   const auto& heads = model->heads();
@@ -83,7 +117,7 @@ std::vector<std::vector<Hypothesis>> run_generation(const GenerationRequest& req
     auto model = std::dynamic_pointer_cast<models::EncoderDecoderModelImpl>(request.model);
     const auto& decoder = model->config().decoder;
     const int64_t start = request.decoder_start_token_id >= 0 ? request.decoder_start_token_id
-                                                              : decoder.pad_token_id;
+                                                              : model->decoder_start_token();
     if (start < 0 || start >= decoder.vocab_size)
       throw Error(fmt::format("generate: decoder start token {} is outside the decoder's vocabulary "
                               "[0, {})",

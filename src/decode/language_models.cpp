@@ -138,7 +138,9 @@ void Seq2SeqLM::start(int64_t batch, int64_t horizon) {
 at::Tensor Seq2SeqLM::forward(const at::Tensor& ids, const at::Tensor& valid,
                               const at::Tensor& positions) {
   at::Tensor h = last_column(session_->forward(ids, valid, positions));
-  return linear_rows(h, models::lm_head_weight(model_->lm_head, *model_->decoder), {});
+  at::Tensor logits = linear_rows(h, models::lm_head_weight(model_->lm_head, *model_->decoder), {});
+  // Marian's and BART's final_logits_bias [1, vocab].
+  return model_->final_logits_bias.defined() ? logits + model_->final_logits_bias : logits;
 }
 
 void Seq2SeqLM::select_rows(const at::Tensor& index) { session_->select_rows(index); }

@@ -37,6 +37,7 @@ HuggingFaceFamily bert_like_family() {
       kBertLikeBuffers,
       [](const CheckpointContents& contents, const nlohmann::json& j, models::TransformerConfig& c,
          models::HeadsConfig& h) { bert_like_detect_heads(contents, j, c, h, Albert); },
+      nullptr,
   };
 }
 

@@ -12,6 +12,8 @@ const std::vector<const HuggingFaceFamily*>& huggingface_families() {
       &bert_family(),
       &albert_family(),
       &gpt2_family(),
+      &marian_family(),
+      &bart_family(),
   };
   return families;
 }
@@ -25,7 +27,7 @@ std::string huggingface_model_types() {
 
 const HuggingFaceFamily* huggingface_family(models::ModelFamily family) {
   for (const HuggingFaceFamily* candidate : huggingface_families())
-    if (candidate->family == family) return candidate;
+    if (candidate->family == family && !candidate->encoder_decoder) return candidate;
   return nullptr;
 }
 
@@ -59,7 +61,7 @@ layers::Activation activation_or(const json& j, const char* key, const char* fal
     return layers::parse_activation(name);
   } catch (const Error&) {
     throw Error(fmt::format("config.json: {} {} is not supported (attnkit knows gelu, gelu_new, "
-                            "gelu_tanh, gelu_pytorch_tanh, relu)", key, quoted(name)));
+                            "gelu_tanh, gelu_pytorch_tanh, relu, silu, swish)", key, quoted(name)));
   }
 }
 

@@ -6,6 +6,7 @@
 // Adding a family = one file defining its record (a function returning it, declared below) + one
 // row in that table.
 #include "attnkit/error.h"
+#include "attnkit/models/encoder_decoder.h"
 #include "attnkit/models/task_model.h"
 #include "attnkit/models/transformer_config.h"
 
@@ -65,6 +66,21 @@ class CheckpointContents {
   virtual std::string base(const std::string& name) const = 0;
 };
 
+// An encoder-decoder family (Marian, BART): the hooks huggingface_encoder_decoder.cpp's loader
+// and saver read. Base rules are relative to the base prefix ("model.") on the HF side; every
+// rule's `ours` is a parameter or buffer name of models::EncoderDecoderModel. In `hf`, "{layer}"
+// is a layer of the stack the name starts with ("encoder." or "decoder.").
+struct EncoderDecoderFamily {
+  // config.json -> the model config; throws "config.json: ..." naming the key.
+  models::EncoderDecoderConfig (*config_from_json)(const nlohmann::json& config_json);
+  // The config.json of a model (its architecture, sizes and conventions) for a fresh save;
+  // throws (require_expressible) for a config the family cannot express.
+  nlohmann::json (*config_to_json)(const models::EncoderDecoderConfig& config);
+  std::vector<NameRule> (*name_rules)(const models::EncoderDecoderConfig& config);
+  std::vector<TiedAlias> (*tied_aliases)(const models::EncoderDecoderConfig& config);
+  const char* buffer_names;  // regex over base names of tensors recognised and not loaded
+};
+
 struct HuggingFaceFamily {
   const char* model_type;                          // config.json's "model_type", e.g. "bert"
   models::ModelFamily family;                      // TransformerConfig::family it maps to
@@ -87,21 +103,42 @@ struct HuggingFaceFamily {
   // as config_from_json made it.
   void (*detect_heads)(const CheckpointContents& contents, const nlohmann::json& config_json,
                        models::TransformerConfig& config, models::HeadsConfig& heads);
+  // Encoder-decoder families: their hooks (the single-stack ones above are then null, and
+  // `family` is Custom); nullptr for the single-stack families.
+  const EncoderDecoderFamily* encoder_decoder;
 };
 
-// The records, one file each (hf_bert.cpp, hf_albert.cpp, hf_gpt2.cpp).
+// The records, one file each (hf_bert.cpp, hf_albert.cpp, hf_gpt2.cpp; Marian and BART share
+// hf_bart_like.cpp).
 const HuggingFaceFamily& bert_family();
 const HuggingFaceFamily& albert_family();
 const HuggingFaceFamily& gpt2_family();
+const HuggingFaceFamily& marian_family();
+const HuggingFaceFamily& bart_family();
+
+// The family config.json names: its "model_type", else the first "architectures" name that
+// starts with a family's prefix (huggingface.cpp). Throws attnkit::Error "config.json: ...".
+const HuggingFaceFamily& detect_family(const nlohmann::json& config_json);
+
+// A Hugging Face directory's files (huggingface.cpp): DIR/config.json, parsed, and
+// DIR/model.safetensors, which must exist (a pytorch_model.bin alone is refused with the
+// save_pretrained hint). One-line errors naming the path.
+struct HuggingFaceFiles {
+  std::string config_path, weights_path;
+  nlohmann::json config_json;
+};
+HuggingFaceFiles huggingface_files(const std::string& directory);
+// A config reader's "config.json: WHAT" error as "CONFIG_PATH: WHAT".
+Error naming_config_file(const Error& e, const std::string& config_path);
 
 // The table of families (hf_families.cpp), in the order errors list them.
 const std::vector<const HuggingFaceFamily*>& huggingface_families();
-// "bert, albert, gpt2": the model types of the table.
+// "bert, albert, gpt2, marian, bart": the model types of the table.
 std::string huggingface_model_types();
-// The family of a TransformerConfig::family, or nullptr (Custom).
+// The single-stack family of a TransformerConfig::family, or nullptr (Custom).
 const HuggingFaceFamily* huggingface_family(models::ModelFamily family);
 // The family of a config.json "model_type"; throws attnkit::Error "config.json: model_type 'X' is
-// not supported (attnkit reads bert, albert, gpt2)", X on one line.
+// not supported (attnkit reads bert, albert, gpt2, marian, bart)", X on one line.
 const HuggingFaceFamily& huggingface_family_named(const std::string& model_type);
 
 // ------------------------------------------------------------------------------------------
@@ -134,7 +171,8 @@ T value_or(const nlohmann::json& j, const char* key, T fallback) {
 
 // Throws when j[key] is true: `what` names the feature attnkit does not implement.
 void reject_true(const nlohmann::json& j, const char* key, const char* what);
-// j[key] (or `fallback`) as an activation: gelu, gelu_new, gelu_tanh, gelu_pytorch_tanh, relu;
+// j[key] (or `fallback`) as an activation: gelu, gelu_new, gelu_tanh, gelu_pytorch_tanh, relu,
+// silu, swish;
 // another name is an error naming the key.
 layers::Activation activation_or(const nlohmann::json& j, const char* key, const char* fallback);
 // Whether one of "architectures" contains `part`.

@@ -98,6 +98,7 @@ const HuggingFaceFamily& gpt2_family() {
       gpt2_aliases,
       R"(^h\.\d+\.attn\.(bias|masked_bias)$)",  // the causal mask buffers
       gpt2_detect_heads,
+      nullptr,
   };
   return family;
 }

@@ -78,8 +78,9 @@ std::string list_names(const std::vector<std::string>& names, size_t limit = 12)
 // ------------------------------------------------------------------------------------------
 // config.json
 
-// The family config.json names: its "model_type", else the first "architectures" name that
-// starts with a family's prefix.
+}  // namespace
+
+namespace detail {
 const HuggingFaceFamily& detect_family(const json& j) {
   if (!j.is_object()) throw Error("config.json: expected a JSON object");
   if (j.contains("model_type") && j["model_type"].is_string())
@@ -98,6 +99,10 @@ const HuggingFaceFamily& detect_family(const json& j) {
   throw Error(fmt::format("config.json: no 'model_type' (and no architectures naming {}; attnkit "
                           "reads {})", prefixes, detail::huggingface_model_types()));
 }
+}  // namespace detail
+
+namespace {
+using detail::detect_family;
 
 // The family a layout names (a table entry; anything else is a caller's error).
 const HuggingFaceFamily& layout_family(const HuggingFaceLayout& layout) {
@@ -113,6 +118,10 @@ const HuggingFaceFamily& layout_family(const HuggingFaceLayout& layout) {
 
 TransformerConfig config_from_huggingface(const json& j, std::string* model_type_out) {
   const HuggingFaceFamily& family = detect_family(j);
+  if (family.encoder_decoder)
+    throw Error(fmt::format("config.json: model_type '{}' is an encoder-decoder, not a single "
+                            "stack (io::load_model reads it as models::EncoderDecoderModel)",
+                            family.model_type));
   if (model_type_out) *model_type_out = family.model_type;
   TransformerConfig c = family.config_from_json(j);
   if (j.contains("pruned_heads") && !j["pruned_heads"].is_null())
@@ -250,27 +259,43 @@ class FileContents final : public detail::CheckpointContents {
 
 }  // namespace
 
-models::TaskModel load_huggingface(const std::string& directory, HuggingFaceModel* info_out) {
+namespace detail {
+
+HuggingFaceFiles huggingface_files(const std::string& directory) {
   namespace fs = std::filesystem;
-  const std::string config_path = (fs::path(directory) / "config.json").string();
-  const std::string weights_path = (fs::path(directory) / "model.safetensors").string();
-  if (!fs::exists(config_path)) throw Error(fmt::format("{}: no config.json", directory));
-  if (!fs::exists(weights_path)) {
+  HuggingFaceFiles files;
+  files.config_path = (fs::path(directory) / "config.json").string();
+  files.weights_path = (fs::path(directory) / "model.safetensors").string();
+  if (!fs::exists(files.config_path)) throw Error(fmt::format("{}: no config.json", directory));
+  if (!fs::exists(files.weights_path)) {
     if (fs::exists(fs::path(directory) / "pytorch_model.bin"))
       throw Error(fmt::format("{}: only pytorch_model.bin (pickle) found; attnkit reads "
                               "model.safetensors (convert it with transformers' save_pretrained("
                               "safe_serialization=True))", directory));
     throw Error(fmt::format("{}: no model.safetensors", directory));
   }
+  files.config_json = read_json_file(files.config_path);
+  return files;
+}
+
+Error naming_config_file(const Error& e, const std::string& config_path) {
+  // The readers' messages say "config.json: ..."; name the file the user gave (fuzz finding).
+  const std::string what = e.what(), prefix = "config.json: ";
+  return Error(config_path + ": " + (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what));
+}
+
+}  // namespace detail
+
+models::TaskModel load_huggingface(const std::string& directory, HuggingFaceModel* info_out) {
+  detail::HuggingFaceFiles files = detail::huggingface_files(directory);
+  const std::string config_path = files.config_path, weights_path = files.weights_path;
   HuggingFaceModel info;
-  info.config_json = read_json_file(config_path);
+  info.config_json = std::move(files.config_json);
   std::string model_type;
   try {
     info.config = config_from_huggingface(info.config_json, &model_type);
   } catch (const Error& e) {
-    // Its messages say "config.json: ..."; name the file the user gave (fuzz finding).
-    const std::string what = e.what(), prefix = "config.json: ";
-    throw Error(config_path + ": " + (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what));
+    throw detail::naming_config_file(e, config_path);
   }
   const HuggingFaceFamily& family = detail::huggingface_family_named(model_type);
   auto& layout = info.layout;

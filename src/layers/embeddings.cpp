@@ -12,7 +12,9 @@ PositionEncoding parse_position_encoding(const std::string& name) {
   if (name == "learned" || name == "absolute") return PositionEncoding::Learned;
   if (name == "sinusoidal") return PositionEncoding::Sinusoidal;
   if (name == "none") return PositionEncoding::None;
-  throw Error(fmt::format("unknown position encoding '{}' (known: learned, sinusoidal, none)",
+  if (name == "sinusoidal-halves") return PositionEncoding::SinusoidalHalves;
+  throw Error(fmt::format("unknown position encoding '{}' (known: learned, sinusoidal, none, "
+                          "sinusoidal-halves)",
                           one_line(name)));
 }
 
@@ -21,17 +23,20 @@ const char* position_encoding_name(PositionEncoding encoding) {
     case PositionEncoding::Learned: return "learned";
     case PositionEncoding::Sinusoidal: return "sinusoidal";
     case PositionEncoding::None: return "none";
+    case PositionEncoding::SinusoidalHalves: return "sinusoidal-halves";
   }
   return "?";
 }
 
-at::Tensor sinusoidal_positions(int64_t positions, int64_t size) {
+at::Tensor sinusoidal_positions(int64_t positions, int64_t size, bool halves) {
   at::Tensor table = torch::zeros({positions, size}, torch::kFloat64);
   auto t = table.accessor<double, 2>();
+  const int64_t sines = (size + 1) / 2;  // halves: the columns holding sines
   for (int64_t p = 0; p < positions; ++p)
     for (int64_t i = 0; i < size; ++i) {
       const double angle = double(p) / std::pow(10000.0, double(2 * (i / 2)) / double(size));
-      t[p][i] = i % 2 == 0 ? std::sin(angle) : std::cos(angle);
+      const double value = i % 2 == 0 ? std::sin(angle) : std::cos(angle);
+      t[p][halves ? (i % 2 == 0 ? i / 2 : sines + i / 2) : i] = value;
     }
   return table.to(torch::kFloat32);
 }
@@ -42,10 +47,19 @@ EmbeddingsImpl::EmbeddingsImpl(const EmbeddingsOptions& options) : options_(opti
     throw Error(fmt::format("embeddings: vocab_size ({}) and embedding_size ({}) must be positive",
                             options.vocab_size(), E));
   token = register_module("token", torch::nn::Embedding(options.vocab_size(), E));
+  if (options.position_id_offset() < 0)
+    throw Error(fmt::format("embeddings: position_id_offset must be >= 0, got {}",
+                            options.position_id_offset()));
   if (options.positions() == PositionEncoding::Learned)
-    position = register_module("position", torch::nn::Embedding(options.max_positions(), E));
-  else if (options.positions() == PositionEncoding::Sinusoidal)
-    sinusoid_ = register_buffer("sinusoid", sinusoidal_positions(options.max_positions(), E));
+    position = register_module(
+        "position",
+        torch::nn::Embedding(options.max_positions() + options.position_id_offset(), E));
+  else if (options.positions() == PositionEncoding::Sinusoidal ||
+           options.positions() == PositionEncoding::SinusoidalHalves)
+    sinusoid_ = register_buffer(
+        "sinusoid",
+        sinusoidal_positions(options.max_positions(), E,
+                             options.positions() == PositionEncoding::SinusoidalHalves));
   if (options.type_vocab_size() > 0)
     token_type = register_module("token_type", torch::nn::Embedding(options.type_vocab_size(), E));
   if (options.layer_norm())
@@ -89,14 +103,19 @@ at::Tensor EmbeddingsImpl::forward(const at::Tensor& input_ids,
                             "max_positions {}",
                             n, position_offset, options_.max_positions()));
   at::Tensor x = token->forward(input_ids);
+  if (options_.token_scale() != 1.0) x = x * options_.token_scale();
+  const bool sinusoidal = options_.positions() == PositionEncoding::Sinusoidal ||
+                          options_.positions() == PositionEncoding::SinusoidalHalves;
+  const int64_t row_offset = options_.position_id_offset();
   if (position_ids && options_.positions() == PositionEncoding::Learned) {
-    x = x + position->forward(position_ids->to(at::kLong));
-  } else if (position_ids && options_.positions() == PositionEncoding::Sinusoidal) {
+    x = x + position->forward(position_ids->to(at::kLong) + row_offset);
+  } else if (position_ids && sinusoidal) {
     x = x + sinusoid_.index({position_ids->to(at::kLong)}).to(x.dtype());
   } else if (options_.positions() == PositionEncoding::Learned) {
-    at::Tensor ids = torch::arange(position_offset, position_offset + n, input_ids.options());
+    at::Tensor ids = torch::arange(position_offset + row_offset, position_offset + row_offset + n,
+                                   input_ids.options());
     x = x + position->forward(ids).unsqueeze(0);
-  } else if (options_.positions() == PositionEncoding::Sinusoidal) {
+  } else if (sinusoidal) {
     x = x + sinusoid_.slice(0, position_offset, position_offset + n).to(x.dtype()).unsqueeze(0);
   }
   if (token_type) {

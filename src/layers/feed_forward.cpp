@@ -13,8 +13,9 @@ Activation parse_activation(const std::string& name) {
   if (name == "gelu_new" || name == "gelu_tanh" || name == "gelu_pytorch_tanh")
     return Activation::GeluTanh;
   if (name == "relu") return Activation::Relu;
+  if (name == "silu" || name == "swish") return Activation::Silu;
   throw Error(fmt::format("unknown activation '{}' (known: gelu, gelu_new, gelu_tanh, "
-                          "gelu_pytorch_tanh, relu)", one_line(name)));
+                          "gelu_pytorch_tanh, relu, silu, swish)", one_line(name)));
 }
 
 const char* activation_name(Activation activation) {
@@ -22,6 +23,7 @@ const char* activation_name(Activation activation) {
     case Activation::Gelu: return "gelu";
     case Activation::GeluTanh: return "gelu_new";
     case Activation::Relu: return "relu";
+    case Activation::Silu: return "silu";
   }
   return "?";
 }
@@ -31,6 +33,7 @@ at::Tensor apply_activation(const at::Tensor& x, Activation activation) {
     case Activation::Gelu: return at::gelu(x);
     case Activation::GeluTanh: return at::gelu(x, "tanh");
     case Activation::Relu: return at::relu(x);
+    case Activation::Silu: return at::silu(x);
   }
   return x;
 }

@@ -24,6 +24,9 @@ void EncoderDecoderConfig::validate() const {
     throw Error("encoder-decoder config: share_embeddings needs equal vocabularies and embedding sizes");
   if (tie_output && decoder.effective_embedding_size() != decoder.hidden)
     throw Error("encoder-decoder config: tie_output needs the decoder's embedding_size == hidden");
+  if (decoder_start_token_id >= decoder.vocab_size)
+    throw Error(fmt::format("encoder-decoder config: decoder_start_token_id {} outside the decoder's "
+                            "vocabulary [0, {})", decoder_start_token_id, decoder.vocab_size));
 }
 
 EncoderDecoderConfig EncoderDecoderConfig::transformer(int64_t source_vocab, int64_t target_vocab,
@@ -60,6 +63,9 @@ void to_json(nlohmann::json& j, const EncoderDecoderConfig& c) {
                      {"decoder", c.decoder},
                      {"share_embeddings", c.share_embeddings},
                      {"tie_output", c.tie_output}};
+  // Written only when set, so the configs of other models read as before.
+  if (c.final_logits_bias) j["final_logits_bias"] = true;
+  if (c.decoder_start_token_id >= 0) j["decoder_start_token_id"] = c.decoder_start_token_id;
 }
 
 void from_json(const nlohmann::json& j, EncoderDecoderConfig& c) {
@@ -68,6 +74,8 @@ void from_json(const nlohmann::json& j, EncoderDecoderConfig& c) {
   r.read("decoder", c.decoder);
   r.read("share_embeddings", c.share_embeddings);
   r.read("tie_output", c.tie_output);
+  r.read("final_logits_bias", c.final_logits_bias);
+  r.read("decoder_start_token_id", c.decoder_start_token_id);
   r.reject_unknown();
 }
 
@@ -81,6 +89,19 @@ EncoderDecoderModelImpl::EncoderDecoderModelImpl(const EncoderDecoderConfig& con
   if (!config_.tie_output)
     lm_head = register_parameter(
         "lm_head", torch::randn({config_.decoder.vocab_size, config_.decoder.hidden}) * 0.02);
+  if (config_.final_logits_bias)
+    final_logits_bias =
+        register_buffer("final_logits_bias", torch::zeros({1, config_.decoder.vocab_size}));
+}
+
+at::Tensor EncoderDecoderModelImpl::logits(const at::Tensor& hidden) const {
+  at::Tensor out = at::linear(hidden, lm_head_weight(lm_head, *decoder));
+  return final_logits_bias.defined() ? out + final_logits_bias.to(out.dtype()) : out;
+}
+
+int64_t EncoderDecoderModelImpl::decoder_start_token() const {
+  return config_.decoder_start_token_id >= 0 ? config_.decoder_start_token_id
+                                             : config_.decoder.pad_token_id;
 }
 
 void EncoderDecoderModelImpl::prune_heads(const HeadIndices& encoder_self,
@@ -111,8 +132,7 @@ at::Tensor EncoderDecoderModelImpl::decode(const at::Tensor& target_ids, const a
   in.memory = memory;
   if (source_mask) in.memory_padding = source_mask->to(at::kBool);
   in.position_offset = position_offset;
-  const auto hidden = decoder->forward(in).last_hidden_state;
-  return at::linear(hidden, lm_head_weight(lm_head, *decoder));
+  return logits(decoder->forward(in).last_hidden_state);
 }
 
 at::Tensor EncoderDecoderModelImpl::forward(const at::Tensor& source_ids,
@@ -138,7 +158,7 @@ EncoderDecoderModelImpl::HeadContextsOutput EncoderDecoderModelImpl::forward_wit
   dec.output_head_contexts = true;
   ModelOutput decoded = decoder->forward(dec);
   HeadContextsOutput out;
-  out.logits = at::linear(decoded.last_hidden_state, lm_head_weight(lm_head, *decoder));
+  out.logits = logits(decoded.last_hidden_state);
   for (auto* part : {&encoded.head_contexts, &decoded.head_contexts, &decoded.cross_head_contexts})
     out.head_contexts.insert(out.head_contexts.end(), part->begin(), part->end());
   return out;

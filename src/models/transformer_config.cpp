@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 namespace attnkit::models {
 namespace {
@@ -82,6 +83,9 @@ void to_json(json& j, const TransformerConfig& c) {
            {"memory_hidden", c.memory_hidden},
            {"condition_size", c.condition_size},
            {"pad_token_id", c.pad_token_id}};
+  // Written only when set, so the configs of other models read as before.
+  if (c.embedding_scale != 1.0) j["embedding_scale"] = c.embedding_scale;
+  if (c.position_id_offset != 0) j["position_id_offset"] = c.position_id_offset;
   if (!c.pruned_heads.empty()) j["pruned_heads"] = head_indices_to_json(c.pruned_heads);
   if (!c.pruned_cross_heads.empty())
     j["pruned_cross_heads"] = head_indices_to_json(c.pruned_cross_heads);
@@ -151,6 +155,8 @@ void from_json(const json& j, TransformerConfig& c) {
   r.read("memory_hidden", c.memory_hidden);
   r.read("condition_size", c.condition_size);
   r.read("pad_token_id", c.pad_token_id);
+  r.read("embedding_scale", c.embedding_scale);
+  r.read("position_id_offset", c.position_id_offset);
   json pruned = json::object(), pruned_cross = json::object();
   r.read("pruned_heads", pruned);
   r.read("pruned_cross_heads", pruned_cross);
@@ -178,6 +184,11 @@ void TransformerConfig::validate() const {
   if (attention_dropout < 0 || attention_dropout >= 1)
     throw Error(fmt::format("config: attention_dropout must be in [0, 1) (got {})", attention_dropout));
   if (layer_norm_eps <= 0) throw Error("config: layer_norm_eps must be positive");
+  if (!(embedding_scale > 0) || !std::isfinite(embedding_scale))
+    throw Error(fmt::format("config: embedding_scale must be positive (got {})", embedding_scale));
+  if (position_id_offset < 0 || position_id_offset > 1000000)
+    throw Error(fmt::format("config: position_id_offset must be in [0, 1000000] (got {})",
+                            position_id_offset));
   if (pad_token_id < 0 || pad_token_id >= vocab_size)
     throw Error(fmt::format("config: pad_token_id {} outside the vocabulary", pad_token_id));
   const int64_t blocks = share_layers ? layer_groups : layers;

@@ -38,7 +38,9 @@ TransformerModelImpl::TransformerModelImpl(const TransformerConfig& config) : co
                              .layer_norm(c.embedding_layer_norm)
                              .layer_norm_eps(c.layer_norm_eps)
                              .condition_size(c.condition_size)
-                             .dropout(c.dropout)));
+                             .dropout(c.dropout)
+                             .token_scale(c.embedding_scale)
+                             .position_id_offset(c.position_id_offset)));
   blocks = register_module("blocks", torch::nn::ModuleList());
   const int64_t count = c.share_layers ? c.layer_groups : c.layers;
   for (int64_t i = 0; i < count; ++i) blocks->push_back(TransformerBlock(block_options()));

@@ -41,7 +41,9 @@ double attention_parameters(const layers::AttentionSpec& spec, double hidden, do
 // Buffers that hold values but take no gradient: the sinusoid table, fixed random logits.
 double buffer_values(const models::TransformerConfig& c) {
   double total = 0;
-  if (c.positions == layers::PositionEncoding::Sinusoidal) total += d(c.max_positions) * d(c.effective_embedding_size());
+  if (c.positions == layers::PositionEncoding::Sinusoidal ||
+      c.positions == layers::PositionEncoding::SinusoidalHalves)
+    total += d(c.max_positions) * d(c.effective_embedding_size());
   if (uses(c.attention, AttentionKind::SynthesizerRandomFixed))
     total += d(c.share_layers ? c.layer_groups : c.layers) * d(c.heads) * d(c.attention.max_length) * d(c.attention.max_length);
   return total;

@@ -101,13 +101,14 @@ TEST(Hardening, HuggingFaceConfigQuotesUserStringsOnOneLine) {
   ASSERT_EQ(config["model_type"], "al\nbert");
   const std::string message = error_of([&] { io::config_from_huggingface(config); });
   EXPECT_EQ(message, "config.json: model_type 'al\\nbert' is not supported (attnkit reads bert, "
-                     "albert, gpt2)");
+                     "albert, gpt2, marian, bart)");
   const auto dir = scratch_directory("io") / "newline";
   fs::create_directories(dir);
   write_bytes(dir / "model.safetensors", safetensors_bytes("{}"));
   const std::string path = write_bytes(dir / "config.json", text);
   expect_one_line_naming(error_of([&] { io::load_model(dir.string()); }), path,
-                         "model_type 'al\\nbert' is not supported (attnkit reads bert, albert, gpt2)");
+                         "model_type 'al\\nbert' is not supported (attnkit reads bert, albert, gpt2, "
+                         "marian, bart)");
   // The other strings a refusal quotes.
   nlohmann::json bert = {{"model_type", "bert"}, {"vocab_size", 10}, {"hidden_size", 4},
                          {"num_hidden_layers", 1}, {"num_attention_heads", 1}, {"intermediate_size", 8}};
@@ -125,9 +126,9 @@ TEST(Hardening, HuggingFaceConfigQuotesUserStringsOnOneLine) {
                          {"n_head", 1}, {"activation_function", "gelu_fast"}};
   EXPECT_EQ(error_of([&] { io::config_from_huggingface(gpt2); }),
             "config.json: activation_function 'gelu_fast' is not supported (attnkit knows gelu, "
-            "gelu_new, gelu_tanh, gelu_pytorch_tanh, relu)");
+            "gelu_new, gelu_tanh, gelu_pytorch_tanh, relu, silu, swish)");
   // Every activation name attnkit knew is still read.
-  for (const char* name : {"gelu", "gelu_new", "gelu_tanh", "gelu_pytorch_tanh", "relu"}) {
+  for (const char* name : {"gelu", "gelu_new", "gelu_tanh", "gelu_pytorch_tanh", "relu", "silu", "swish"}) {
     gpt2["activation_function"] = name;
     EXPECT_EQ(error_of([&] { io::config_from_huggingface(gpt2); }), "") << name;
   }

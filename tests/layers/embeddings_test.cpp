@@ -108,6 +108,49 @@ TEST(Embeddings, SinusoidalPositionsFollowVaswani) {
   }
 }
 
+// Marian's layout (transformers' MarianSinusoidalPositionalEmbedding): the same frequencies,
+// sin(p / 10000^(2i/d)) in column i for i < ceil(d/2), cos(p / 10000^(2i/d)) in column
+// ceil(d/2) + i; Marian's scale_embedding multiplies the token rows only; BART's learned table
+// is read 2 rows on (position p = row p + 2).
+TEST(Embeddings, MarianSinusoidHalvesTokenScaleAndBartOffset) {
+  torch::manual_seed(34);
+  for (int64_t d : {6, 7}) {
+    SCOPED_TRACE(d);
+    const int64_t sines = (d + 1) / 2;
+    at::Tensor want = torch::empty({30, d}, torch::kDouble);
+    for (int64_t p = 0; p < 30; ++p)
+      for (int64_t i = 0; i < sines; ++i) {
+        const double angle = double(p) / std::pow(10000.0, double(2 * i) / double(d));
+        want[p][i] = std::sin(angle);
+        if (sines + i < d) want[p][sines + i] = std::cos(angle);
+      }
+    EXPECT_TRUE(testing::close(layers::sinusoidal_positions(30, d, /*halves=*/true), want, 1e-7));
+    Embeddings emb(EmbeddingsOptions(9, d).positions(PositionEncoding::SinusoidalHalves)
+                       .max_positions(30).layer_norm(false).token_scale(2.5));
+    testing::randomize(*emb);
+    const at::Tensor input = ids({1, 8, 0, 4, 4, 2}, 2);
+    at::Tensor got = emb->forward(input, c10::nullopt, 11);
+    at::Tensor expected = rows(emb->token->weight, input).to(torch::kDouble) * 2.5 +
+                          want.slice(0, 11, 14).unsqueeze(0);
+    EXPECT_TRUE(testing::close(got, expected, 1e-6));
+  }
+  Embeddings bart(EmbeddingsOptions(9, 4).max_positions(6).position_id_offset(2).layer_norm(false));
+  testing::randomize(*bart);
+  EXPECT_EQ(bart->position->weight.size(0), 8);
+  const at::Tensor input = ids({3, 5, 7}, 1);
+  EXPECT_TRUE(testing::close(bart->forward(input, c10::nullopt, 3),
+                             rows(bart->token->weight, input) +
+                                 bart->position->weight.slice(0, 5, 8).unsqueeze(0)));
+  // Per-token positions (incremental decoding) are offset alike.
+  EXPECT_TRUE(testing::close(bart->forward(input, c10::nullopt, 0, c10::nullopt, ids({5, 0, 2}, 1)),
+                             rows(bart->token->weight, input) +
+                                 torch::stack({bart->position->weight[7], bart->position->weight[2],
+                                               bart->position->weight[4]}).unsqueeze(0)));
+  // The last position fits; one more does not.
+  EXPECT_EQ(bart->forward(input, c10::nullopt, 3).size(1), 3);
+  EXPECT_NE(testing::error_of([&] { bart->forward(input, c10::nullopt, 4); }), "");
+}
+
 TEST(Embeddings, ConditionalLayerNorm) {
   torch::manual_seed(34);
   Embeddings emb(EmbeddingsOptions(5, 4).condition_size(2).max_positions(4));

@@ -103,9 +103,10 @@ TEST(ConfigJson, EnumsAreWrittenAndReadByName) {
   EXPECT_EQ(absolute.positions, PositionEncoding::Learned);
   for (const auto& [key, expected] : std::vector<std::pair<std::string, std::string>>{
            {"family", "config: family: unknown model family 'al\\nbert' (known: bert, albert, gpt2, custom)"},
-           {"positions", "config: positions: unknown position encoding 'al\\nbert' (known: learned, sinusoidal, none)"},
+           {"positions", "config: positions: unknown position encoding 'al\\nbert' (known: learned, sinusoidal, none, "
+                          "sinusoidal-halves)"},
            {"activation", "config: activation: unknown activation 'al\\nbert' (known: gelu, gelu_new, "
-                          "gelu_tanh, gelu_pytorch_tanh, relu)"}}) {
+                          "gelu_tanh, gelu_pytorch_tanh, relu, silu, swish)"}}) {
     nlohmann::json bad = j;
     bad[key] = "al\nbert";
     TransformerConfig out;

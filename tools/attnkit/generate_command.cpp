@@ -7,6 +7,7 @@
 #include "attnkit/file.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/models/encoder_decoder.h"
+#include "attnkit/text/marian_tokenizer.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/text_stream.h"
 #include "attnkit/parse.h"
@@ -86,9 +87,17 @@ int64_t condition_class(const std::string& given, const std::string& model_path)
 int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   auto loaded = io::load_model(o.model);
   // The tokenizer: --tokenizer, else the model directory's (a run's checkpoint's) when it holds
-  // one, else none.
-  auto tokenizer = o.tokenizer.empty() ? text::find_tokenizer(loaded.path)
-                                       : std::optional(text::load_tokenizer(o.tokenizer));
+  // one, else none. Marian's files (source.spm / target.spm + vocab.json) are read as
+  // transformers' MarianTokenizer.
+  std::optional<text::MarianTokenizer> marian;
+  std::optional<text::Tokenizer> tokenizer;
+  const std::string tokenizer_place = o.tokenizer.empty() ? loaded.path : o.tokenizer;
+  if (std::filesystem::is_directory(tokenizer_place) && text::MarianTokenizer::found_in(tokenizer_place))
+    marian.emplace(tokenizer_place);
+  else
+    tokenizer = o.tokenizer.empty() ? text::find_tokenizer(loaded.path)
+                                    : std::optional(text::load_tokenizer(o.tokenizer));
+  const bool has_tokenizer = tokenizer || marian;
   // An encoder-decoder's prompts are its encoder's sources; its decoder pads.
   const bool seq2seq = loaded.model->shape() == models::ModelShape::EncoderDecoder;
   const models::TransformerConfig& prompt_stack =
@@ -99,9 +108,10 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   const std::vector<std::string> texts = prompt_texts(o);
   if (texts.empty() && o.prompt_ids.empty())
     throw Error("generate: give --prompt TEXT, --prompts FILE or --prompt-ids IDS");
-  if (!texts.empty() && !tokenizer)
+  if (!texts.empty() && !has_tokenizer)
     throw Error(fmt::format("generate: {} has no tokenizer (tokenizer.json, vocab.json + "
-                            "merges.txt, vocab.txt); give --tokenizer PATH or --prompt-ids",
+                            "merges.txt, vocab.txt, Marian's source.spm + vocab.json); give "
+                            "--tokenizer PATH or --prompt-ids",
                             o.model));
   decode::GenerationRequest request;
   request.model = loaded.model;
@@ -111,9 +121,16 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   auto& prompts = request.prompts;
   std::vector<std::string> shown;
   for (const auto& t : texts) {
-    auto enc = tokenizer->encode(t, /*add_special_tokens=*/decode::prompts_take_special_tokens(*loaded.model));
-    if (enc.ids.empty()) throw Error(fmt::format("generate: prompt '{}' has no tokens", t));
-    prompts.emplace_back(enc.ids.begin(), enc.ids.end());
+    const bool special = decode::prompts_take_special_tokens(*loaded.model);
+    std::vector<int64_t> ids;
+    if (marian) {
+      ids = marian->encode(t, special);
+    } else {
+      auto enc = tokenizer->encode(t, special);
+      ids.assign(enc.ids.begin(), enc.ids.end());
+    }
+    if (ids.empty()) throw Error(fmt::format("generate: prompt '{}' has no tokens", t));
+    prompts.push_back(std::move(ids));
     shown.push_back(t);
   }
   for (const auto& ids : o.prompt_ids) {
@@ -122,7 +139,9 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
       if (id >= vocab)
         throw Error(fmt::format("--prompt-ids: token id {} is outside the model's vocabulary [0, {})",
                                 id, vocab));
-    shown.push_back(tokenizer ? tokenizer->decode(to_u32(prompts.back()), false) : ids);
+    shown.push_back(tokenizer ? tokenizer->decode(to_u32(prompts.back()), false)
+                    : marian  ? marian->decode(prompts.back(), false)
+                              : ids);
   }
 
   auto& config = request.config;
@@ -132,32 +151,65 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   std::optional<int64_t> tokenizer_eos;
   if (tokenizer)
     if (auto id = tokenizer->token_to_id(decode::default_end_token(*loaded.model))) tokenizer_eos = *id;
+  if (marian) tokenizer_eos = marian->eos_id();
   // An encoder-decoder trained here (task translation) ends at the tokenizer's end token, [SEP]
   // for BERT-style vocabularies when there is no </s>.
   if (tokenizer && seq2seq && !tokenizer_eos)
     for (const char* name : {"[SEP]", "[EOS]", "<|endoftext|>"})
       if (auto id = tokenizer->token_to_id(name); id && !tokenizer_eos) tokenizer_eos = *id;
-  decode::set_special_tokens(config, loaded.huggingface.config_json, o.eos_ids, o.no_eos,
-                             tokenizer_eos, output_stack.pad_token_id);
+  // A Hugging Face directory's settings: config.json with generation_config.json's keys over it.
+  nlohmann::json hf_settings = loaded.huggingface.config_json;
+  const auto generation_file = std::filesystem::path(loaded.path) / "generation_config.json";
+  if (hf_settings.is_object() && std::filesystem::exists(generation_file)) {
+    nlohmann::json overlay;
+    try {
+      overlay = nlohmann::json::parse(read_file(generation_file.string()));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{}: not valid JSON ({})", generation_file.string(), one_line(e.what())));
+    }
+    if (overlay.is_object()) hf_settings.update(overlay);
+  }
+  decode::set_special_tokens(config, hf_settings, o.eos_ids, o.no_eos, tokenizer_eos,
+                             output_stack.pad_token_id);
+  decode::set_generation_rules(config, hf_settings,
+                               std::filesystem::exists(generation_file) ? generation_file.string()
+                                                                       : loaded.path + "/config.json");
+  if (seq2seq && request.decoder_start_token_id < 0 && hf_settings.is_object() &&
+      hf_settings.contains("decoder_start_token_id") &&
+      hf_settings["decoder_start_token_id"].is_number_integer())
+    request.decoder_start_token_id = hf_settings["decoder_start_token_id"].get<int64_t>();
   std::function<std::string(const std::vector<int64_t>&)> detokenize;
   const text::TextStyle style = o.hf_decode ? text::TextStyle::kTokenizer : text::TextStyle::kReadable;
   if (tokenizer)
     detokenize = [&](const std::vector<int64_t>& ids) { return tokenizer->decode(to_u32(ids), true, style); };
+  if (marian) detokenize = [&](const std::vector<int64_t>& ids) { return marian->decode(ids, true); };
   config.detokenize = detokenize;
 
   // Streaming: one prompt, one sequence, not JSON; text with a tokenizer, else the ids.
   const bool stream = !o.json && prompts.size() == 1 && config.num_return_sequences == 1 &&
                       config.strategy != decode::Strategy::Beam;
   std::optional<text::TextStream> text_stream;
+  // Marian: the text of all tokens so far, printed as it grows.
+  std::vector<int64_t> marian_ids;
+  std::string marian_printed;
+  auto marian_flush = [&] {
+    const std::string text = marian->decode(marian_ids, true);
+    if (text.rfind(marian_printed, 0) != 0) return;
+    write_out(text.substr(marian_printed.size()));
+    marian_printed = text;
+  };
   if (stream) {
     if (tokenizer) text_stream.emplace(*tokenizer, style);
     // A language model continues its prompt; an encoder-decoder's output stands alone.
     if (!global.quiet && tokenizer && !seq2seq) std::fputs(shown[0].c_str(), stdout);
     std::fflush(stdout);
     request.on_token = [&, streamed = int64_t(0)](int64_t, int64_t token) mutable {
-      if (text_stream)
+      if (text_stream) {
         write_out(text_stream->add(token));
-      else
+      } else if (marian) {
+        marian_ids.push_back(token);
+        marian_flush();
+      } else
         std::printf("%s%lld", streamed++ > 0 ? " " : "", static_cast<long long>(token));
       std::fflush(stdout);
     };
@@ -176,10 +228,11 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   }
   for (size_t p = 0; p < prompts.size(); ++p)
     for (const auto& h : results[p]) {
-      // With a tokenizer: prompt text + new text (an encoder-decoder: the translation alone, its
-      // prompt is the source); without: the new ids.
-      const std::string body = tokenizer ? (seq2seq ? "" : shown[p]) + detokenize(h.tokens)
-                                         : fmt::format("{}", fmt::join(h.tokens, " "));
+      // With a tokenizer: prompt text + new text (an encoder-decoder's translation alone);
+      // without: the new ids.
+      const std::string body = !detokenize ? fmt::format("{}", fmt::join(h.tokens, " "))
+                               : seq2seq   ? detokenize(h.tokens)
+                                           : shown[p] + detokenize(h.tokens);
       if (results[p].size() > 1 || config.strategy == decode::Strategy::Beam)
         fmt::print("{}\t[score {:.4f}]\n", body, h.score);
       else
@@ -240,7 +293,8 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
   g->add_option("--condition", o->condition,
                 "class of a class-conditional model: its id, or its label (the checkpoint's condition_labels.txt)");
   g->add_option("--decoder-start-id", o->decoder_start,
-                "encoder-decoder models: the token the decoder starts from (default: its pad id)")
+                "encoder-decoder models: the token the decoder starts from (default: the model's "
+                "decoder_start_token_id, else its pad id)")
       ->check(at_least(0));
   g->add_option("--seed", o->seed, "sampling seed (default: the global --seed)");
   g->add_flag("--json", o->json, "print ids, text and scores as JSON instead of streaming text");

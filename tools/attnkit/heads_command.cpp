@@ -13,6 +13,7 @@
 #include "attnkit/error.h"
 #include "attnkit/progress.h"
 #include "attnkit/report/head_plots.h"
+#include "attnkit/text/marian_tokenizer.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/train/metrics.h"
 #include "attnkit/train/text_datasets.h"
@@ -24,7 +25,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -92,23 +96,52 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
                                          const io::LoadedModel& loaded) {
   auto model = std::dynamic_pointer_cast<models::EncoderDecoderModelImpl>(loaded.model);
   if (!model) throw Error(fmt::format("{}: not an attnkit encoder-decoder", loaded.path));
-  auto found = d.tokenizer.empty() ? text::find_tokenizer(loaded.path)
-                                   : std::optional(text::load_tokenizer(d.tokenizer));
-  if (!found)
-    throw Error(fmt::format("analyze heads: {} has no tokenizer; give --tokenizer PATH", loaded.path));
-  auto tokenizer = std::make_shared<text::Tokenizer>(std::move(*found));
+  // The tokenizer as three functions: a text::Tokenizer, or Marian's files (source.spm /
+  // target.spm + vocab.json; targets cut by target.spm, as MarianTokenizer's text_target).
+  std::function<std::vector<int64_t>(const std::string&, bool)> encode_source, encode_target;
+  std::function<std::string(const std::vector<int64_t>&)> decode_ids;
+  std::function<std::optional<int64_t>(const std::string&)> token_id;
+  const std::string place = d.tokenizer.empty() ? loaded.path : d.tokenizer;
+  if (std::filesystem::is_directory(place) && text::MarianTokenizer::found_in(place)) {
+    auto marian = std::make_shared<text::MarianTokenizer>(place);
+    encode_source = [marian](const std::string& s, bool special) { return marian->encode(s, special); };
+    encode_target = [marian](const std::string& s, bool) { return marian->encode_target(s, false); };
+    decode_ids = [marian](const std::vector<int64_t>& ids) { return marian->decode(ids, true); };
+    token_id = [marian](const std::string& t) { return marian->token_to_id(t); };
+  } else {
+    auto found = d.tokenizer.empty() ? text::find_tokenizer(loaded.path)
+                                     : std::optional(text::load_tokenizer(d.tokenizer));
+    if (!found)
+      throw Error(fmt::format("analyze heads: {} has no tokenizer; give --tokenizer PATH", loaded.path));
+    auto tokenizer = std::make_shared<text::Tokenizer>(std::move(*found));
+    encode_source = [tokenizer](const std::string& s, bool special) {
+      const auto ids = tokenizer->encode(s, special).ids;
+      return std::vector<int64_t>(ids.begin(), ids.end());
+    };
+    encode_target = encode_source;
+    decode_ids = [tokenizer](const std::vector<int64_t>& ids) {
+      return tokenizer->decode(std::vector<uint32_t>(ids.begin(), ids.end()));
+    };
+    token_id = [tokenizer](const std::string& t) -> std::optional<int64_t> {
+      if (auto id = tokenizer->token_to_id(t)) return *id;
+      return std::nullopt;
+    };
+  }
   const auto& c = model->config();
   decode::GenerationConfig g;
   std::optional<int64_t> tokenizer_eos;
   for (const char* name : {decode::default_end_token(*model), "[SEP]", "[EOS]", "<|endoftext|>"})
-    if (auto id = tokenizer->token_to_id(name); id && !tokenizer_eos) tokenizer_eos = *id;
+    if (auto id = token_id(name); id && !tokenizer_eos) tokenizer_eos = *id;
   decode::set_special_tokens(g, loaded.huggingface.config_json, {}, false, tokenizer_eos,
                              c.decoder.pad_token_id);
+  // A Hugging Face directory's bad_words_ids / forced EOS, as generate applies them.
+  decode::set_generation_rules(g, loaded.huggingface.config_json, loaded.path + "/config.json");
   if (g.eos_token_ids.empty())
     throw Error(fmt::format("analyze heads: the tokenizer of {} has no end token (</s>, [SEP], [EOS], "
                             "<|endoftext|>)",
                             loaded.path));
   const int64_t eos = g.eos_token_ids.front(), pad = c.decoder.pad_token_id;
+  const int64_t start = model->decoder_start_token();  // the pad id unless the config names one
   const int64_t source_length = std::min(d.max_length, c.encoder.max_positions);
   const int64_t target_length = std::min(d.max_length, c.decoder.max_positions) - 1;
   const auto pairs = train::read_seq2seq_tsv(path);
@@ -117,13 +150,13 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
   int64_t longest = 1;
   const bool special = decode::prompts_take_special_tokens(*model);
   for (const auto& e : pairs.examples) {
-    const auto s = tokenizer->encode(e.source, special).ids;
-    const auto t = tokenizer->encode(e.target, /*add_special_tokens=*/false).ids;
+    const auto s = encode_source(e.source, special);
+    const auto t = encode_target(e.target, /*add_special_tokens=*/false);
     if (s.empty() || t.empty()) continue;  // nothing the tokenizer keeps (as training drops it)
     std::vector<int64_t> source(s.begin(), s.begin() + std::min<int64_t>(int64_t(s.size()), source_length));
     std::vector<int64_t> target(t.begin(), t.begin() + std::min<int64_t>(int64_t(t.size()), target_length));
     longest = std::max<int64_t>(longest, int64_t(target.size()));
-    std::vector<int64_t> in{pad};
+    std::vector<int64_t> in{start};
     in.insert(in.end(), target.begin(), target.end());
     target.push_back(eos);
     sources.push_back(std::move(source));
@@ -145,17 +178,17 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
   g.pad_token_id = pad;
   const int64_t batch = d.batch_size;
   out.metric_name = "bleu";
-  out.metric = [model, sources, references, tokenizer, g, eos, pad, batch]() {
+  out.metric = [model, sources, references, decode_ids, g, eos, pad, start, batch]() {
     std::vector<std::string> hypotheses;
     for (size_t first = 0; first < sources.size(); first += size_t(batch)) {
       const std::vector<std::vector<int64_t>> part(
           sources.begin() + first, sources.begin() + std::min(sources.size(), first + size_t(batch)));
       decode::Seq2SeqLM lm(models::EncoderDecoderModel(model), part, pad);
-      const std::vector<std::vector<int64_t>> prompts(part.size(), std::vector<int64_t>{pad});
+      const std::vector<std::vector<int64_t>> prompts(part.size(), std::vector<int64_t>{start});
       for (auto& result : decode::generate(lm, prompts, g)) {
         auto tokens = result.front().tokens;
         if (!tokens.empty() && tokens.back() == eos) tokens.pop_back();
-        hypotheses.push_back(tokenizer->decode(std::vector<uint32_t>(tokens.begin(), tokens.end())));
+        hypotheses.push_back(decode_ids(tokens));
       }
     }
     return train::sacrebleu_corpus_bleu(hypotheses, *references).score;

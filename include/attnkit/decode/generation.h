@@ -14,7 +14,11 @@
 //            seeded with `seed` (same seed, same samples).
 // Processors: repetition_penalty (each token seen in the prompt or generated: score / p when
 // positive, · p when negative), no_repeat_ngram_size (a token that would repeat an n-gram seen
-// in the prompt or generated gets −inf), min_new_tokens (EOS gets −inf before that). The history
+// in the prompt or generated gets −inf), bad_words_ids (a token that would complete a listed
+// sequence gets −inf; a one-token sequence always; sequences equal to an EOS are ignored),
+// min_new_tokens (EOS gets −inf before that), forced_bos_token_id (the first new token, when
+// every prompt is one token, as the encoder-decoder's start token is: HF's cur_len == 1), forced_eos_token_id (the last
+// new token at max_new_tokens; every other token −inf, it 0), in that order. The history
 // the processors see is the prompt's real tokens + the generated ones (HF also sees left padding).
 // Stop strings (greedy and sampling): a row ends when its decoded new text contains one.
 #include <ATen/core/Tensor.h>
@@ -50,6 +54,9 @@ struct GenerationConfig {
   int64_t no_repeat_ngram_size = 0;  // 0 = off
   std::vector<int64_t> eos_token_ids;
   int64_t pad_token_id = 0;
+  std::vector<std::vector<int64_t>> bad_words_ids;  // token sequences never generated
+  int64_t forced_bos_token_id = -1;  // -1 = off
+  int64_t forced_eos_token_id = -1;  // -1 = off
   std::vector<std::string> stop_strings;
   // Text of new tokens, for stop strings (required when stop_strings is not empty).
   std::function<std::string(const std::vector<int64_t>&)> detokenize;

@@ -33,6 +33,13 @@ void set_special_tokens(GenerationConfig& config, const nlohmann::json& hf_confi
                         const std::vector<int64_t>& eos, bool no_eos,
                         std::optional<int64_t> tokenizer_eos, int64_t model_pad);
 
+// The generation rules a Hugging Face config (config.json, with generation_config.json's keys
+// over it) carries, into `config`: bad_words_ids (Marian forbids its pad token this way),
+// forced_bos_token_id, forced_eos_token_id; absent or null keys leave them off. Throws
+// attnkit::Error "WHERE: 'KEY' ..." for a value of the wrong type.
+void set_generation_rules(GenerationConfig& config, const nlohmann::json& hf_config,
+                          const std::string& where);
+
 // Called with (prompt index, token) as each token is chosen (beam search: the best sequence's
 // tokens at the end).
 using TokenCallback = std::function<void(int64_t prompt, int64_t token)>;
@@ -44,7 +51,8 @@ struct GenerationRequest {
   // Non-empty, ids in the model's vocabulary (an encoder-decoder's: the sources, in its
   // encoder's vocabulary; the decoder starts from decoder_start_token_id).
   std::vector<std::vector<int64_t>> prompts;
-  int64_t decoder_start_token_id = -1;  // encoder-decoder; -1: the decoder's pad_token_id
+  // Encoder-decoder; -1: the model config's decoder_start_token_id, else the decoder's pad id.
+  int64_t decoder_start_token_id = -1;
   GenerationConfig config;                    // its on_token is replaced by on_token
   TokenCallback on_token;
 };

@@ -12,6 +12,7 @@
 // and c_attn holds q|k|v side by side (split here). Saving writes the names, dtypes and tied
 // copies the checkpoint had, so a load + save round trip reproduces every parameter bit for bit.
 #include "attnkit/io/safetensors.h"
+#include "attnkit/models/encoder_decoder.h"
 #include "attnkit/models/task_model.h"
 
 #include <nlohmann/json.hpp>
@@ -67,5 +68,39 @@ void save_huggingface(models::TaskModel& model, const HuggingFaceModel& info,
 // The layout a fresh save uses for a model of this family (prefix when the model has heads).
 HuggingFaceLayout default_layout(const models::TransformerConfig& config,
                                  const models::HeadsConfig& heads);
+
+// ---- encoder-decoder families: Marian (MarianMTModel, the Opus-MT checkpoints) and BART --------
+// (BartForConditionalGeneration), into models::EncoderDecoderModel. Both are post-LN with q/k/v/o
+// biases; Marian has sinusoidal positions laid out in halves (sinusoid-halves: sines, then
+// cosines; not stored in the checkpoint) and no embedding LayerNorm; BART has learned positions
+// whose table starts 2 rows before position 0 and a LayerNorm after the embeddings (its
+// layernorm_embedding). scale_embedding multiplies token embeddings by sqrt(d_model);
+// final_logits_bias is added to the logits; shared.weight is the token embedding of both stacks
+// (Marian's share_encoder_decoder_embeddings = false: one per stack) and, tied, the LM head;
+// decoder_start_token_id is kept in the config. Heads: transformers cannot prune Marian or BART
+// heads (config.json's pruned_heads would make from_pretrained fail), so a pruned model is
+// written with the full head count, the removed heads' projections zero (the same outputs), and
+// its pruned heads by site under "attnkit_pruned_heads" ({"encoder.self": {"layer": [heads]},
+// "decoder.self": ..., "decoder.cross": ...}), which loading prunes again.
+
+// Whether config.json names an encoder-decoder family (its model_type or architectures).
+bool is_huggingface_encoder_decoder(const nlohmann::json& config_json);
+// config.json -> the model config (pruned heads not applied). Throws attnkit::Error
+// "config.json: ..." naming the key that is missing, of the wrong type or not supported.
+models::EncoderDecoderConfig encoder_decoder_config_from_huggingface(const nlohmann::json& config_json,
+                                                                     std::string* model_type = nullptr);
+// Reads config.json + model.safetensors (with or without the "model." prefix; tied copies of
+// shared.weight present or not; Marian's stored sinusoid skipped) and loads every tensor; errors
+// name the file and the tensor or key, on one line.
+models::EncoderDecoderModel load_huggingface_encoder_decoder(const std::string& directory,
+                                                             HuggingFaceModel* info = nullptr);
+// The model's tensors under the family's names, as `layout` says (layout.model_type: marian or
+// bart); pruned heads are written back at full size with zeros.
+NamedTensors huggingface_encoder_decoder_tensors(models::EncoderDecoderModelImpl& model,
+                                                 const HuggingFaceLayout& layout);
+// Writes config.json (info.config_json updated: attnkit_pruned_heads; a fresh config when it is
+// null) + model.safetensors to `directory`, atomically.
+void save_huggingface_encoder_decoder(models::EncoderDecoderModelImpl& model,
+                                      const HuggingFaceModel& info, const std::string& directory);
 
 }  // namespace attnkit::io

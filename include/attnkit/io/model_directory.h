@@ -1,6 +1,7 @@
 #pragma once
 // Model directories, in either format, of any model shape (models::Model):
-//   Hugging Face  config.json with "model_type" (a family of io/huggingface.h) + model.safetensors
+//   Hugging Face  config.json with "model_type" (a family of io/huggingface.h) + model.safetensors;
+//                 marian and bart are read as the encoder-decoder
 //   attnkit       config.json {"attnkit_format": 1, ...the model's description} + model.safetensors
 //                 under attnkit's parameter names, whose metadata repeats the config
 //                 ("attnkit_config"), so a trainer checkpoint's model.safetensors alone is
@@ -66,9 +67,10 @@ inline void save_attnkit_model(models::TaskModel& model, const std::string& dire
 }
 
 // Writes `model` (as it is now, e.g. pruned) to `to` in `format` ("attnkit" | "huggingface"; a
-// Hugging Face input keeps its layout details; encoder-decoder models are written in attnkit
-// format only), copying the tokenizer files of the directory it was read from (model.path:
-// tokenizer.json, vocab.txt, vocab.json, merges.txt, ...) along.
+// Hugging Face input keeps its layout details; an encoder-decoder is written as Marian, or as
+// BART when it has learned positions, in its Hugging Face layout), copying the tokenizer files of
+// the directory it was read from (model.path: tokenizer.json, vocab.txt, vocab.json, merges.txt,
+// Marian's source.spm / target.spm, generation_config.json, ...) along.
 void save_model(LoadedModel& model, const std::string& to, const std::string& format);
 
 // Loads `from` (either format) and writes it to `to` in `format` ("attnkit" | "huggingface"),

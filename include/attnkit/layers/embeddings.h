@@ -13,12 +13,16 @@
 
 namespace attnkit::layers {
 
-enum class PositionEncoding { Learned, Sinusoidal, None };
-PositionEncoding parse_position_encoding(const std::string& name);  // learned|sinusoidal|none
+// Sinusoidal: Vaswani et al.'s table, sin and cos interleaved (column 2i sin, 2i + 1 cos).
+// SinusoidalHalves: the same frequencies laid out as Marian (and fairseq / tensor2tensor) do,
+// the sines in the first ceil(size / 2) columns and the cosines after them.
+enum class PositionEncoding { Learned, Sinusoidal, None, SinusoidalHalves };
+// learned|sinusoidal|none|sinusoidal-halves
+PositionEncoding parse_position_encoding(const std::string& name);
 const char* position_encoding_name(PositionEncoding encoding);
 
-// The fixed sinusoidal table of Vaswani et al. [positions, size].
-at::Tensor sinusoidal_positions(int64_t positions, int64_t size);
+// The fixed sinusoidal table of Vaswani et al. [positions, size] (interleaved, or in halves).
+at::Tensor sinusoidal_positions(int64_t positions, int64_t size, bool halves = false);
 
 struct EmbeddingsOptions {
   EmbeddingsOptions(int64_t vocab_size, int64_t embedding_size)
@@ -33,6 +37,12 @@ struct EmbeddingsOptions {
   TORCH_ARG(double, layer_norm_eps) = 1e-12;
   TORCH_ARG(int64_t, condition_size) = 0;
   TORCH_ARG(double, dropout) = 0.0;
+  // Token embeddings are multiplied by this before positions are added (Marian's and BART's
+  // scale_embedding: sqrt(hidden)).
+  TORCH_ARG(double, token_scale) = 1.0;
+  // Learned positions: rows of the table before position 0 (BART's 2): position p reads row
+  // p + offset of a table of max_positions + offset rows.
+  TORCH_ARG(int64_t, position_id_offset) = 0;
 };
 
 class EmbeddingsImpl : public torch::nn::Module {

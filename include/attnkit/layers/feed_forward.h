@@ -9,9 +9,10 @@
 
 namespace attnkit::layers {
 
-enum class Activation { Gelu, GeluTanh, Relu };
+enum class Activation { Gelu, GeluTanh, Relu, Silu };
 
-// "gelu" (exact), "gelu_new" / "gelu_tanh" / "gelu_pytorch_tanh" (tanh approximation), "relu".
+// "gelu" (exact), "gelu_new" / "gelu_tanh" / "gelu_pytorch_tanh" (tanh approximation), "relu",
+// "silu" / "swish" (x·sigmoid(x); Marian's Opus-MT models).
 Activation parse_activation(const std::string& name);
 const char* activation_name(Activation activation);
 at::Tensor apply_activation(const at::Tensor& x, Activation activation);

@@ -18,6 +18,11 @@ struct EncoderDecoderConfig {
   TransformerConfig decoder;  // cross_attention = true, causal self attention
   bool share_embeddings = false;  // one token embedding for source and target (same vocab)
   bool tie_output = true;         // LM head = decoder token embedding
+  // A fixed bias [1, target_vocab] added to the logits (Marian's and BART's final_logits_bias; a
+  // buffer, not trained).
+  bool final_logits_bias = false;
+  // The token the decoder starts from in generation; -1: the decoder's pad_token_id.
+  int64_t decoder_start_token_id = -1;
 
   // Throws attnkit::Error naming the first inconsistency (e.g. decoder without cross attention).
   void validate() const;
@@ -70,6 +75,12 @@ class EncoderDecoderModelImpl : public torch::nn::Module, public Model {
       const c10::optional<at::Tensor>& source_mask = c10::nullopt,
       const c10::optional<at::Tensor>& target_mask = c10::nullopt);
 
+  // Logits [..., target_vocab] of decoder hidden states [..., hidden]: the LM head (+ the final
+  // logits bias when the config has one).
+  at::Tensor logits(const at::Tensor& hidden) const;
+  // The start token of generation: decoder_start_token_id, else the decoder's pad id.
+  int64_t decoder_start_token() const;
+
   const EncoderDecoderConfig& config() const { return config_; }
   // Physical head pruning of the encoder's self attention, the decoder's self attention and
   // the decoder's cross attention ({layer: [heads]}, unpruned numbering; TransformerModel::
@@ -79,6 +90,7 @@ class EncoderDecoderModelImpl : public torch::nn::Module, public Model {
 
   TransformerModel encoder{nullptr}, decoder{nullptr};
   at::Tensor lm_head;  // [target_vocab, hidden] when not tied
+  at::Tensor final_logits_bias;  // buffer [1, target_vocab] when config().final_logits_bias
 
  private:
   EncoderDecoderConfig config_;

@@ -58,6 +58,11 @@ struct TransformerConfig {
   int64_t memory_hidden = 0;
   int64_t condition_size = 0;  // > 0: Conditional LayerNorm everywhere, fed [batch, size]
   int64_t pad_token_id = 0;
+  // Marian / BART conventions (defaults leave other models unchanged): token embeddings times
+  // embedding_scale (scale_embedding: sqrt(hidden)); learned position p read from row
+  // p + position_id_offset of a table of max_positions + position_id_offset rows (BART: 2).
+  double embedding_scale = 1.0;
+  int64_t position_id_offset = 0;
   // Heads physically removed (TransformerModel::prune_heads): self attention, and the cross
   // attention of decoder blocks. Keys are block indices; heads sorted, in the unpruned numbering.
   HeadIndices pruned_heads;
