@@ -325,6 +325,13 @@ def main():
     os.chdir(ROOT)
     args.runs = os.path.join("runs", f"lra-b{args.budget:g}")
     attnkit = os.path.join(args.build, "attnkit")
+    summary_path = os.path.join(args.runs, "summary.json")
+    previous = json.load(open(summary_path)) if os.path.isfile(summary_path) else {}
+    px = previous.get("pathfinder_x")
+    if not args.report_only and not args.no_pathfinder_x and not px:
+        px = pathfinder_x(args, args.kinds)  # first: minutes, where the cells take hours
+        os.makedirs(args.runs, exist_ok=True)
+        write_json(summary_path, dict(previous, pathfinder_x=px))
     if not args.report_only:
         make_data(attnkit)
         ran = 0
@@ -336,11 +343,6 @@ def main():
                     break
                 run_cell(args, attnkit, task, kind)
                 ran += 1
-    summary_path = os.path.join(args.runs, "summary.json")
-    previous = json.load(open(summary_path)) if os.path.isfile(summary_path) else {}
-    px = previous.get("pathfinder_x")
-    if not args.report_only and not args.no_pathfinder_x and not px:
-        px = pathfinder_x(args, args.kinds)
     summary = {"budget_cpu_s": args.budget, "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
                "machine": machine(), "tasks": ORDER, "kinds": args.kinds,
                "task_labels": {t: TASKS[t]["label"] for t in ORDER},
