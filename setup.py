@@ -17,8 +17,9 @@ Per-file flags, as the CMake build has them:
   src/ops/cpu/blas.cpp   -DATTNKIT_GEMM_ATEN: leaves gemm() to src/torch_ops/package_gemm.cpp
                          (ATen's addmm; a wheel's static MKL need not export the Fortran sgemm_
                          that the CMake build calls)
-  src/ops/cpu/parallel.cpp -fopenmp, linked against the wheel's own libgomp (torch/lib), never a
-                         second OpenMP runtime; a torch without one in torch/lib gets a serial loop.
+  src/ops/cpu/parallel.cpp -fopenmp, linked against the libgomp that `import torch` loaded (a
+                         wheel's torch/lib/libgomp.so.1), never a second OpenMP runtime; a torch
+                         without libgomp (e.g. an Intel-OpenMP or macOS build) gets a serial loop.
 """
 import glob
 import os
@@ -48,15 +49,31 @@ SOURCES = (["src/torch_ops/package_ops.cpp", "src/torch_ops/package_gemm.cpp"] +
            BASE_SOURCES + KERNEL_SOURCES)
 
 KERNEL_FLAGS = ["-O3", "-ffp-contract=fast"]
-TORCH_LIB = os.path.join(os.path.dirname(torch.__file__), "lib")
-WHEEL_OPENMP = sorted(glob.glob(os.path.join(TORCH_LIB, "libgomp*.so*")))
+
+
+def torch_openmp_runtime():
+    """The GNU OpenMP runtime `import torch` loaded (a pip wheel's torch/lib/libgomp.so.1, or the
+    system's for a distribution build), read from /proc/self/maps; None when torch loaded none."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1]
+                if os.path.basename(path).startswith("libgomp") and ".so" in path:
+                    return path
+    except OSError:
+        pass
+    found = sorted(glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libgomp*.so*")))
+    return found[0] if found else None
+
+
+TORCH_OPENMP = torch_openmp_runtime()
 PER_FILE_FLAGS = {path: list(KERNEL_FLAGS) for path in KERNEL_SOURCES}
 # The LibTorch units get torch/torch.h first, as the CMake build's precompiled header gives it
 # (src/pch.h; some sources rely on it).
 for path in OP_SOURCES + ["src/torch_ops/package_ops.cpp", "src/torch_ops/package_gemm.cpp"]:
     PER_FILE_FLAGS[path] = ["-include", os.path.join(ROOT, "src", "pch.h")]
 PER_FILE_FLAGS["src/ops/cpu/blas.cpp"].append("-DATTNKIT_GEMM_ATEN")
-if WHEEL_OPENMP:
+if TORCH_OPENMP:
     PER_FILE_FLAGS["src/ops/cpu/parallel.cpp"].append("-fopenmp")
 
 
@@ -99,9 +116,9 @@ setup(
             include_dirs=[os.path.join(ROOT, "include"), os.path.join(ROOT, "src")],
             define_macros=[("FMT_HEADER_ONLY", None), ("ATTNKIT_PYTHON_PACKAGE", None)],
             extra_compile_args=["-O2", "-DNDEBUG", "-g0"],
-            # The wheel's OpenMP runtime by path: its soname (libgomp.so.1) is the one `import torch`
-            # already loaded, so the loader binds this library to that runtime.
-            extra_link_args=([WHEEL_OPENMP[0]] if WHEEL_OPENMP else []) + ["-g0"],
+            # torch's own OpenMP runtime by path: its soname (libgomp.so.1) is the one `import torch`
+            # already loaded, so the loader binds this library to that runtime, never a second one.
+            extra_link_args=([TORCH_OPENMP] if TORCH_OPENMP else []) + ["-g0"],
             py_limited_api=False,
         )
     ],

@@ -7,7 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="$(bash scripts/python_package_venv.sh)"
-if command -v ccache > /dev/null; then export CC="ccache gcc" CXX="ccache g++"; fi
+# ccache keyed on paths relative to the checkout, so another clone's build hits the same entries.
+if command -v ccache > /dev/null; then
+  export CC="ccache gcc" CXX="ccache g++" CCACHE_BASEDIR="$PWD"
+fi
 echo "test_python_package.sh: building attnkit into $(dirname "$(dirname "$PY")")" >&2
 "$PY" -m pip install --quiet --no-build-isolation --no-deps --no-index .
 # From the repository root, `import attnkit` finds the installed package (the sources are under

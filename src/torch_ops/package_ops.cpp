@@ -49,6 +49,19 @@ void check_kernel_qkv(const char* op, const at::Tensor& q, const at::Tensor& k,
   check_cpu_float(op, "q", q);
 }
 
+// A backward op's grad_out and out [B, H, L, dv] and per-row statistic [B, H, L] (lse, den).
+void check_saved(const char* op, const at::Tensor& grad_out, const at::Tensor& out,
+                 const char* row_name, const at::Tensor& row, const at::Tensor& q,
+                 const at::Tensor& v) {
+  const std::vector<int64_t> out_shape{q.size(0), q.size(1), q.size(2), v.size(3)};
+  if (grad_out.sizes() != at::IntArrayRef(out_shape) || out.sizes() != grad_out.sizes() ||
+      row.sizes() != at::IntArrayRef(out_shape).slice(0, 3))
+    detail::fail(op, fmt::format("grad_out {}, out {} and {} {} do not fit q {} and v {}",
+                                 detail::shape_str(grad_out), detail::shape_str(out), row_name,
+                                 detail::shape_str(row), detail::shape_str(q),
+                                 detail::shape_str(v)));
+}
+
 // ---- softmax attention ----------------------------------------------------------------------
 
 void check_flash(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -81,13 +94,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward_cpu(
     bool causal, double scale, double dropout, int64_t seed) {
   constexpr const char* op = "attnkit::flash_attention_backward";
   check_flash(op, q, k, v, mask, scale, dropout);
-  const std::vector<int64_t> out_shape{q.size(0), q.size(1), q.size(2), v.size(3)};
-  if (grad_out.sizes() != at::IntArrayRef(out_shape) || out.sizes() != grad_out.sizes() ||
-      lse.sizes() != at::IntArrayRef(out_shape).slice(0, 3))
-    detail::fail(op, fmt::format("grad_out {}, out {} and lse {} do not fit q {} and v {}",
-                                 detail::shape_str(grad_out), detail::shape_str(out),
-                                 detail::shape_str(lse), detail::shape_str(q),
-                                 detail::shape_str(v)));
+  check_saved(op, grad_out, out, "lse", lse, q, v);
   return detail::flash_attention_backward(grad_out.to(q.scalar_type()), q, k, v,
                                           out.to(q.scalar_type()), lse.to(q.scalar_type()),
                                           defined_or_empty(mask), causal, scale, dropout, seed);
@@ -157,13 +164,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> feature_attention_backward_cpu(
   constexpr const char* op = "attnkit::feature_attention_backward";
   const auto a = check_feature(op, q, k, v, std::string(feature), causal, key_padding_mask,
                                prefix_lengths);
-  const std::vector<int64_t> out_shape{q.size(0), q.size(1), q.size(2), v.size(3)};
-  if (grad_out.sizes() != at::IntArrayRef(out_shape) || out.sizes() != grad_out.sizes() ||
-      den.sizes() != at::IntArrayRef(out_shape).slice(0, 3))
-    detail::fail(op, fmt::format("grad_out {}, out {} and den {} do not fit q {} and v {}",
-                                 detail::shape_str(grad_out), detail::shape_str(out),
-                                 detail::shape_str(den), detail::shape_str(q),
-                                 detail::shape_str(v)));
+  check_saved(op, grad_out, out, "den", den, q, v);
   return detail::fused_feature_backward(grad_out.to(q.scalar_type()), q, k, v,
                                         out.to(q.scalar_type()), den.to(q.scalar_type()), a.keep,
                                         a.prefix, a.settings.kind, a.settings.angle_step,
