@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: setup configure build test test-isa check-headers demo report-check bench clean configure-sanitize fuzz test-asan soak
+.PHONY: setup configure build test test-python test-isa check-headers demo report-check bench clean configure-sanitize fuzz test-asan soak
 
 setup:
 	bash scripts/setup.sh
@@ -23,6 +23,13 @@ build: configure
 # spinning workers (it ignores LibTorch's thread setting), which made some tests 20x slower.
 test: build
 	OPENBLAS_NUM_THREADS=1 ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The Python package (docs/python.md): built with pip against the pinned PyTorch 2.x of
+# ~/.cache/attnkit/venv-py (made on first use) and tested with pytest (tests/python_package/).
+# Independent of the CMake build. PYTEST_ARGS="-k softmax" selects tests.
+PYTEST_ARGS ?=
+test-python:
+	bash scripts/test_python_package.sh $(PYTEST_ARGS)
 
 # The whole suite once per kernel instruction set and OpenBLAS core type (docs/testing.md).
 test-isa: build

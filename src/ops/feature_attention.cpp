@@ -21,7 +21,8 @@ namespace {
 at::Tensor causal_product(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           bool reverse = false);
 
-// The kernel on contiguous [B, H, n, ·] tensors, parallel over batch·heads.
+}  // namespace
+
 at::Tensor causal_product_forward(const at::Tensor& q_in, const at::Tensor& k_in,
                                   const at::Tensor& v_in, bool reverse) {
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
@@ -43,6 +44,8 @@ at::Tensor causal_product_forward(const at::Tensor& q_in, const at::Tensor& k_in
   });
   return y;
 }
+
+namespace {
 
 class CausalProduct : public torch::autograd::Function<CausalProduct> {
  public:

@@ -29,6 +29,12 @@ at::Tensor masked_feature_attention(const at::Tensor& phi_q, const at::Tensor& p
                                     const at::Tensor& v, const at::Tensor& allowed,
                                     Denominator denominator);
 
+// The causal-product kernel without autograd: Y = tril(Q Kᵀ) V over float32/float64 CPU tensors
+// [B, H, n, ·] (reverse: s >= t), parallel over batch·heads (the Python package's
+// attnkit::causal_product op calls it too).
+at::Tensor causal_product_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  bool reverse);
+
 // Checks of the prefix-LM entry points: self attention (L = S = n) and prefix_lengths a [B]
 // integer tensor with values in [0, n]. Returns prefix_lengths as contiguous int64.
 at::Tensor check_prefix_lengths(const char* op, const at::Tensor& q, const at::Tensor& k,

@@ -37,6 +37,47 @@ cpu::FlashProblem describe(const at::Tensor& q, const at::Tensor& k, const at::T
   return p;
 }
 
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> flash_attention_forward(
+    const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& mask,
+    bool causal, double scale, double dropout, int64_t dropout_seed) {
+  auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  at::Tensor mask_view;
+  const auto p = describe(q, k, v, mask, causal, scale, dropout,
+                          static_cast<uint64_t>(dropout_seed), mask_view);
+  auto out = at::empty({p.B, p.H, p.L, p.dv}, q.options());
+  auto lse = at::empty({p.B, p.H, p.L}, q.options());
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "flash_attention_forward", [&] {
+    cpu::flash_attention_forward(p, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
+                                 v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
+                                 lse.data_ptr<scalar_t>());
+  });
+  return {out, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& q_in, const at::Tensor& k_in,
+    const at::Tensor& v_in, const at::Tensor& out_in, const at::Tensor& lse_in,
+    const at::Tensor& mask, bool causal, double scale, double dropout, int64_t dropout_seed) {
+  auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  auto out = out_in.contiguous(), lse = lse_in.contiguous(), dout = grad_out.contiguous();
+  at::Tensor mask_view;
+  const auto p = describe(q, k, v, mask, causal, scale, dropout,
+                          static_cast<uint64_t>(dropout_seed), mask_view);
+  auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "flash_attention_backward", [&] {
+    cpu::flash_attention_backward(p, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
+                                  v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
+                                  lse.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
+                                  dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
+                                  dv.data_ptr<scalar_t>());
+  });
+  return {dq, dk, dv};
+}
+
+namespace {
+
 class FlashAttention : public torch::autograd::Function<FlashAttention> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q_in,
@@ -46,16 +87,7 @@ class FlashAttention : public torch::autograd::Function<FlashAttention> {
     // The mask takes no gradient (flash_attention_supports), so it travels as plain data.
     const at::Tensor mask = mask_arg.has_value() ? *mask_arg : at::Tensor();
     auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
-    at::Tensor mask_view;
-    const auto p = describe(q, k, v, mask, causal, scale, dropout,
-                            static_cast<uint64_t>(dropout_seed), mask_view);
-    auto out = at::empty({p.B, p.H, p.L, p.dv}, q.options());
-    auto lse = at::empty({p.B, p.H, p.L}, q.options());
-    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "flash_attention_forward", [&] {
-      cpu::flash_attention_forward(p, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
-                                   v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
-                                   lse.data_ptr<scalar_t>());
-    });
+    auto [out, lse] = flash_attention_forward(q, k, v, mask, causal, scale, dropout, dropout_seed);
     ctx->save_for_backward({q, k, v, out, lse});
     if (mask.defined()) ctx->saved_data["mask"] = mask;
     ctx->saved_data["causal"] = causal;
@@ -68,23 +100,12 @@ class FlashAttention : public torch::autograd::Function<FlashAttention> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
     const at::Tensor mask =
         ctx->saved_data.count("mask") ? ctx->saved_data["mask"].toTensor() : at::Tensor();
-    auto dout = grads[0].contiguous();
-    at::Tensor mask_view;
-    const auto p = describe(q, k, v, mask, ctx->saved_data["causal"].toBool(),
-                            ctx->saved_data["scale"].toDouble(),
-                            ctx->saved_data["dropout"].toDouble(),
-                            static_cast<uint64_t>(ctx->saved_data["dropout_seed"].toInt()), mask_view);
-    auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
-    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "flash_attention_backward", [&] {
-      cpu::flash_attention_backward(p, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
-                                    v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
-                                    lse.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
-                                    dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
-                                    dv.data_ptr<scalar_t>());
-    });
+    auto [dq, dk, dv] = flash_attention_backward(
+        grads[0], saved[0], saved[1], saved[2], saved[3], saved[4], mask,
+        ctx->saved_data["causal"].toBool(), ctx->saved_data["scale"].toDouble(),
+        ctx->saved_data["dropout"].toDouble(), ctx->saved_data["dropout_seed"].toInt());
     return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

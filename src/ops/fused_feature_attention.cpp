@@ -71,6 +71,102 @@ FusedSettings settings_of(torch::autograd::AutogradContext* ctx) {
           ctx->saved_data["causal"].toBool()};
 }
 
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> fused_feature_forward(
+    const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+    const at::Tensor& keep_in, const at::Tensor& prefix_in, FeatureMapKind feature,
+    double angle_step, bool clamp, bool causal) {
+  auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  at::Tensor keep;
+  if (keep_in.defined()) keep = keep_in.contiguous();
+  at::Tensor prefix;  // int64 [B] (prefix-LM mode) or undefined
+  if (prefix_in.defined()) prefix = prefix_in.contiguous();
+  const auto p = feature_problem(q, v, feature, angle_step, clamp);
+  const int64_t B = q.size(0), H = q.size(1), S = k.size(2);
+  auto y = at::empty({B, H, p.n, p.e}, v.options());
+  auto den = at::empty({B, H, p.n}, v.options());
+  if (y.numel() > 0) {
+    cpu::SingleThreadedBlas single_threaded_blas;
+    const bool* kp_keep = keep.defined() ? keep.data_ptr<bool>() : nullptr;
+    const int64_t* prefix_of = prefix.defined() ? prefix.data_ptr<int64_t>() : nullptr;
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "feature_attention", [&] {
+      const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(),
+                     *vp = v.data_ptr<scalar_t>();
+      scalar_t *yp = y.data_ptr<scalar_t>(), *dp = den.data_ptr<scalar_t>();
+      cpu::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+        std::vector<scalar_t> workspace(workspace_size(p, causal, prefix_of != nullptr));
+        for (int64_t i = begin; i < end; ++i) {
+          const scalar_t *qi = qp + i * p.n * p.d, *ki = kp + i * S * p.d, *vi = vp + i * S * p.e;
+          scalar_t *yi = yp + i * p.n * p.e, *di = dp + i * p.n;
+          if (prefix_of)
+            cpu::prefix_feature_attention_forward(p, prefix_of[i / H], qi, ki, vi,
+                                                  kp_keep ? kp_keep + (i / H) * S : nullptr, yi,
+                                                  di, workspace.data());
+          else if (causal)
+            cpu::causal_feature_attention_forward(p, qi, ki, vi, yi, di, workspace.data());
+          else
+            cpu::feature_attention_forward(p, S, qi, ki, vi, kp_keep ? kp_keep + (i / H) * S : nullptr,
+                                           yi, di, workspace.data());
+        }
+      });
+    });
+  } else {
+    y.zero_();
+  }
+  return {y, den};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_feature_backward(
+    const at::Tensor& grad_out, const at::Tensor& q_in, const at::Tensor& k_in,
+    const at::Tensor& v_in, const at::Tensor& y_in, const at::Tensor& den_in,
+    const at::Tensor& keep_in, const at::Tensor& prefix_in, FeatureMapKind feature,
+    double angle_step, bool clamp, bool causal) {
+  const auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  const auto y = y_in.contiguous(), den = den_in.contiguous(), g = grad_out.contiguous();
+  at::Tensor keep, prefix;
+  if (keep_in.defined()) keep = keep_in.contiguous();
+  if (prefix_in.defined()) prefix = prefix_in.contiguous();
+  const auto p = feature_problem(q, v, feature, angle_step, clamp);
+  const int64_t B = q.size(0), H = q.size(1), S = k.size(2);
+  auto dq = at::zeros_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
+  if (y.numel() > 0 && S > 0) {
+    cpu::SingleThreadedBlas single_threaded_blas;
+    const bool* kp_keep = keep.defined() ? keep.data_ptr<bool>() : nullptr;
+    const int64_t* prefix_of = prefix.defined() ? prefix.data_ptr<int64_t>() : nullptr;
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "feature_attention_backward", [&] {
+      const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(),
+                     *vp = v.data_ptr<scalar_t>(), *yp = y.data_ptr<scalar_t>(),
+                     *dp = den.data_ptr<scalar_t>(), *gp = g.data_ptr<scalar_t>();
+      scalar_t *dqp = dq.data_ptr<scalar_t>(), *dkp = dk.data_ptr<scalar_t>(),
+               *dvp = dv.data_ptr<scalar_t>();
+      cpu::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+        std::vector<scalar_t> workspace(workspace_size(p, causal, prefix_of != nullptr));
+        for (int64_t i = begin; i < end; ++i) {
+          const int64_t qo = i * p.n * p.d, ko = i * S * p.d, vo = i * S * p.e, yo = i * p.n * p.e;
+          if (prefix_of)
+            cpu::prefix_feature_attention_backward(
+                p, prefix_of[i / H], qp + qo, kp + ko, vp + vo,
+                kp_keep ? kp_keep + (i / H) * S : nullptr, yp + yo, dp + i * p.n, gp + yo,
+                dqp + qo, dkp + ko, dvp + vo, workspace.data());
+          else if (causal)
+            cpu::causal_feature_attention_backward(p, qp + qo, kp + ko, vp + vo, yp + yo,
+                                                   dp + i * p.n, gp + yo, dqp + qo, dkp + ko,
+                                                   dvp + vo, workspace.data());
+          else
+            cpu::feature_attention_backward(p, S, qp + qo, kp + ko, vp + vo,
+                                            kp_keep ? kp_keep + (i / H) * S : nullptr, yp + yo,
+                                            dp + i * p.n, gp + yo, dqp + qo, dkp + ko, dvp + vo,
+                                            workspace.data());
+        }
+      });
+    });
+  }
+  return {dq, dk, dv};
+}
+
+namespace {
+
 // Causal (L = S), non-causal (any L, S; optional key padding) or prefix-LM (L = S, prefix
 // lengths defined; optional key padding) feature attention with the feature map inside the
 // chunked kernels.
@@ -80,43 +176,12 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
                             const at::Tensor& k_in, const at::Tensor& v_in,
                             const c10::optional<at::Tensor>& keep_in,
                             const c10::optional<at::Tensor>& prefix_in, int64_t feature, double angle_step, bool clamp, bool causal) {
-    auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
-    at::Tensor keep;
-    if (keep_in.has_value() && keep_in->defined()) keep = keep_in->contiguous();
-    at::Tensor prefix;  // int64 [B] (prefix-LM mode) or undefined
-    if (prefix_in.has_value() && prefix_in->defined()) prefix = prefix_in->contiguous();
-    const auto p = feature_problem(q, v, static_cast<FeatureMapKind>(feature), angle_step, clamp);
-    const int64_t B = q.size(0), H = q.size(1), S = k.size(2);
-    auto y = at::empty({B, H, p.n, p.e}, v.options());
-    auto den = at::empty({B, H, p.n}, v.options());
-    if (y.numel() > 0) {
-      cpu::SingleThreadedBlas single_threaded_blas;
-      const bool* kp_keep = keep.defined() ? keep.data_ptr<bool>() : nullptr;
-      const int64_t* prefix_of = prefix.defined() ? prefix.data_ptr<int64_t>() : nullptr;
-      AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "feature_attention", [&] {
-        const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(),
-                       *vp = v.data_ptr<scalar_t>();
-        scalar_t *yp = y.data_ptr<scalar_t>(), *dp = den.data_ptr<scalar_t>();
-        cpu::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-          std::vector<scalar_t> workspace(workspace_size(p, causal, prefix_of != nullptr));
-          for (int64_t i = begin; i < end; ++i) {
-            const scalar_t *qi = qp + i * p.n * p.d, *ki = kp + i * S * p.d, *vi = vp + i * S * p.e;
-            scalar_t *yi = yp + i * p.n * p.e, *di = dp + i * p.n;
-            if (prefix_of)
-              cpu::prefix_feature_attention_forward(p, prefix_of[i / H], qi, ki, vi,
-                                                    kp_keep ? kp_keep + (i / H) * S : nullptr, yi,
-                                                    di, workspace.data());
-            else if (causal)
-              cpu::causal_feature_attention_forward(p, qi, ki, vi, yi, di, workspace.data());
-            else
-              cpu::feature_attention_forward(p, S, qi, ki, vi, kp_keep ? kp_keep + (i / H) * S : nullptr,
-                                             yi, di, workspace.data());
-          }
-        });
-      });
-    } else {
-      y.zero_();
-    }
+    at::Tensor keep, prefix;
+    if (keep_in.has_value() && keep_in->defined()) keep = *keep_in;
+    if (prefix_in.has_value() && prefix_in->defined()) prefix = *prefix_in;
+    auto [y, den] = fused_feature_forward(q_in, k_in, v_in, keep, prefix,
+                                          static_cast<FeatureMapKind>(feature), angle_step, clamp,
+                                          causal);
     // The inputs as given (views stay views: no second copy is kept alive).
     ctx->save_for_backward({q_in, k_in, v_in, y, den, keep, prefix});
     ctx->saved_data["feature"] = feature;
@@ -149,43 +214,9 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
       for (size_t j = 0; j < which.size(); ++j) result[which[j]] = g[j];
       return result;
     }
-    const auto q = saved[0].contiguous(), k = saved[1].contiguous(), v = saved[2].contiguous();
-    const auto g = grads[0].contiguous();
-    const auto p = feature_problem(q, v, set.feature, set.angle_step, set.clamp);
-    const int64_t B = q.size(0), H = q.size(1), S = k.size(2);
-    auto dq = at::zeros_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
-    if (y.numel() > 0 && S > 0) {
-      cpu::SingleThreadedBlas single_threaded_blas;
-      const bool* kp_keep = keep.defined() ? keep.data_ptr<bool>() : nullptr;
-      const int64_t* prefix_of = prefix.defined() ? prefix.data_ptr<int64_t>() : nullptr;
-      AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "feature_attention_backward", [&] {
-        const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>(),
-                       *vp = v.data_ptr<scalar_t>(), *yp = y.data_ptr<scalar_t>(),
-                       *dp = den.data_ptr<scalar_t>(), *gp = g.data_ptr<scalar_t>();
-        scalar_t *dqp = dq.data_ptr<scalar_t>(), *dkp = dk.data_ptr<scalar_t>(),
-                 *dvp = dv.data_ptr<scalar_t>();
-        cpu::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-          std::vector<scalar_t> workspace(workspace_size(p, set.causal, prefix_of != nullptr));
-          for (int64_t i = begin; i < end; ++i) {
-            const int64_t qo = i * p.n * p.d, ko = i * S * p.d, vo = i * S * p.e, yo = i * p.n * p.e;
-            if (prefix_of)
-              cpu::prefix_feature_attention_backward(
-                  p, prefix_of[i / H], qp + qo, kp + ko, vp + vo,
-                  kp_keep ? kp_keep + (i / H) * S : nullptr, yp + yo, dp + i * p.n, gp + yo,
-                  dqp + qo, dkp + ko, dvp + vo, workspace.data());
-            else if (set.causal)
-              cpu::causal_feature_attention_backward(p, qp + qo, kp + ko, vp + vo, yp + yo,
-                                                     dp + i * p.n, gp + yo, dqp + qo, dkp + ko,
-                                                     dvp + vo, workspace.data());
-            else
-              cpu::feature_attention_backward(p, S, qp + qo, kp + ko, vp + vo,
-                                              kp_keep ? kp_keep + (i / H) * S : nullptr, yp + yo,
-                                              dp + i * p.n, gp + yo, dqp + qo, dkp + ko, dvp + vo,
-                                              workspace.data());
-          }
-        });
-      });
-    }
+    auto [dq, dk, dv] = fused_feature_backward(grads[0], saved[0], saved[1], saved[2], y, den,
+                                               keep, prefix, set.feature, set.angle_step,
+                                               set.clamp, set.causal);
     result[0] = dq;
     result[1] = dk;
     result[2] = dv;

@@ -9,6 +9,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
 
+#include <tuple>
+
 namespace attnkit::ops::detail {
 
 // Whether the fused op covers a call: an Elu, Relu or CosRelu feature map, float32/float64 on
@@ -39,5 +41,17 @@ at::Tensor fused_prefix_feature_attention(const at::Tensor& q, const at::Tensor&
 
 // Whether the fused prefix mode covers a call: Elu, Relu or CosRelu, float32/float64 on the CPU.
 bool fused_prefix_feature_applies(const at::Tensor& q, FeatureMapKind feature);
+
+// The kernels without autograd (FusedFeatureAttention's forward and backward; the Python
+// package's torch.library ops call them too). keep: undefined or bool [B, S]; prefix: undefined
+// or int64 [B] (prefix-LM mode), both checked by the caller. Forward: (y [B, H, L, e], den
+// [B, H, L]); backward: (dq, dk, dv) from the forward's inputs, y and den.
+std::tuple<at::Tensor, at::Tensor> fused_feature_forward(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& keep,
+    const at::Tensor& prefix, FeatureMapKind feature, double angle_step, bool clamp, bool causal);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_feature_backward(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& y, const at::Tensor& den, const at::Tensor& keep, const at::Tensor& prefix,
+    FeatureMapKind feature, double angle_step, bool clamp, bool causal);
 
 }  // namespace attnkit::ops::detail

@@ -1,6 +1,10 @@
-// torch.ops.attnkit.*: the attention ops as PyTorch operators, loadable from Python with
-// torch.ops.load_library("build/libattnkit_ops.so"). Registered as composite operators, so
-// autograd differentiates through the ATen ops they are built from.
+// torch.ops.attnkit.*: the attention ops as PyTorch operators for LibTorch 1.13 (Debian's
+// python3-torch), loadable with torch.ops.load_library("build/libattnkit_ops.so").
+// m.def(schema, fn) registers each as a CompositeImplicitAutograd operator: autograd sees what the
+// function calls, i.e. the toolkit's own autograd Functions (FlashAttention, FusedFeatureAttention,
+// CausalProduct: their backward passes are attnkit's fused kernels) and, on the unfused paths,
+// ATen ops. There are no fake/meta kernels, so torch.compile cannot trace them; the pip package
+// (src/torch_ops/package_ops.cpp, docs/python.md) is the torch.library form for PyTorch 2.x.
 #include "attnkit/ops/cosformer_attention.h"
 #include "attnkit/ops/linear_attention.h"
 #include "attnkit/ops/softmax_attention.h"

@@ -7,6 +7,7 @@
 #include <malloc.h>
 #endif
 
+#ifndef ATTNKIT_GEMM_ATEN
 extern "C" {
 void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
             const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
@@ -15,11 +16,13 @@ void dgemm_(const char* transa, const char* transb, const int* m, const int* n, 
             const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
             const double* beta, double* c, const int* ldc);
 }
+#endif
 
 namespace attnkit::ops::cpu {
 
 namespace {
 
+#ifndef ATTNKIT_GEMM_ATEN
 // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands, keep the flags.
 template <typename T, typename Fn>
 void gemm_row_major(Fn fortran_gemm, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -31,6 +34,7 @@ void gemm_row_major(Fn fortran_gemm, bool trans_a, bool trans_b, int64_t M, int6
   const int la = static_cast<int>(ldb), lb = static_cast<int>(lda), lc = static_cast<int>(ldc);
   fortran_gemm(&ta, &tb, &m, &n, &k, &alpha, B, &la, A, &lb, &beta, C, &lc);
 }
+#endif
 
 using SetThreads = void (*)(int);
 using GetThreads = int (*)();
@@ -46,6 +50,9 @@ GetThreads openblas_get() {
 
 }  // namespace
 
+// The Python package's build (setup.py) defines ATTNKIT_GEMM_ATEN and takes gemm() from
+// src/torch_ops/package_gemm.cpp (through ATen: a wheel's static MKL need not export sgemm_).
+#ifndef ATTNKIT_GEMM_ATEN
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc) {
@@ -57,6 +64,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
           int64_t ldc) {
   gemm_row_major(dgemm_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
+#endif
 
 SingleThreadedBlas::SingleThreadedBlas() {
   if (openblas_set() && openblas_get()) {
