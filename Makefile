@@ -21,8 +21,10 @@ build: configure
 
 # ctest runs $(JOBS) test processes at once; OpenBLAS would give each of them a pool of $(JOBS)
 # spinning workers (it ignores LibTorch's thread setting), which made some tests 20x slower.
+# The ctest suite, then the Python package against the pinned PyTorch 2.x (test-python below).
 test: build
 	OPENBLAS_NUM_THREADS=1 ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	bash scripts/test_python_package.sh
 
 # The Python package (docs/python.md): built with pip against the pinned PyTorch 2.x of
 # ~/.cache/attnkit/venv-py (made on first use) and tested with pytest (tests/python_package/).
