@@ -21,6 +21,9 @@
 // program runs with the libraries' own defaults. A library that loads attnkit (libattnkit_ops.so
 // in Python) cannot do this: set the two variables in that process's environment.
 //
+// One pool instead (Debian's OpenMP OpenBLAS, GEMMs on libgomp's workers) does not make this
+// unnecessary: libgomp's default spin count is as costly there (docs/architecture.md, measured).
+//
 // This object is linked into executables only (a shared library has no preinit array). It is
 // left out of sanitizer builds, whose runtimes initialise from the same array.
 #include <cstring>

@@ -314,6 +314,15 @@ TEST(Runtime, SetBlasThreadsReachesOpenBlas) {
   // LibTorch's thread setting does not reach OpenBLAS's own pool; set_blas_threads must.
   auto get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
   if (!get) GTEST_SKIP() << "the BLAS in use is not OpenBLAS";
+  auto parallel = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  if (parallel && parallel() == 2) {
+    // OpenMP build (libopenblas0-openmp): its GEMMs run on LibTorch's threads, and its own setter
+    // is omp_set_num_threads, so set_blas_threads must leave LibTorch's thread count alone.
+    const int threads = at::get_num_threads();
+    set_blas_threads(1);
+    EXPECT_EQ(at::get_num_threads(), threads);
+    return;
+  }
   const int before = get();
   if (std::thread::hardware_concurrency() >= 2) {  // OpenBLAS caps the count at the cores
     set_blas_threads(2);

@@ -48,6 +48,18 @@ GetThreads openblas_get() {
   return fn;
 }
 
+// OpenBLAS built for OpenMP (openblas_get_parallel() == 2, libopenblas0-openmp) runs on libgomp's
+// threads, LibTorch's: inside a parallel region each call already stays on its thread, and its
+// openblas_set_num_threads is omp_set_num_threads, which would make the parallel loops of LibTorch
+// and attnkit serial as well. Its thread count is therefore left to LibTorch's.
+bool openblas_on_openmp() {
+  static const bool on_openmp = [] {
+    auto fn = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+    return fn && fn() == 2;
+  }();
+  return on_openmp;
+}
+
 }  // namespace
 
 // The Python package's build (setup.py) defines ATTNKIT_GEMM_ATEN and takes gemm() from
@@ -67,7 +79,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
 #endif
 
 SingleThreadedBlas::SingleThreadedBlas() {
-  if (openblas_set() && openblas_get()) {
+  if (openblas_set() && openblas_get() && !openblas_on_openmp()) {
     previous_ = openblas_get()();
     openblas_set()(1);
   }
@@ -82,7 +94,8 @@ SingleThreadedBlas::~SingleThreadedBlas() {
 namespace attnkit {
 
 void set_blas_threads(int threads) {
-  if (threads > 0 && ops::cpu::openblas_set()) ops::cpu::openblas_set()(threads);
+  if (threads > 0 && ops::cpu::openblas_set() && !ops::cpu::openblas_on_openmp())
+    ops::cpu::openblas_set()(threads);
 }
 
 void reuse_freed_memory() {
