@@ -11,7 +11,8 @@ namespace attnkit {
 // Caps the BLAS that LibTorch links (Debian: OpenBLAS, which runs its own thread pool and ignores
 // at::set_num_threads) at `threads`. Without this, `--threads 1` still ran every GEMM on all
 // cores, and at 2 threads OpenBLAS's spinning workers competed with ATen's pool. A no-op when the
-// BLAS is not OpenBLAS.
+// BLAS is not OpenBLAS, or is OpenBLAS's OpenMP build (whose thread count is libgomp's, shared with
+// LibTorch: setting it would cap ATen's loops too).
 void set_blas_threads(int threads);
 
 // glibc malloc: serve large blocks from the heap and keep up to 1 GiB of freed memory there instead
