@@ -1,5 +1,5 @@
 // Data parallelism over c10d's ProcessGroupGloo. This file alone includes the c10d headers. A
-// LibTorch without c10d's Gloo backend (ATTNKIT_HAVE_C10D_GLOO 0, attnkit/ops/torch_compat.h)
+// LibTorch without c10d's Gloo backend (ATTNKIT_HAVE_C10D_GLOO 0, src/torch_compat.h)
 // compiles the launcher only; DataParallel then refuses with one line.
 #include "attnkit/train/distributed.h"
 
@@ -8,7 +8,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
-#include "attnkit/ops/torch_compat.h"
+#include "../torch_compat.h"
 #if ATTNKIT_HAVE_C10D_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>

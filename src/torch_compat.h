@@ -1,7 +1,9 @@
 #pragma once
 // The one place where attnkit's sources differ between the LibTorch versions it builds against:
 // Debian's libtorch-dev 1.13 (the default) and the torch 2.x of a Python environment
-// (`make build TORCH=<python>`, docs/architecture.md "Building against LibTorch 2.x").
+// (`make build TORCH=<python>`, docs/architecture.md "Building against LibTorch 2.x"). Like
+// src/pch.h it sits outside the layers: any source that uses LibTorch may include it
+// (`#include "../torch_compat.h"`); it is no public header.
 #include <torch/version.h>
 
 // LibTorch's version, e.g. 113 for 1.13, 215 for 2.15.
