@@ -38,9 +38,8 @@ build-torch2:
 	bash scripts/bench_venv.sh > /dev/null
 	$(MAKE) build TORCH=$(TORCH2_PYTHON)
 
-test-torch2:
-	bash scripts/bench_venv.sh > /dev/null
-	$(MAKE) test TORCH=$(TORCH2_PYTHON)
+test-torch2: build-torch2
+	OPENBLAS_NUM_THREADS=1 ctest --test-dir build-torch2 --output-on-failure -j $(JOBS)
 
 # The whole suite once per kernel instruction set and OpenBLAS core type (docs/testing.md).
 test-isa: build
