@@ -1,9 +1,16 @@
 # attnkit: `make demo` (install deps, build, run the demo) and `make test` (install deps, build, test).
+# TORCH=<python>: build against that Python's torch package (2.7+) instead of Debian's LibTorch
+# 1.13, in its own build folder (docs/architecture.md, "Building against LibTorch 2.x").
+TORCH ?=
+ifneq ($(TORCH),)
+BUILD ?= build-torch2
+CMAKE_FLAGS_TORCH := -DATTNKIT_TORCH_PYTHON=$(TORCH)
+endif
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: setup configure build test test-python test-isa check-headers demo report-check bench clean configure-sanitize fuzz test-asan soak
+.PHONY: setup configure build test test-python build-torch2 test-torch2 test-isa check-headers demo report-check bench clean configure-sanitize fuzz test-asan soak
 
 setup:
 	bash scripts/setup.sh
@@ -14,7 +21,7 @@ configure: setup
 	@if [ -f $(BUILD)/CMakeCache.txt ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$$' $(BUILD)/CMakeCache.txt; then \
 	  echo "make: $(BUILD) was configured with another generator; configuring it anew"; \
 	  rm -rf $(BUILD); fi
-	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS) $(CMAKE_FLAGS_TORCH)
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -32,6 +39,16 @@ test: build
 PYTEST_ARGS ?=
 test-python:
 	bash scripts/test_python_package.sh $(PYTEST_ARGS)
+
+# The whole suite against the pinned PyTorch 2.x of the benchmark venv (scripts/bench_venv.sh makes
+# it once, about 2.5 GB), in build-torch2/; tests that cannot run there skip with their reason.
+TORCH2_PYTHON = $(or $(ATTNKIT_CACHE),$(HOME)/.cache/attnkit)/venv-bench/bin/python
+build-torch2:
+	bash scripts/bench_venv.sh > /dev/null
+	$(MAKE) build TORCH=$(TORCH2_PYTHON)
+
+test-torch2: build-torch2
+	OPENBLAS_NUM_THREADS=1 ctest --test-dir build-torch2 --output-on-failure -j $(JOBS)
 
 # The whole suite once per kernel instruction set and OpenBLAS core type (docs/testing.md).
 test-isa: build

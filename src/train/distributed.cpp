@@ -1,5 +1,6 @@
-// Data parallelism over c10d's ProcessGroupGloo. This file alone includes the c10d headers (it is
-// compiled with USE_C10D_GLOO and without the precompiled header, see CMakeLists.txt).
+// Data parallelism over c10d's ProcessGroupGloo. This file alone includes the c10d headers. A
+// LibTorch without c10d's Gloo backend (ATTNKIT_HAVE_C10D_GLOO 0, src/torch_compat.h)
+// compiles the launcher only; DataParallel then refuses with one line.
 #include "attnkit/train/distributed.h"
 
 #include "attnkit/error.h"
@@ -7,8 +8,11 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include "../torch_compat.h"
+#if ATTNKIT_HAVE_C10D_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -69,6 +73,9 @@ std::optional<DistributedEnvironment> distributed_environment_from_env() {
   env.master_port = environment_integer("MASTER_PORT", 1, 65535);
   return env;
 }
+
+#if ATTNKIT_HAVE_C10D_GLOO
+bool distributed_available() { return true; }
 
 struct DataParallel::Impl {
   DistributedEnvironment environment;
@@ -202,6 +209,25 @@ std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) {
 void DataParallel::barrier() {
   impl_->run("barrier", [&] { return impl_->group->barrier(); });
 }
+#else
+bool distributed_available() { return false; }
+
+struct DataParallel::Impl {};
+
+DataParallel::DataParallel(const DistributedEnvironment& environment, const DistributedOptions& options) {
+  throw Error(fmt::format("distributed: this attnkit was built against LibTorch {} without c10d's Gloo "
+                          "backend, so data-parallel training is unavailable (build against Debian's "
+                          "LibTorch for it; docs/architecture.md)", TORCH_VERSION));
+}
+DataParallel::~DataParallel() = default;
+int DataParallel::rank() const { return 0; }
+int DataParallel::world_size() const { return 1; }
+void DataParallel::broadcast_parameters(torch::nn::Module&) {}
+void DataParallel::average_gradients(const std::vector<at::Tensor>&) {}
+std::vector<double> DataParallel::sum(const std::vector<double>& values) { return values; }
+std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) { return {tensor}; }
+void DataParallel::barrier() {}
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Local launcher.

@@ -192,7 +192,8 @@ std::string format_bytes(double bytes) {
     ++unit;
   }
   if (unit == 0) return fmt::format("{:.0f} B", bytes);
-  return fmt::format(bytes >= 100 ? "{:.0f} {}" : bytes >= 10 ? "{:.1f} {}" : "{:.2f} {}", bytes, units[unit]);
+  return fmt::format(fmt::runtime(bytes >= 100 ? "{:.0f} {}" : bytes >= 10 ? "{:.1f} {}" : "{:.2f} {}"), bytes,
+                     units[unit]);
 }
 
 namespace {

@@ -60,6 +60,18 @@ std::vector<torch::optim::OptimizerParamGroup> split_groups(
   return groups;
 }
 
+// The optimizer's own defaults. LibTorch 2.x (not 1.13) gives a group option that equals the
+// options' constructor default (weight_decay 0 for Adam and SGD, 0.01 for AdamW) the optimizer's
+// default instead, so the no-decay group of Adam would decay. The defaults therefore carry the
+// weight decay of the group whose value is the constructor default; both versions then keep each
+// group's own (Optimizers.MatchTorchOptimInPython).
+template <typename Options>
+Options optimizer_defaults(const Options& decay_options) {
+  Options defaults = decay_options;
+  if (decay_options.weight_decay() != Options(decay_options.lr()).weight_decay()) defaults.weight_decay(0);
+  return defaults;
+}
+
 }  // namespace
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& module,
@@ -77,18 +89,18 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& modul
     case OptimizerKind::kAdamW: {
       auto o = torch::optim::AdamWOptions(options.learning_rate)
                    .betas(betas).eps(options.eps).weight_decay(options.weight_decay);
-      return std::make_unique<torch::optim::AdamW>(split_groups(decaying, other, o), o);
+      return std::make_unique<torch::optim::AdamW>(split_groups(decaying, other, o), optimizer_defaults(o));
     }
     case OptimizerKind::kAdam: {
       auto o = torch::optim::AdamOptions(options.learning_rate)
                    .betas(betas).eps(options.eps).weight_decay(options.weight_decay);
-      return std::make_unique<torch::optim::Adam>(split_groups(decaying, other, o), o);
+      return std::make_unique<torch::optim::Adam>(split_groups(decaying, other, o), optimizer_defaults(o));
     }
     case OptimizerKind::kSgd: {
       auto o = torch::optim::SGDOptions(options.learning_rate)
                    .momentum(options.momentum).nesterov(options.nesterov)
                    .weight_decay(options.weight_decay);
-      return std::make_unique<torch::optim::SGD>(split_groups(decaying, other, o), o);
+      return std::make_unique<torch::optim::SGD>(split_groups(decaying, other, o), optimizer_defaults(o));
     }
   }
   throw Error("make_optimizer: unknown optimizer kind");

@@ -21,6 +21,12 @@
 #include "support/test_files.h"
 #include "train/toy_tasks.h"
 
+// The tests that run a Gloo process group skip against a LibTorch without c10d's Gloo backend
+// (a PyPI torch 2.x wheel: docs/architecture.md, "Building against LibTorch 2.x").
+#define SKIP_WITHOUT_GLOO()                                                                      \
+  if (!::attnkit::train::distributed_available())                                                \
+  GTEST_SKIP() << "this LibTorch has no c10d Gloo backend (docs/architecture.md)"
+
 namespace fs = std::filesystem;
 
 namespace attnkit::train {
@@ -125,6 +131,7 @@ LaunchOptions worker_launch(const std::string& role, const fs::path& out) {
 }
 
 TEST(Distributed, TwoProcessesMatchOneWithTheCombinedBatch) {
+  SKIP_WITHOUT_GLOO();
   const fs::path out = scratch_directory("train");
   launch_local_workers(worker_launch("regression", out));
   auto two = io::load_safetensors((out / "params.safetensors").string());
@@ -146,6 +153,7 @@ TEST(Distributed, TwoProcessesMatchOneWithTheCombinedBatch) {
 
 // With dropout, so each rank's generator state must come back from the checkpoint.
 TEST(Distributed, ResumedRunMatchesTheUninterruptedOne) {
+  SKIP_WITHOUT_GLOO();
   const fs::path out = scratch_directory("train");
   launch_local_workers(worker_launch("lm", out / "full"));
   LaunchOptions first = worker_launch("lm", out / "resumed");
@@ -169,6 +177,7 @@ void expect_complete_checkpoints(const fs::path& run) {
 }
 
 TEST(Distributed, LauncherReportsAKilledWorker) {
+  SKIP_WITHOUT_GLOO();
   const fs::path out = scratch_directory("train");
   const auto start = std::chrono::steady_clock::now();
   const std::string message = error_of([&] { launch_local_workers(worker_launch("die", out)); });
@@ -215,6 +224,7 @@ void expect_rank0_fails_on_its_own(pid_t pid, const fs::path& out) {
 }
 
 TEST(Distributed, SurvivorStopsWithAClearErrorWhenAPeerDies) {
+  SKIP_WITHOUT_GLOO();
   const fs::path out = scratch_directory("train");
   std::vector<pid_t> pids = start_ranks("die", out, "15000");
   ASSERT_TRUE(pids[0] > 0 && pids[1] > 0);
@@ -225,6 +235,7 @@ TEST(Distributed, SurvivorStopsWithAClearErrorWhenAPeerDies) {
 }
 
 TEST(Distributed, SurvivorTimesOutOnAHungPeer) {
+  SKIP_WITHOUT_GLOO();
   const fs::path out = scratch_directory("train");
   std::vector<pid_t> pids = start_ranks("stop", out, "3000");
   ASSERT_TRUE(pids[0] > 0 && pids[1] > 0);
@@ -285,6 +296,7 @@ TEST(Distributed, LauncherPassesSignalsOn) {
 }
 
 TEST(Distributed, SingleProcessGroupKeepsValues) {
+  SKIP_WITHOUT_GLOO();
   DistributedEnvironment environment;
   environment.master_port = free_tcp_port();
   DistributedOptions options;
@@ -308,6 +320,17 @@ TEST(Distributed, SingleProcessGroupKeepsValues) {
   ASSERT_EQ(gathered.size(), 1u);
   EXPECT_TRUE(torch::equal(gathered[0], torch::arange(3)));
   group.barrier();
+}
+
+// Without Gloo (a PyPI torch 2.x build), asking for a process group is one clear line, and the
+// launcher (no Gloo in it) still works.
+TEST(Distributed, WithoutGlooDataParallelRefusesInOneLine) {
+  if (distributed_available()) GTEST_SKIP() << "this LibTorch has c10d's Gloo backend";
+  DistributedEnvironment environment;
+  const std::string message = error_of([&] { DataParallel group(environment); });
+  EXPECT_EQ(message.rfind("distributed: this attnkit was built against LibTorch ", 0), 0u) << message;
+  EXPECT_NE(message.find("without c10d's Gloo backend"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
 }
 
 }  // namespace

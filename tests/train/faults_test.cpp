@@ -30,6 +30,12 @@
 #include "support/test_files.h"
 #include "train/toy_tasks.h"
 
+// The tests that run a Gloo process group skip against a LibTorch without c10d's Gloo backend
+// (a PyPI torch 2.x wheel: docs/architecture.md, "Building against LibTorch 2.x").
+#define SKIP_WITHOUT_GLOO()                                                                      \
+  if (!::attnkit::train::distributed_available())                                                \
+  GTEST_SKIP() << "this LibTorch has no c10d Gloo backend (docs/architecture.md)"
+
 namespace fs = std::filesystem;
 
 namespace attnkit::train {
@@ -213,6 +219,7 @@ std::pair<std::string, double> timed_error(F f) {
 }
 
 TEST(FaultDistributed, PeerThatNeverComesTimesOut) {
+  SKIP_WITHOUT_GLOO();
   DistributedOptions options;
   options.timeout = std::chrono::milliseconds(2000);
   const int port = free_tcp_port();
@@ -225,6 +232,7 @@ TEST(FaultDistributed, PeerThatNeverComesTimesOut) {
 }
 
 TEST(FaultDistributed, MismatchedWorldSizesFailOnBothRanks) {
+  SKIP_WITHOUT_GLOO();
   DistributedOptions options;
   options.timeout = std::chrono::milliseconds(3000);
   const int port = free_tcp_port();
@@ -243,6 +251,7 @@ TEST(FaultDistributed, MismatchedWorldSizesFailOnBothRanks) {
 }
 
 TEST(FaultDistributed, PortInUse) {
+  SKIP_WITHOUT_GLOO();
   // Hold a listening socket on a port, then start rank 0 there.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);

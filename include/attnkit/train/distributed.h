@@ -33,6 +33,11 @@ struct DistributedEnvironment {
 // one (e.g. RANK >= WORLD_SIZE, a port outside 1..65535).
 std::optional<DistributedEnvironment> distributed_environment_from_env();
 
+// Whether this build has c10d's Gloo backend, which DataParallel needs: true against Debian's
+// LibTorch; false against a PyPI torch 2.x wheel, whose Gloo headers are not shipped (DataParallel's
+// constructor then throws attnkit::Error saying so).
+bool distributed_available();
+
 struct DistributedOptions {
   std::chrono::milliseconds timeout{60000};  // rendezvous and every collective
   int64_t bucket_bytes = 25 * 1024 * 1024;   // gradient all-reduce buckets
