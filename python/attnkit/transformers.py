@@ -29,20 +29,6 @@ def _repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x[:, :, None].expand(B, H, n_rep, S, d).reshape(B, H * n_rep, S, d)
 
 
-def _contiguous_together(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor):
-    """The kernel needs contiguous [B, H, L, d] inputs; transformers hands it transposed views of
-    [B, L, H, d] projections. One torch.stack copies the three (or key and value) in one ATen call
-    -- one parallel region instead of three separate .contiguous() copies, which on a busy machine
-    each wait for both threads to be scheduled. The unbound slices are contiguous views."""
-    if query.is_contiguous() and key.is_contiguous() and value.is_contiguous():
-        return query, key, value
-    if query.shape == key.shape == value.shape:
-        return torch.stack((query, key, value)).unbind(0)
-    if key.shape == value.shape:
-        key, value = torch.stack((key, value)).unbind(0)
-    return query, key, value
-
-
 def attnkit_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
                               value: torch.Tensor, attention_mask: Optional[torch.Tensor],
                               dropout: float = 0.0, scaling: Optional[float] = None,
@@ -65,7 +51,6 @@ def attnkit_attention_forward(module: torch.nn.Module, query: torch.Tensor, key:
         # As transformers' SDPA backend (prefill into an empty static cache): its causal flag is
         # top-left aligned, attnkit's bottom-right; the keys past the queries are empty slots.
         key, value = key[:, :, :q_length], value[:, :, :q_length]
-    query, key, value = _contiguous_together(query, key, value)
     out = softmax_attention(query, key, value, attention_mask, causal=is_causal, scale=scaling,
                             dropout=dropout)
     return out.transpose(1, 2).contiguous(), None
