@@ -5,7 +5,7 @@
 # only checked), then runs bench/compare.py (attnkit vs PyTorch 2.x SDPA / cosFormer,
 # fast-transformers and PyTorch 1.13 eager, one fresh process per case; writes
 # docs/benchmarks.md on full runs) and the other benchmarks. BENCH=attention stops after
-# compare.py.
+# compare.py. The last part, bench/hf_attention_compare.py, runs in the Python package venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
@@ -40,3 +40,17 @@ echo
 echo "== heads: BERT-base-shaped model, 50% of heads pruned vs unpruned (inference) =="
 cmake --build "$BUILD" --target attnkit_bench_heads -j "${JOBS:-2}"
 /usr/bin/python3 bench/heads_compare.py --build "$BUILD" "$@"
+echo
+echo "== Hugging Face: GPT-2 small and BERT-base, attn_implementation sdpa vs attnkit (one process) =="
+# The Python package's venv (scripts/python_package_venv.sh, made once, then only checked) and
+# `pip install .` into it, as `make test-python` does (without pytest); without the venv (e.g.
+# offline) this part is skipped.
+if HF_PY="$(bash scripts/python_package_venv.sh)"; then
+  if command -v ccache > /dev/null; then
+    export CC="ccache gcc" CXX="ccache g++" CCACHE_BASEDIR="$PWD"
+  fi
+  "$HF_PY" -m pip install --quiet --no-build-isolation --no-deps --no-index .
+  "$HF_PY" bench/hf_attention_compare.py "$@"
+else
+  echo "bench/run.sh: no Python package venv (scripts/python_package_venv.sh failed): skipping the Hugging Face comparison" >&2
+fi
