@@ -20,6 +20,8 @@ import re
 import subprocess
 import sys
 
+from gnu_time import read_gnu_time
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = (("softmax", "softmax"), ("linear", "linear:elu"), ("cosformer", "cosformer"))
 DATA = "data/listops"
@@ -63,14 +65,8 @@ def train_all(build, steps, parallel):
 
 
 def time_file(kind):
-    """CPU seconds (user + system), wall seconds and peak RSS (MiB) from /usr/bin/time -v."""
-    text = open(run_dir(kind) + ".time").read()
-    field = lambda name: re.search(re.escape(name) + r":\s*(\S+)", text).group(1)  # noqa: E731
-    wall = 0.0
-    for part in field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":"):
-        wall = wall * 60 + float(part)
-    return (float(field("User time (seconds)")) + float(field("System time (seconds)")), wall,
-            int(field("Maximum resident set size (kbytes)")) / 1024)
+    """CPU seconds (user + system), wall seconds and peak RSS (MiB) of a run's training."""
+    return read_gnu_time(run_dir(kind) + ".time")
 
 
 def evaluations(kind):

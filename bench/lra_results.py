@@ -28,6 +28,8 @@ import resource
 import subprocess
 import sys
 
+from gnu_time import read_gnu_time as time_file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["softmax", "linear:elu", "linear:relu", "linear:favor", "cosformer", "synthesizer-dense"]
 # Task: settings of its cells. The model is LRA's small configuration for all of them.
@@ -94,17 +96,6 @@ def make_data(attnkit):
         if not os.path.isfile(marker):
             log("making " + os.path.dirname(marker))
             subprocess.run([attnkit, *command], check=True, stdout=subprocess.DEVNULL)
-
-
-def time_file(path):
-    """CPU seconds (user + system), wall seconds and peak RSS (MiB) from /usr/bin/time -v."""
-    text = open(path).read()
-    field = lambda name: re.search(re.escape(name) + r":\s*(\S+)", text).group(1)  # noqa: E731
-    wall = 0.0
-    for part in field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":"):
-        wall = wall * 60 + float(part)
-    return (float(field("User time (seconds)")) + float(field("System time (seconds)")), wall,
-            int(field("Maximum resident set size (kbytes)")) / 1024)
 
 
 def metrics(run):
@@ -208,7 +199,12 @@ def load_results(args):
         for kind in args.kinds:
             path = os.path.join(cell_dir(args, task, kind), "result.json")
             if os.path.isfile(path):
-                cells[f"{task}|{kind}"] = json.load(open(path))
+                cell = json.load(open(path))
+                curve = cell.get("curve", [])
+                if len(curve) > 100:  # the docs' copy: about 100 points per curve, the last kept
+                    stride = -(-len(curve) // 100)
+                    cell["curve"] = curve[::-1][::stride][::-1]
+                cells[f"{task}|{kind}"] = cell
     return cells
 
 
