@@ -6,6 +6,7 @@
 #include "attnkit/analysis/heads.h"
 #include "attnkit/analysis/heads_experiment.h"
 #include "attnkit/demo/demo.h"
+#include "bench_output.h"
 #include "attnkit/error.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/process.h"
@@ -37,11 +38,7 @@ double heads_bench_throughput(const fs::path& bench, const std::vector<std::stri
   argv.insert(argv.end(), args.begin(), args.end());
   const ProcessResult r = run_process(argv);
   if (!r.ok()) throw Error(fmt::format("attnkit_bench_heads failed: {}", first_line(r.err.empty() ? r.out : r.err)));
-  const auto last = r.out.find_last_of('{');
-  const auto j = nlohmann::json::parse(last == std::string::npos ? r.out : r.out.substr(last), nullptr, false);
-  if (!j.is_object() || !j.contains("tokens_per_s"))
-    throw Error("attnkit_bench_heads: no JSON result line in its output");
-  return j["tokens_per_s"].get<double>();
+  return bench_result_line(r.out, "attnkit_bench_heads", "tokens_per_s")["tokens_per_s"].get<double>();
 }
 
 }  // namespace

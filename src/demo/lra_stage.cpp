@@ -8,6 +8,7 @@
 //    the source tree): training all 30 cells takes CPU hours, so the demo shows that file's numbers
 //    with its date and budget instead of training them again, and says so when it is missing.
 #include "attnkit/demo/demo.h"
+#include "bench_output.h"
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/process.h"
@@ -50,10 +51,7 @@ StepCost one_step(const fs::path& bench, const std::string& kind, int64_t n, int
     if (cost.error.empty()) cost.error = r.signal ? fmt::format("killed by signal {}", r.signal) : "failed";
     return cost;
   }
-  const auto last = r.out.find_last_of('{');
-  const auto j = nlohmann::json::parse(last == std::string::npos ? r.out : r.out.substr(last), nullptr, false);
-  if (!j.is_object() || !j.contains("step_ms"))
-    throw Error(fmt::format("{}: no JSON result line in its output", bench.string()));
+  const auto j = bench_result_line(r.out, bench.string(), "step_ms");
   cost.fits = true;
   cost.step_ms = j["step_ms"].get<double>();
   cost.step_cpu_ms = j["step_cpu_ms"].get<double>();

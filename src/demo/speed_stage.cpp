@@ -3,6 +3,7 @@
 // bench/attention_bench.cpp and bench/peers/attention_peer.py (the `make bench` pair, same
 // sampling rule and the same JSON fields; see their headers).
 #include "attnkit/demo/demo.h"
+#include "bench_output.h"
 #include "attnkit/error.h"
 #include "attnkit/process.h"
 #include "attnkit/report/plot.h"
@@ -26,10 +27,8 @@ Measured run_case(const std::vector<std::string>& argv) {
   if (!r.ok())
     throw Error(fmt::format("{} failed: {}", fs::path(argv[0] == "/usr/bin/python3" ? argv[1] : argv[0]).filename().string(),
                             first_line(r.err.empty() ? r.out : r.err)));
-  const auto last = r.out.find_last_of('{');
-  nlohmann::json j = nlohmann::json::parse(last == std::string::npos ? r.out : r.out.substr(last), nullptr, false);
-  if (!j.is_object() || !j.contains("median_ms") || !j.contains("extra_peak_mib"))
-    throw Error(fmt::format("{}: no JSON result line in its output", argv[0]));
+  const nlohmann::json j = bench_result_line(r.out, argv[0], "median_ms");
+  if (!j.contains("extra_peak_mib")) throw Error(fmt::format("{}: no JSON result line in its output", argv[0]));
   return {j["median_ms"].get<double>(), j["extra_peak_mib"].get<double>()};
 }
 
