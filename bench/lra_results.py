@@ -143,7 +143,9 @@ def run_cell(args, attnkit, task, kind):
     evals = [r for r in records if "eval" in r]
     cpu_total, wall_total, peak = 0.0, 0.0, 0.0
     for f in sorted(os.listdir(run)):
-        if f.startswith("time-"):
+        # An empty report is a part that was killed (the session ended) and resumed later: its
+        # training time is in the checkpoint's cpu_seconds, its process totals are lost.
+        if f.startswith("time-") and os.path.getsize(os.path.join(run, f)) > 0:
             c, w, p = time_file(os.path.join(run, f))
             cpu_total, wall_total, peak = cpu_total + c, wall_total + w, max(peak, p)
     last = steps[-1]
