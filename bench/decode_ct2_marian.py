@@ -11,7 +11,7 @@ beam, both batch sizes), attnkit's source ids must equal MarianTokenizer's, and 
 have exactly the fixed length; otherwise the script exits 1 and prints what differs (the peer
 check: attnkit's Marian decoding against two held-out implementations on an Opus-MT-sized model).
 
-The model (made once, kept in --model-dir, default ~/.cache/attnkit/decode-bench-marian):
+The model (made once, kept in --marian-dir, default ~/.cache/attnkit/decode-bench-marian):
   - the Bible pairs of `attnkit data parallel` (World English Bible -> Reina-Valera 1909, split by
     book); the sources are the first verses of the test books (Esther);
   - source.spm: SentencePiece Unigram trained on the English train side plus the English fortunes
@@ -252,7 +252,8 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=0, help="one thread count (default: 1 and 2)")
-    parser.add_argument("--model-dir", default="~/.cache/attnkit/decode-bench-marian")
+    parser.add_argument("--marian-dir", dest="model_dir", default="~/.cache/attnkit/decode-bench-marian",
+                        help="where the Marian model (HF + CTranslate2 layouts) is kept")
     parser.add_argument("--new-tokens", type=int, default=0,
                         help="fixed output length (default 32; --quick 16)")
     parser.add_argument("--engine", choices=["ct2", "hf"])
@@ -330,7 +331,7 @@ def main():
         results = {}
         for engine in ("ct2", "hf"):
             out = run([sys.executable, os.path.abspath(__file__), "peer", "--engine", engine,
-                       "--threads", str(threads), "--model-dir", a.model_dir,
+                       "--threads", str(threads), "--marian-dir", a.model_dir,
                        "--cells", json.dumps(cells)], thread_env(threads))
             for line in out.splitlines():
                 if line.startswith("{"):
