@@ -7,9 +7,12 @@ scripts/decode_bench_venv.sh (ctranslate2, transformers 4.38.2, sentencepiece ov
 python3-torch 1.13), as bench/run.sh does.
 
 Before any timing is printed, the three must give the same token ids for every cell (greedy and
-beam, both batch sizes), attnkit's source ids must equal MarianTokenizer's, and every output must
-have exactly the fixed length; otherwise the script exits 1 and prints what differs (the peer
-check: attnkit's Marian decoding against two held-out implementations on an Opus-MT-sized model).
+beam, both batch sizes, every thread count, plus an untimed greedy cell with
+no_repeat_ngram_size 1 so that the outputs vary), the same scores within 1e-3 relative (greedy:
+summed log-probability; beam: / length), attnkit's source ids must equal MarianTokenizer's, and
+every output must have exactly the fixed length (--new-tokens, default 32); otherwise the script
+exits 1 and prints what differs (the peer check: attnkit's Marian decoding against two held-out
+implementations on an Opus-MT-sized model). --quick: 2 threads, batch 1 and 4, 16 tokens.
 
 The model (made once, kept in --marian-dir, default ~/.cache/attnkit/decode-bench-marian):
   - the Bible pairs of `attnkit data parallel` (World English Bible -> Reina-Valera 1909, split by
