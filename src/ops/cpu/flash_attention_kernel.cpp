@@ -86,13 +86,14 @@ inline int64_t causal_key_end(const FlashProblem& p, int64_t i) {
   return std::clamp<int64_t>(i + 1 + p.S - p.L, 0, p.S);
 }
 
-// Scores of query rows [q0, q0+br) against keys [j0, j0+bc) for head (b, h), masks applied as
-// -inf (bool/causal) or added (additive). s is [br × bc].
+// Scores of query rows [q0, q0+br) against keys [j0, j0+bc) for head (b, h) (q and k point at that
+// head's first row), masks applied as -inf (bool/causal) or added (additive). s is [br × bc].
 template <typename T>
 void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q, const T* k, int64_t q0,
                 int64_t br, int64_t j0, int64_t bc, T* s) {
-  gemm(false, true, br, bc, p.dk, static_cast<T>(p.scale), q + q0 * p.dk, p.dk, k + j0 * p.dk,
-       p.dk, T(0), s, bc);
+  const int64_t ldq = p.q_rows.n, ldk = p.k_rows.n;
+  gemm(false, true, br, bc, p.dk, static_cast<T>(p.scale), q + q0 * ldq, ldq, k + j0 * ldk, ldk,
+       T(0), s, bc);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const auto& mk = p.mask;
   const bool has_mask = mk.bool_data || mk.additive_data;
@@ -127,9 +128,9 @@ void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* 
       const int64_t bh = task / q_tiles, b = bh / p.H, h = bh % p.H;
       const int64_t q0 = (task % q_tiles) * kFlashForwardQueryTile;
       const int64_t br = std::min(kFlashForwardQueryTile, p.L - q0);
-      const T* qh = q + bh * p.L * p.dk;
-      const T* kh = k + bh * p.S * p.dk;
-      const T* vh = v + bh * p.S * p.dv;
+      const T* qh = p.q_rows.head(q, b, h);
+      const T* kh = p.k_rows.head(k, b, h);
+      const T* vh = p.v_rows.head(v, b, h);
       std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
       std::fill(l.begin(), l.end(), T(0));
       std::fill(acc.begin(), acc.end(), T(0));
@@ -141,14 +142,15 @@ void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* 
           online_softmax_row(s.data() + r * bc, bc, m[r], l[r], acc.data() + r * p.dv, p.dv);
         // Dropout acts on the probabilities after the normaliser l has counted them.
         if (p.dropout > 0) apply_dropout(p, bh, q0, br, j0, bc, s.data());
-        gemm(false, false, br, p.dv, bc, T(1), s.data(), bc, vh + j0 * p.dv, p.dv, T(1),
-             acc.data(), p.dv);
+        gemm(false, false, br, p.dv, bc, T(1), s.data(), bc, vh + j0 * p.v_rows.n, p.v_rows.n,
+             T(1), acc.data(), p.dv);
       }
-      T* oh = out + (bh * p.L + q0) * p.dv;
+      T* oh = p.out_rows.head(out, b, h) + q0 * p.out_rows.n;
       T* lh = lse + bh * p.L + q0;
       for (int64_t r = 0; r < br; ++r) {
         const T inv = l[r] > 0 ? T(1) / l[r] : T(0);
-        for (int64_t c = 0; c < p.dv; ++c) oh[r * p.dv + c] = acc[r * p.dv + c] * inv;
+        T* orow = oh + r * p.out_rows.n;
+        for (int64_t c = 0; c < p.dv; ++c) orow[c] = acc[r * p.dv + c] * inv;
         lh[r] = l[r] > 0 ? m[r] + std::log(l[r]) : -std::numeric_limits<T>::infinity();
       }
     }
@@ -168,21 +170,27 @@ void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, co
     std::vector<T> D(p.L);
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / p.H, h = bh % p.H;
-      const T* qh = q + bh * p.L * p.dk;
-      const T* kh = k + bh * p.S * p.dk;
-      const T* vh = v + bh * p.S * p.dv;
-      const T* oh = out + bh * p.L * p.dv;
-      const T* doh = dout + bh * p.L * p.dv;
+      // Row strides (BLAS leading dimensions) of each operand.
+      const int64_t ldq = p.q_rows.n, ldk = p.k_rows.n, ldv = p.v_rows.n, ldo = p.out_rows.n,
+                    lddo = p.dout_rows.n, lddq = p.dq_rows.n, lddk = p.dk_rows.n,
+                    lddv = p.dv_rows.n;
+      const T* qh = p.q_rows.head(q, b, h);
+      const T* kh = p.k_rows.head(k, b, h);
+      const T* vh = p.v_rows.head(v, b, h);
+      const T* oh = p.out_rows.head(out, b, h);
+      const T* doh = p.dout_rows.head(dout, b, h);
       const T* lh = lse + bh * p.L;
-      T* dqh = dq + bh * p.L * p.dk;
-      T* dkh = dk + bh * p.S * p.dk;
-      T* dvh = dv + bh * p.S * p.dv;
-      std::fill(dqh, dqh + p.L * p.dk, T(0));
-      std::fill(dkh, dkh + p.S * p.dk, T(0));
-      std::fill(dvh, dvh + p.S * p.dv, T(0));
+      T* dqh = p.dq_rows.head(dq, b, h);
+      T* dkh = p.dk_rows.head(dk, b, h);
+      T* dvh = p.dv_rows.head(dv, b, h);
+      for (int64_t i = 0; i < p.L; ++i) std::fill(dqh + i * lddq, dqh + i * lddq + p.dk, T(0));
+      for (int64_t j = 0; j < p.S; ++j) {
+        std::fill(dkh + j * lddk, dkh + j * lddk + p.dk, T(0));
+        std::fill(dvh + j * lddv, dvh + j * lddv + p.dv, T(0));
+      }
       for (int64_t i = 0; i < p.L; ++i) {
         T acc = 0;
-        for (int64_t c = 0; c < p.dv; ++c) acc += doh[i * p.dv + c] * oh[i * p.dv + c];
+        for (int64_t c = 0; c < p.dv; ++c) acc += doh[i * lddo + c] * oh[i * ldo + c];
         D[i] = acc;
       }
       for (int64_t j0 = 0; j0 < p.S; j0 += kFlashKeyTile) {
@@ -203,19 +211,19 @@ void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, co
             used = dropped.data();
           }
           // dV_j += P̃ᵀ dO_i
-          gemm(true, false, bc, p.dv, br, T(1), used, bc, doh + q0 * p.dv, p.dv, T(1),
-               dvh + j0 * p.dv, p.dv);
+          gemm(true, false, bc, p.dv, br, T(1), used, bc, doh + q0 * lddo, lddo, T(1),
+               dvh + j0 * lddv, lddv);
           // dP = dO_i V_jᵀ, then dS = P ∘ (dP − D)
-          gemm(false, true, br, bc, p.dv, T(1), doh + q0 * p.dv, p.dv, vh + j0 * p.dv, p.dv, T(0),
+          gemm(false, true, br, bc, p.dv, T(1), doh + q0 * lddo, lddo, vh + j0 * ldv, ldv, T(0),
                dp.data(), bc);
           if (p.dropout > 0) apply_dropout(p, bh, q0, br, j0, bc, dp.data());
           for (int64_t r = 0; r < br; ++r)
             softmax_grad_row(dp.data() + r * bc, s.data() + r * bc, bc, D[q0 + r]);
           // dQ_i += scale · dS K_j;  dK_j += scale · dSᵀ Q_i
-          gemm(false, false, br, p.dk, bc, scale, dp.data(), bc, kh + j0 * p.dk, p.dk, T(1),
-               dqh + q0 * p.dk, p.dk);
-          gemm(true, false, bc, p.dk, br, scale, dp.data(), bc, qh + q0 * p.dk, p.dk, T(1),
-               dkh + j0 * p.dk, p.dk);
+          gemm(false, false, br, p.dk, bc, scale, dp.data(), bc, kh + j0 * ldk, ldk, T(1),
+               dqh + q0 * lddq, lddq);
+          gemm(true, false, bc, p.dk, br, scale, dp.data(), bc, qh + q0 * ldq, ldq, T(1),
+               dkh + j0 * lddk, lddk);
         }
       }
     }
