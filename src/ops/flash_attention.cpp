@@ -79,7 +79,8 @@ std::tuple<at::Tensor, at::Tensor> flash_attention_forward(
   at::Tensor mask_view;
   auto p = describe(q, k, v, mask, causal, scale, dropout, static_cast<uint64_t>(dropout_seed),
                     mask_view);
-  auto out = empty_attention_layout(q, p.dv);
+  // Output layouts follow the given operands (a copied one included), as the fake kernels do.
+  auto out = empty_attention_layout(q_in, p.dv);
   auto lse = at::empty({p.B, p.H, p.L}, q.options());
   p.q_rows = rows_of(q);
   p.k_rows = rows_of(k);
@@ -103,8 +104,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
   at::Tensor mask_view;
   auto p = describe(q, k, v, mask, causal, scale, dropout, static_cast<uint64_t>(dropout_seed),
                     mask_view);
-  auto dq = empty_attention_layout(q, p.dk), dk = empty_attention_layout(k, p.dk),
-       dv = empty_attention_layout(v, p.dv);
+  auto dq = empty_attention_layout(q_in, p.dk), dk = empty_attention_layout(k_in, p.dk),
+       dv = empty_attention_layout(v_in, p.dv);
   p.q_rows = rows_of(q);
   p.k_rows = rows_of(k);
   p.v_rows = rows_of(v);
