@@ -9,6 +9,10 @@ q, k, v are what transformers hands over: [1, H, n, d] views (view + transpose) 
 torch.inference_mode(), and forward + backward (torch.autograd.grad to the projection output).
 Median of --repeats calls per side after one warm-up, alternating which side runs first; ratio =
 sdpa / attnkit (> 1: attnkit faster).
+
+--kernel instead times attnkit's ops alone (torch.ops.attnkit.flash_attention and
+flash_attention_backward) on those views against the same ops on contiguous copies of them: what
+reading transformers' layout in place costs inside the kernel.
 """
 import argparse
 import statistics
@@ -34,6 +38,8 @@ def main():
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--kernel", action="store_true",
+                        help="attnkit's ops on the views against contiguous copies")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     B, H, d, n = 1, args.heads, 64, args.n
@@ -47,6 +53,8 @@ def main():
            "attnkit": lambda: hf.attnkit_attention_forward(module, q, k, v, None,
                                                            is_causal=args.causal)[0]}
     g = torch.randn(B, n, H, d)
+    if args.kernel:
+        return kernel_only(args, [t.detach() for t in (q, k, v)], g.transpose(1, 2), d)
 
     def forward(fn):
         with torch.inference_mode():
@@ -55,19 +63,48 @@ def main():
     def forward_backward(fn):
         torch.autograd.grad(fn(), (x,), g)
 
-    print(f"torch {torch.__version__}, attnkit from {attnkit.__file__}, threads "
-          f"{torch.get_num_threads()}, n {n}, heads {H}, d {d}, causal {args.causal}")
+    header(args, n, H, d)
     for mode, run in (("forward", forward), ("forward+backward", forward_backward)):
-        samples = {name: [] for name in fns}
-        for r in range(args.repeats + 1):  # round 0: warm-up
-            for name in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-                start = time.perf_counter()
-                run(fns[name])
-                if r:
-                    samples[name].append(time.perf_counter() - start)
-        med = {name: statistics.median(s) * 1e3 for name, s in samples.items()}
+        med = medians({name: (lambda fn=fn: run(fn)) for name, fn in fns.items()}, args.repeats)
         print(f"{mode}: sdpa {med['sdpa']:.1f} ms, attnkit {med['attnkit']:.1f} ms, "
               f"sdpa / attnkit {med['sdpa'] / med['attnkit']:.2f}x", flush=True)
+    return 0
+
+
+def header(args, n, H, d):
+    print(f"torch {torch.__version__}, attnkit from {attnkit.__file__}, threads "
+          f"{torch.get_num_threads()}, n {n}, heads {H}, d {d}, causal {args.causal}")
+
+
+def medians(fns, repeats):
+    """Median ms per callable; round 0 is a warm-up; the order alternates between rounds."""
+    samples = {name: [] for name in fns}
+    for r in range(repeats + 1):
+        for name in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+            start = time.perf_counter()
+            fns[name]()
+            if r:
+                samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(s) * 1e3 for name, s in samples.items()}
+
+
+def kernel_only(args, views, grad_views, d):
+    ops = torch.ops.attnkit
+    header(args, views[0].shape[2], views[0].shape[1], d)
+    scale = d ** -0.5
+    layouts = {"views": (views, grad_views),
+               "contiguous": ([t.contiguous() for t in views], grad_views.contiguous())}
+    calls = {}
+    for name, (qkv, grad) in layouts.items():
+        out, lse = ops.flash_attention(*qkv, None, args.causal, scale, 0.0, 0)
+        calls[name] = (
+            lambda qkv=qkv: ops.flash_attention(*qkv, None, args.causal, scale, 0.0, 0),
+            lambda qkv=qkv, grad=grad, out=out, lse=lse: ops.flash_attention_backward(
+                grad, *qkv, out, lse, None, args.causal, scale, 0.0, 0))
+    for i, mode in enumerate(("forward op", "backward op")):
+        med = medians({name: fns[i] for name, fns in calls.items()}, args.repeats)
+        print(f"{mode}: views {med['views']:.1f} ms, contiguous {med['contiguous']:.1f} ms, "
+              f"views / contiguous {med['views'] / med['contiguous']:.2f}x", flush=True)
     return 0
 
 

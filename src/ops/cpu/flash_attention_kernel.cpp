@@ -90,9 +90,9 @@ inline int64_t causal_key_end(const FlashProblem& p, int64_t i) {
 // adjacent (contiguous operands: no copy), else gathered into `buf`. The backward packs a strided
 // operand's head (e.g. of the [B, n, H, d] storage of transposed projections) inside the worker
 // that owns the head, and accumulates strided gradients densely: one pass over the head's rows
-// (O(n·d) against its O(n·n·d) products), no allocation per call, no extra parallel region. Its
-// many small accumulating GEMMs ran 20-30% slower on strided rows (12 heads, d 64, n 1024, one
-// thread), 10-20% with the packing.
+// into per-thread scratch (O(n·d) against its O(n·n·d) products), no extra parallel region. Its
+// many small accumulating GEMMs were clearly slower on strided rows (docs/python.md, "Strided
+// inputs").
 template <typename T>
 const T* dense_rows(const T* src, int64_t ld, int64_t n, int64_t d, std::vector<T>& buf) {
   if (ld == d) return src;
