@@ -26,11 +26,11 @@ struct FlashMask {
 // Where the rows of one [B, H, n, d] operand lie: element strides of its batch, head and position
 // dimensions. The feature dimension is contiguous and a row stride is at least d (a BLAS leading
 // dimension). Contiguous [B, H, n, d] is {H·n·d, n·d, d}; a [B, H, n, d] view of [B, n, H, d]
-// storage (Hugging Face's transposed projections) is {n·H·d, d, H·d}. The kernels read and write
-// every operand through these, so neither layout is copied.
+// storage (Hugging Face's transposed projections) is {n·H·d, d, H·d}. The kernels take every
+// operand in place through these, so no layout is copied before them (the backward packs a
+// strided operand's head inside the worker that owns it, see dense_rows).
 struct FlashRows {
   int64_t b = 0, h = 0, n = 0;
-  static FlashRows contiguous(int64_t H, int64_t n, int64_t d) { return {H * n * d, n * d, d}; }
   template <typename T>
   T* head(T* data, int64_t bi, int64_t hi) const {
     return data + bi * b + hi * h;
@@ -40,8 +40,8 @@ struct FlashRows {
 struct FlashProblem {
   int64_t B = 0, H = 0, L = 0, S = 0, dk = 0, dv = 0;
   // Layouts: q [B,H,L,dk], k [B,H,S,dk], v [B,H,S,dv], out [B,H,L,dv] (forward and backward);
-  // dout like out, dq like q, dk/dv like k/v (backward only). All must be set (describe() in
-  // ops/flash_attention.cpp; FlashRows::contiguous for contiguous operands). lse is contiguous.
+  // dout like out, dq like q, dk/dv like k/v (backward only). All must be set (the callers in
+  // ops/flash_attention.cpp take them from the tensors' strides). lse is contiguous.
   FlashRows q_rows, k_rows, v_rows, out_rows, dout_rows, dq_rows, dk_rows, dv_rows;
   double scale = 1.0;
   bool causal = false;  // bottom-right aligned: query i sees keys j <= i + S − L
