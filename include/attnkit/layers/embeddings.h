@@ -56,6 +56,15 @@ class EmbeddingsImpl : public torch::nn::Module {
                      int64_t position_offset = 0,
                      const c10::optional<at::Tensor>& condition = c10::nullopt,
                      const c10::optional<at::Tensor>& position_ids = c10::nullopt);
+  // The same from token vectors [batch, n, embedding_size] in place of the looked-up (and scaled)
+  // token embeddings: positions, token types, LayerNorm, dropout and projection as above (XLNet's
+  // query stream starts from one learned vector at every position, models::TaskModelImpl::
+  // two_stream_forward).
+  at::Tensor forward_vectors(const at::Tensor& vectors,
+                             const c10::optional<at::Tensor>& token_type_ids = c10::nullopt,
+                             int64_t position_offset = 0,
+                             const c10::optional<at::Tensor>& condition = c10::nullopt,
+                             const c10::optional<at::Tensor>& position_ids = c10::nullopt);
   const EmbeddingsOptions& options() const { return options_; }
 
   torch::nn::Embedding token{nullptr}, position{nullptr}, token_type{nullptr};
