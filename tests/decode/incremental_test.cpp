@@ -65,7 +65,8 @@ at::Tensor full_logits(models::TaskModel& model, const at::Tensor& ids, const at
 }
 
 // rows = 1: one sequence, so every step feeds one row (the matrix-vector path of
-// src/decode/row_linear.h); rows = 3: a left-padded batch (sgemm).
+// src/decode/row_linear.h); rows = 3: a left-padded batch (float: the few-row kernel; double:
+// at::linear).
 void check_kind(const std::string& kind, bool cosformer_horizon, int64_t condition = -1,
                 bool pruned = false, int64_t rows = 3, at::ScalarType dtype = at::kDouble) {
   torch::NoGradGuard no_grad;
@@ -127,6 +128,12 @@ TEST(Incremental, FloatOneRowStepsEqualFullRecomputation) {
   check_kind("linear:elu", false, -1, false, 1, at::kFloat);
   check_kind("cosformer", true, -1, false, 1, at::kFloat);
   check_kind("softmax", false, -1, true, 1, at::kFloat);
+}
+TEST(Incremental, FloatFewRowStepsEqualFullRecomputation) {
+  check_kind("softmax", false, -1, false, 3, at::kFloat);
+  check_kind("linear:elu", false, -1, false, 3, at::kFloat);
+  check_kind("cosformer", true, -1, false, 3, at::kFloat);
+  check_kind("softmax", false, -1, true, 3, at::kFloat);
 }
 TEST(Incremental, ConditionalLayerNormClassId) { check_kind("softmax", false, 2); }
 TEST(Incremental, PrunedSoftmaxKVCacheEqualsFullRecomputation) { check_kind("softmax", false, -1, true); }
