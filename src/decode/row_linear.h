@@ -13,6 +13,7 @@
 // at::addmv; more rows (a prefill, the encoder's memory) keep at::linear.
 #include "../ops/cpu/gemv_kernel.h"
 #include "../ops/cpu/parallel.h"
+#include "attnkit/error.h"
 #include "attnkit/layers/feed_forward.h"
 
 #include <ATen/ATen.h>
@@ -20,6 +21,8 @@
 #include <torch/nn/modules/linear.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace attnkit::decode {
@@ -36,8 +39,25 @@ struct DenseLayer {
 // bench/few_rows_bench.cpp, docs/decoding.md).
 constexpr int64_t kFewRowsMax = 64;
 
+// kFewRowsMax, or the environment's ATTNKIT_DECODE_FEW_ROWS_MAX (read once; 0 sends every row
+// count to at::linear, 1 only one row to the kernels: bench/decode_ct2_marian.py --few-rows-max
+// compares the paths in one binary).
+inline int64_t few_rows_max() {
+  static const int64_t value = [] {
+    const char* text = std::getenv("ATTNKIT_DECODE_FEW_ROWS_MAX");
+    if (text == nullptr || *text == '\0') return kFewRowsMax;
+    char* end = nullptr;
+    const long long v = std::strtoll(text, &end, 10);
+    if (*end != '\0' || v < 0)
+      throw Error(std::string("ATTNKIT_DECODE_FEW_ROWS_MAX: expected a row count >= 0, got '") +
+                  text + "'");
+    return static_cast<int64_t>(v);
+  }();
+  return value;
+}
+
 // The number of rows of `x` ([..., in]) when the kernels take it for every layer: 1 to
-// kFewRowsMax rows, float32 weights and bias, nothing to differentiate; 0 otherwise.
+// few_rows_max() rows, float32 weights and bias, nothing to differentiate; 0 otherwise.
 inline int64_t kernel_rows(const at::Tensor& x, const std::vector<DenseLayer>& layers) {
   if (x.dim() < 1 || x.scalar_type() != at::kFloat || layers.empty()) return 0;
   const bool grad_mode = at::GradMode::is_enabled();
@@ -45,7 +65,7 @@ inline int64_t kernel_rows(const at::Tensor& x, const std::vector<DenseLayer>& l
   const int64_t in = x.size(-1);
   if (in == 0 || x.numel() == 0) return 0;
   const int64_t rows = x.numel() / in;
-  if (rows > kFewRowsMax) return 0;
+  if (rows > few_rows_max()) return 0;
   for (const auto& l : layers) {
     if (l.weight.dim() != 2 || l.weight.size(1) != in || l.weight.scalar_type() != at::kFloat) return 0;
     if (l.bias.defined() && l.bias.scalar_type() != at::kFloat) return 0;
