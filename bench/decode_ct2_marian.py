@@ -393,14 +393,18 @@ def main():
           f"outputs: {len(distinct[0])} in the timed cells (the random model repeats a token), "
           f"{len(distinct[1])} with no_repeat_ngram_size 1.")
     print()
-    print("| threads | decoding | batch | attnkit tokens/s | CTranslate2 tokens/s | transformers tokens/s "
-          "| attnkit / CTranslate2 | attnkit / transformers |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        tokens = r["batch"] * new_tokens
-        k, c, h = (tokens / r[x] for x in ("attnkit", "ct2", "hf"))
-        print(f"| {r['threads']} | {'greedy' if r['beams'] == 1 else 'beam ' + str(r['beams'])} | "
-              f"{r['batch']} | {k:.1f} | {c:.1f} | {h:.1f} | {k / c:.2f}x | {k / h:.2f}x |")
+    def table(unit, keys):
+        """One markdown row per timed cell: tokens per `unit` of the three engines and the ratios."""
+        print(f"| threads | decoding | batch | attnkit tokens/{unit} | CTranslate2 tokens/{unit} "
+              f"| transformers tokens/{unit} | attnkit / CTranslate2 | attnkit / transformers |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            tokens = r["batch"] * new_tokens
+            k, c, h = (tokens / r[x] for x in keys)
+            print(f"| {r['threads']} | {'greedy' if r['beams'] == 1 else 'beam ' + str(r['beams'])} | "
+                  f"{r['batch']} | {k:.1f} | {c:.1f} | {h:.1f} | {k / c:.2f}x | {k / h:.2f}x |")
+
+    table("s", ("attnkit", "ct2", "hf"))
     print()
     print("attnkit's seconds = wall time of its generate process - wall time with --max-new-tokens 0 "
           "(load + tokenize, best of 2), per row: " + ", ".join(
@@ -409,14 +413,7 @@ def main():
     print("CPU time (tokens per CPU-second; the fair measure at 1 thread on a loaded machine, where "
           "wall time includes waiting for a core; with more threads it also counts spin-waiting):")
     print()
-    print("| threads | decoding | batch | attnkit tokens/CPU-s | CTranslate2 tokens/CPU-s "
-          "| transformers tokens/CPU-s | attnkit / CTranslate2 | attnkit / transformers |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        tokens = r["batch"] * new_tokens
-        k, c, h = (tokens / r[x] for x in ("attnkit_cpu", "ct2_cpu", "hf_cpu"))
-        print(f"| {r['threads']} | {'greedy' if r['beams'] == 1 else 'beam ' + str(r['beams'])} | "
-              f"{r['batch']} | {k:.1f} | {c:.1f} | {h:.1f} | {k / c:.2f}x | {k / h:.2f}x |")
+    table("CPU-s", ("attnkit_cpu", "ct2_cpu", "hf_cpu"))
     print()
     print("attnkit's CPU seconds = user + system CPU of its generate process (getrusage of the "
           "children) - that of the --max-new-tokens 0 run (best of 2), per row: " + ", ".join(

@@ -131,6 +131,21 @@ ATTNKIT_INLINE Vec4 reduce4(Vec16 a, Vec16 b, Vec16 c, Vec16 d) {
   return __builtin_shufflevector(two, two, 0, 2, 4, 6) + __builtin_shufflevector(two, two, 1, 3, 5, 7);
 }
 
+// acc[r][m] += W[r, i : i + lanes] * X[m, i : i + lanes] for the RB × MB products.
+template <typename V, int RB, int MB>
+ATTNKIT_INLINE void few_rows_step(const float* __restrict W, int64_t ldw, const float* __restrict X,
+                                  int64_t ldx, int64_t i, V (&acc)[RB][4]) {
+  V xv[MB];
+#pragma GCC unroll 4
+  for (int m = 0; m < MB; ++m) xv[m] = load_vec<V>(X + m * ldx + i);
+#pragma GCC unroll 8
+  for (int r = 0; r < RB; ++r) {
+    const V wv = load_vec<V>(W + r * ldw + i);
+#pragma GCC unroll 4
+    for (int m = 0; m < MB; ++m) acc[r][m] += wv * xv[m];
+  }
+}
+
 // Y[m, r] for RB consecutive rows of W and MB (≤ 4) consecutive rows of X: RB × MB vector
 // accumulators over the length, then per W row one reduce4 of its MB accumulators (zeros for the
 // missing ones), the scalar tail of the length, and the bias. With `next` (the following block of
@@ -152,28 +167,10 @@ ATTNKIT_INLINE void few_rows_block(const float* __restrict W, int64_t ldw, const
     for (; i + kLanes <= in; i += kLanes) {
 #pragma GCC unroll 8
       for (int r = 0; r < RB; ++r) __builtin_prefetch(next + r * ldw + i, 0, 2);
-      V xv[MB];
-#pragma GCC unroll 4
-      for (int m = 0; m < MB; ++m) xv[m] = load_vec<V>(X + m * ldx + i);
-#pragma GCC unroll 8
-      for (int r = 0; r < RB; ++r) {
-        const V wv = load_vec<V>(W + r * ldw + i);
-#pragma GCC unroll 4
-        for (int m = 0; m < MB; ++m) acc[r][m] += wv * xv[m];
-      }
+      few_rows_step<V, RB, MB>(W, ldw, X, ldx, i, acc);
     }
   }
-  for (; i + kLanes <= in; i += kLanes) {
-    V xv[MB];
-#pragma GCC unroll 4
-    for (int m = 0; m < MB; ++m) xv[m] = load_vec<V>(X + m * ldx + i);
-#pragma GCC unroll 8
-    for (int r = 0; r < RB; ++r) {
-      const V wv = load_vec<V>(W + r * ldw + i);
-#pragma GCC unroll 4
-      for (int m = 0; m < MB; ++m) acc[r][m] += wv * xv[m];
-    }
-  }
+  for (; i + kLanes <= in; i += kLanes) few_rows_step<V, RB, MB>(W, ldw, X, ldx, i, acc);
 #pragma GCC unroll 8
   for (int r = 0; r < RB; ++r) {
     const Vec4 sums = reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
