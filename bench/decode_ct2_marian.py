@@ -38,10 +38,13 @@ decoder steps) is timed in-process. attnkit is its CLI (`attnkit --threads T gen
 of the same command with --max-new-tokens 0 (load + tokenize, no encoder; best of two), so it too
 is encoder + all decoder steps, without a warm-up. tokens/s = sentences x new tokens / seconds.
 Every process gets OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T; CTranslate2 gets intra_threads = T,
-inter_threads = 1; transformers torch.set_num_threads(T)."""
+inter_threads = 1; transformers torch.set_num_threads(T). CPU time is reported beside wall time
+(tokens per CPU-second): the peers' time.process_time() around the timed call, attnkit's process
+user + system time (getrusage of the children) minus that of the --max-new-tokens 0 run."""
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -207,11 +210,11 @@ def peer(a):
     translate(sources[:1], 1, 2, 0)  # warm-up
     for cell in cells:
         batch = sources[:cell["batch"]]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         ids, scores = translate(batch, cell["beams"], cell["new_tokens"], cell["no_repeat"])
-        seconds = time.perf_counter() - t0
-        print(json.dumps({**cell, "engine": a.engine, "peer": name, "seconds": seconds, "ids": ids,
-                          "scores": scores}), flush=True)
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        print(json.dumps({**cell, "engine": a.engine, "peer": name, "seconds": seconds, "cpu": cpu,
+                          "ids": ids, "scores": scores}), flush=True)
 
 
 # --- the driver --------------------------------------------------------------------------------
@@ -229,20 +232,31 @@ def thread_env(threads):
     return env
 
 
+def children_cpu():
+    """CPU seconds (user + system) of the finished child processes so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def attnkit_cell(a, threads, cell, sources_file, repeats=1):
-    """attnkit generate as a user runs it: wall time and the JSON it prints."""
+    """attnkit generate as a user runs it: wall time, CPU time (best of `repeats` each) and the
+    JSON it prints."""
     argv = [os.path.join(a.build, "attnkit"), "--threads", str(threads), "--quiet", "generate",
             "--model", os.path.join(a.model_dir, "hf"), "--sources", sources_file, "--json",
             "--strategy", "greedy" if cell["beams"] == 1 else "beam", "--beams", str(cell["beams"]),
             "--max-new-tokens", str(cell["new_tokens"]), "--min-new-tokens", str(cell["new_tokens"]),
             "--no-repeat-ngram-size", str(cell.get("no_repeat", 0))]
-    best, out = None, None
+    best, best_cpu, out = None, None, None
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = run(argv, thread_env(threads))
-        seconds = time.perf_counter() - t0
+        t0, c0 = time.perf_counter(), children_cpu()
+        env = thread_env(threads)
+        if a.few_rows_max >= 0:
+            env["ATTNKIT_DECODE_FEW_ROWS_MAX"] = str(a.few_rows_max)
+        out = run(argv, env)
+        seconds, cpu = time.perf_counter() - t0, children_cpu() - c0
         best = seconds if best is None else min(best, seconds)
-    return best, json.loads(out)
+        best_cpu = cpu if best_cpu is None else min(best_cpu, cpu)
+    return best, best_cpu, json.loads(out)
 
 
 def fmt_load():
@@ -261,6 +275,9 @@ def main():
                         help="fixed output length (default 32; --quick 16)")
     parser.add_argument("--engine", choices=["ct2", "hf"])
     parser.add_argument("--cells", default="[]")
+    parser.add_argument("--few-rows-max", type=int, default=-1,
+                        help="ATTNKIT_DECODE_FEW_ROWS_MAX for attnkit's processes (1: one-row steps "
+                             "only on attnkit's kernels, the rest on at::linear; default: unset)")
     a, _ = parser.parse_known_args()
     a.model_dir = os.path.expanduser(a.model_dir)
     if a.command == "peer":
@@ -287,6 +304,8 @@ def main():
     with open(os.path.join(a.model_dir, "pieces.json")) as f:
         pieces = json.load(f)
     print(f"load average (1, 5, 15 min) at the start: {fmt_load()}")
+    if a.few_rows_max >= 0:
+        print(f"attnkit runs with ATTNKIT_DECODE_FEW_ROWS_MAX={a.few_rows_max}")
     print(f"model: MarianMTModel, 6+6 layers, d_model 512, 8 heads, FFN 2048, vocabulary {VOCAB} "
           f"({pieces['vocab_pieces']} SentencePiece pieces: source.spm {pieces['source_spm']}, "
           f"target.spm {pieces['target_spm']}; the rest unused ids), random weights (seed {SEED}, "
@@ -341,20 +360,24 @@ def main():
                     r = json.loads(line)
                     results[(engine, r["beams"], r["batch"], r["no_repeat"])] = r
                     names[engine] = r["peer"]
-        zero = {}
+        zero, zero_cpu = {}, {}
         for batch in batches:
-            zero[batch], _ = attnkit_cell(a, threads, {"beams": 1, "batch": batch, "new_tokens": 0},
+            zero[batch], zero_cpu[batch], _ = attnkit_cell(a, threads, {"beams": 1, "batch": batch, "new_tokens": 0},
                                           files[batch], repeats=2)
         for cell in cells:
             key = (cell["beams"], cell["batch"], cell["no_repeat"])
-            seconds, doc = attnkit_cell(a, threads, cell, files[cell["batch"]])
+            seconds, cpu, doc = attnkit_cell(a, threads, cell, files[cell["batch"]])
             check(threads, cell, doc, {e: results[(e, *key)] for e in ("ct2", "hf")})
             if cell is not varied:
                 rows.append({"threads": threads, "beams": cell["beams"], "batch": cell["batch"],
                              "attnkit": seconds - zero[cell["batch"]], "attnkit_wall": seconds,
                              "attnkit_zero": zero[cell["batch"]],
+                             "attnkit_cpu": cpu - zero_cpu[cell["batch"]], "attnkit_cpu_all": cpu,
+                             "attnkit_cpu_zero": zero_cpu[cell["batch"]],
                              "ct2": results[("ct2", *key)]["seconds"],
-                             "hf": results[("hf", *key)]["seconds"]})
+                             "hf": results[("hf", *key)]["seconds"],
+                             "ct2_cpu": results[("ct2", *key)]["cpu"],
+                             "hf_cpu": results[("hf", *key)]["cpu"]})
     if failures:
         print("PEER CHECK FAILED: attnkit's Marian translations differ from CTranslate2's / "
               "transformers' (timings not reported):")
@@ -370,18 +393,32 @@ def main():
           f"outputs: {len(distinct[0])} in the timed cells (the random model repeats a token), "
           f"{len(distinct[1])} with no_repeat_ngram_size 1.")
     print()
-    print("| threads | decoding | batch | attnkit tokens/s | CTranslate2 tokens/s | transformers tokens/s "
-          "| attnkit / CTranslate2 | attnkit / transformers |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        tokens = r["batch"] * new_tokens
-        k, c, h = (tokens / r[x] for x in ("attnkit", "ct2", "hf"))
-        print(f"| {r['threads']} | {'greedy' if r['beams'] == 1 else 'beam ' + str(r['beams'])} | "
-              f"{r['batch']} | {k:.1f} | {c:.1f} | {h:.1f} | {k / c:.2f}x | {k / h:.2f}x |")
+    def table(unit, keys):
+        """One markdown row per timed cell: tokens per `unit` of the three engines and the ratios."""
+        print(f"| threads | decoding | batch | attnkit tokens/{unit} | CTranslate2 tokens/{unit} "
+              f"| transformers tokens/{unit} | attnkit / CTranslate2 | attnkit / transformers |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            tokens = r["batch"] * new_tokens
+            k, c, h = (tokens / r[x] for x in keys)
+            print(f"| {r['threads']} | {'greedy' if r['beams'] == 1 else 'beam ' + str(r['beams'])} | "
+                  f"{r['batch']} | {k:.1f} | {c:.1f} | {h:.1f} | {k / c:.2f}x | {k / h:.2f}x |")
+
+    table("s", ("attnkit", "ct2", "hf"))
     print()
     print("attnkit's seconds = wall time of its generate process - wall time with --max-new-tokens 0 "
           "(load + tokenize, best of 2), per row: " + ", ".join(
               f"{r['attnkit_wall']:.2f} - {r['attnkit_zero']:.2f}" for r in rows))
+    print()
+    print("CPU time (tokens per CPU-second; the fair measure at 1 thread on a loaded machine, where "
+          "wall time includes waiting for a core; with more threads it also counts spin-waiting):")
+    print()
+    table("CPU-s", ("attnkit_cpu", "ct2_cpu", "hf_cpu"))
+    print()
+    print("attnkit's CPU seconds = user + system CPU of its generate process (getrusage of the "
+          "children) - that of the --max-new-tokens 0 run (best of 2), per row: " + ", ".join(
+              f"{r['attnkit_cpu_all']:.2f} - {r['attnkit_cpu_zero']:.2f}" for r in rows) +
+          "; CTranslate2's and transformers': time.process_time() around the timed call")
     if not a.quick:
         for r in rows:
             k, c, h = (1 / r[x] for x in ("attnkit", "ct2", "hf"))

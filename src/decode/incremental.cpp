@@ -29,6 +29,21 @@ at::Tensor split_heads(const at::Tensor& x, int64_t heads) {
   return x.view({x.size(0), x.size(1), heads, -1}).transpose(1, 2);
 }
 
+// buffer.index_select(0, index) for a cache buffer preallocated to the horizon along `dim`, of
+// which the first `length` columns are filled: only those are copied (a beam search reorders the
+// cache at every step; the columns past `length` are written before they are read).
+at::Tensor select_filled(const at::Tensor& buffer, const at::Tensor& index, int64_t dim,
+                         int64_t length) {
+  std::vector<int64_t> sizes = buffer.sizes().vec();
+  sizes[0] = index.numel();
+  at::Tensor out = at::empty(sizes, buffer.options());
+  if (length > 0) {
+    at::Tensor filled = out.narrow(dim, 0, length);
+    at::index_select_out(filled, buffer.narrow(dim, 0, length), 0, index);
+  }
+  return out;
+}
+
 // Head gates, merge heads, output projection: the end of MultiHeadAttentionImpl::forward.
 at::Tensor finish(MultiHeadAttentionImpl& attention, at::Tensor context) {
   if (attention.head_gates().defined())
@@ -96,9 +111,9 @@ class KVCache : public AttentionState {
 
   void select_rows(const at::Tensor& index) override {
     if (!keys_.defined()) return;
-    keys_ = keys_.index_select(0, index);
-    values_ = values_.index_select(0, index);
-    valid_ = valid_.index_select(0, index);
+    keys_ = select_filled(keys_, index, 2, length_);
+    values_ = select_filled(values_, index, 2, length_);
+    valid_ = select_filled(valid_, index, 1, length_);
   }
   int64_t length() const override { return length_; }
   int64_t bytes() const override {
@@ -229,6 +244,14 @@ CrossAttentionCache::CrossAttentionCache(layers::MultiHeadAttentionImpl& attenti
   keys_ = split_heads(linear_rows(attention.k, memory), H);
   values_ = split_heads(linear_rows(attention.v, memory), H);
   if (padding_) padding_ = padding_->to(at::kBool);
+  const int64_t B = keys_.size(0);
+  row_ids_.resize(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const bool same_as_previous =
+        b > 0 && at::equal(keys_[b], keys_[b - 1]) && at::equal(values_[b], values_[b - 1]) &&
+        (!padding_ || at::equal((*padding_)[b], (*padding_)[b - 1]));
+    row_ids_[static_cast<size_t>(b)] = same_as_previous ? row_ids_[static_cast<size_t>(b - 1)] : b;
+  }
 }
 
 at::Tensor CrossAttentionCache::forward(layers::MultiHeadAttentionImpl& attention,
@@ -256,6 +279,22 @@ at::Tensor CrossAttentionCache::forward(layers::MultiHeadAttentionImpl& attentio
 }
 
 void CrossAttentionCache::select_rows(const at::Tensor& index) {
+  const at::Tensor rows = index.to(at::kCPU, at::kLong).contiguous().view({-1});
+  const int64_t* r = rows.data_ptr<int64_t>();
+  const auto B = static_cast<int64_t>(row_ids_.size());
+  std::vector<int64_t> ids(static_cast<size_t>(rows.numel()));
+  bool unchanged = rows.numel() == B;
+  for (int64_t i = 0; i < rows.numel(); ++i) {
+    if (r[i] < 0 || r[i] >= B) {  // index_select below names the bad index
+      unchanged = false;
+      ids.clear();
+      break;
+    }
+    ids[static_cast<size_t>(i)] = row_ids_[static_cast<size_t>(r[i])];
+    unchanged = unchanged && ids[static_cast<size_t>(i)] == row_ids_[static_cast<size_t>(i)];
+  }
+  if (unchanged) return;
+  row_ids_ = std::move(ids);
   keys_ = keys_.index_select(0, index);
   values_ = values_.index_select(0, index);
   if (padding_) padding_ = padding_->index_select(0, index);

@@ -1,16 +1,19 @@
 #pragma once
 // Dense layers for decoding, private to src/decode/.
 //
-// Decoding one sequence feeds one row per step. at::linear on one row calls BLAS sgemm, and the
-// OpenBLAS Debian 12 ships (0.3.21) packs the whole weight matrix into a buffer before it
-// multiplies: the weights are read twice and written once per call (measured: 3.4 ms for a
-// 3072 × 768 layer against 0.18 ms for the matrix-vector product on the same machine). One float
-// row therefore goes through attnkit's gemv kernel (ops/cpu/gemv_kernel.h), its output rows split
-// over LibTorch's threads (ops/cpu/parallel.h), so a decode step wakes one thread pool rather
-// than LibTorch's and OpenBLAS's both; other dtypes take at::addmv; more rows keep at::linear
-// (sgemm amortises the packing over the rows).
+// Decoding one sequence feeds one row per step, a batch or a beam search a few. at::linear calls
+// BLAS sgemm, and the OpenBLAS Debian 12 ships (0.3.21) packs the whole weight matrix into a
+// buffer before it multiplies: the weights are read twice and written once per call (measured:
+// 3.4 ms for a 3072 × 768 layer against 0.18 ms for the matrix-vector product on the same machine;
+// at 16 rows, 26% of a Marian decoding process in the packing against 14% in the product). Up to
+// kFewRowsMax float rows therefore go through attnkit's kernels (ops/cpu/gemv_kernel.h: gemv for
+// one row, the few-row kernel for more), which read each weight once per call in place, their
+// output rows split over LibTorch's threads (ops/cpu/parallel.h), so a decode step wakes one
+// thread pool rather than LibTorch's and OpenBLAS's both; one row of another dtype takes
+// at::addmv; more rows (a prefill, the encoder's memory) keep at::linear.
 #include "../ops/cpu/gemv_kernel.h"
 #include "../ops/cpu/parallel.h"
+#include "attnkit/error.h"
 #include "attnkit/layers/feed_forward.h"
 
 #include <ATen/ATen.h>
@@ -18,6 +21,8 @@
 #include <torch/nn/modules/linear.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace attnkit::decode {
@@ -30,55 +35,88 @@ struct DenseLayer {
   at::Tensor weight, bias;  // [out, in], [out] or undefined
 };
 
-// Whether `x` is one row that the gemv kernel takes for every layer: float32 weights and bias,
-// nothing to differentiate.
-inline bool gemv_applies(const at::Tensor& x, const std::vector<DenseLayer>& layers) {
-  if (x.dim() < 1 || x.scalar_type() != at::kFloat) return false;
-  const bool grad_mode = at::GradMode::is_enabled();
-  if (grad_mode && x.requires_grad()) return false;
-  for (const auto& l : layers) {
-    const int64_t in = l.weight.size(1);
-    if (x.numel() != in || x.size(-1) != in || l.weight.scalar_type() != at::kFloat) return false;
-    if (l.bias.defined() && l.bias.scalar_type() != at::kFloat) return false;
-    if (grad_mode && (l.weight.requires_grad() || (l.bias.defined() && l.bias.requires_grad())))
-      return false;
-  }
-  return true;
+// Rows of x up to which the kernels beat at::linear on the weights of a decoder (one thread,
+// bench/few_rows_bench.cpp, docs/decoding.md).
+constexpr int64_t kFewRowsMax = 64;
+
+// kFewRowsMax, or the environment's ATTNKIT_DECODE_FEW_ROWS_MAX (read once; 0 sends every row
+// count to at::linear, 1 only one row to the kernels: bench/decode_ct2_marian.py --few-rows-max
+// compares the paths in one binary).
+inline int64_t few_rows_max() {
+  static const int64_t value = [] {
+    const char* text = std::getenv("ATTNKIT_DECODE_FEW_ROWS_MAX");
+    if (text == nullptr || *text == '\0') return kFewRowsMax;
+    char* end = nullptr;
+    const long long v = std::strtoll(text, &end, 10);
+    if (*end != '\0' || v < 0)
+      throw Error(std::string("ATTNKIT_DECODE_FEW_ROWS_MAX: expected a row count >= 0, got '") +
+                  text + "'");
+    return static_cast<int64_t>(v);
+  }();
+  return value;
 }
 
-// weight_i [out_i, in] · row [in] + bias_i for every layer, in one parallel region whose tasks
-// split the layers' output rows (q, k and v of one attention wake the threads once).
-inline std::vector<at::Tensor> gemv_float(const std::vector<DenseLayer>& layers, const at::Tensor& row) {
+// The number of rows of `x` ([..., in]) when the kernels take it for every layer: 1 to
+// few_rows_max() rows, float32 weights and bias, nothing to differentiate; 0 otherwise.
+inline int64_t kernel_rows(const at::Tensor& x, const std::vector<DenseLayer>& layers) {
+  if (x.dim() < 1 || x.scalar_type() != at::kFloat || layers.empty()) return 0;
+  const bool grad_mode = at::GradMode::is_enabled();
+  if (grad_mode && x.requires_grad()) return 0;
+  const int64_t in = x.size(-1);
+  if (in == 0 || x.numel() == 0) return 0;
+  const int64_t rows = x.numel() / in;
+  if (rows > few_rows_max()) return 0;
+  for (const auto& l : layers) {
+    if (l.weight.dim() != 2 || l.weight.size(1) != in || l.weight.scalar_type() != at::kFloat) return 0;
+    if (l.bias.defined() && l.bias.scalar_type() != at::kFloat) return 0;
+    if (grad_mode && (l.weight.requires_grad() || (l.bias.defined() && l.bias.requires_grad())))
+      return 0;
+  }
+  return rows;
+}
+
+// weight_i [out_i, in] · x [rows, in]ᵀ + bias_i for every layer -> [rows, out_i], in one parallel
+// region whose tasks split the layers' output rows (q, k and v of one attention wake the threads
+// once).
+inline std::vector<at::Tensor> kernel_linear(const std::vector<DenseLayer>& layers,
+                                             const at::Tensor& x2d) {
   struct Segment {
     at::Tensor w, b, y;
     const float* wp;
     const float* bp;
     float* yp;
-    int64_t ldw, first;  // first: the segment's first row in the concatenated numbering
+    int64_t ldw, out, first;  // first: the segment's first row in the concatenated numbering
   };
-  const at::Tensor x = row.contiguous();
-  const int64_t in = x.numel();
+  const at::Tensor x = x2d.contiguous();
+  const int64_t rows = x.size(0), in = x.size(1);
   std::vector<Segment> segments;
   int64_t total = 0;
   for (const auto& l : layers) {
     Segment s;
     s.w = l.weight.stride(1) == 1 ? l.weight : l.weight.contiguous();
     s.b = l.bias.defined() ? l.bias.contiguous() : l.bias;
-    s.y = at::empty({l.weight.size(0)}, x.options());
+    s.out = l.weight.size(0);
+    s.y = at::empty({rows, s.out}, x.options());
     s.wp = s.w.data_ptr<float>();
     s.bp = s.b.defined() ? s.b.data_ptr<float>() : nullptr;
     s.yp = s.y.data_ptr<float>();
     s.ldw = s.w.stride(0);
     s.first = total;
-    total += l.weight.size(0);
+    total += s.out;
     segments.push_back(std::move(s));
   }
   const float* xp = x.data_ptr<float>();
-  ops::cpu::parallel_for(0, total, kGemvGrain, [&](int64_t begin, int64_t end) {
+  // A task's work grows with the rows: fewer output rows per task for more rows of x.
+  const int64_t grain = std::max<int64_t>(16, kGemvGrain / rows);
+  ops::cpu::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
     for (const auto& s : segments) {
       const int64_t lo = std::max(begin, s.first) - s.first;
-      const int64_t hi = std::min(end, s.first + s.y.numel()) - s.first;
-      if (lo < hi) ops::cpu::gemv_rows(s.wp, s.ldw, xp, in, s.bp, s.yp, lo, hi);
+      const int64_t hi = std::min(end, s.first + s.out) - s.first;
+      if (lo >= hi) continue;
+      if (rows == 1)
+        ops::cpu::gemv_rows(s.wp, s.ldw, xp, in, s.bp, s.yp, lo, hi);
+      else
+        ops::cpu::gemm_few_rows(s.wp, s.ldw, xp, in, rows, in, s.bp, s.yp, s.out, lo, hi);
     }
   });
   std::vector<at::Tensor> out;
@@ -94,8 +132,8 @@ inline std::vector<at::Tensor> linear_rows(const at::Tensor& x, const std::vecto
     sizes.back() = size;
     return y.view(sizes);
   };
-  if (gemv_applies(x, layers)) {
-    auto ys = gemv_float(layers, x.reshape({x.numel()}));
+  if (const int64_t rows = kernel_rows(x, layers); rows > 0) {
+    auto ys = kernel_linear(layers, x.reshape({rows, x.size(-1)}));
     for (size_t i = 0; i < ys.size(); ++i) out.push_back(shaped(ys[i], layers[i].weight.size(0)));
     return out;
   }

@@ -65,7 +65,8 @@ at::Tensor full_logits(models::TaskModel& model, const at::Tensor& ids, const at
 }
 
 // rows = 1: one sequence, so every step feeds one row (the matrix-vector path of
-// src/decode/row_linear.h); rows = 3: a left-padded batch (sgemm).
+// src/decode/row_linear.h); rows = 3: a left-padded batch (float: the few-row kernel; double:
+// at::linear).
 void check_kind(const std::string& kind, bool cosformer_horizon, int64_t condition = -1,
                 bool pruned = false, int64_t rows = 3, at::ScalarType dtype = at::kDouble) {
   torch::NoGradGuard no_grad;
@@ -128,9 +129,42 @@ TEST(Incremental, FloatOneRowStepsEqualFullRecomputation) {
   check_kind("cosformer", true, -1, false, 1, at::kFloat);
   check_kind("softmax", false, -1, true, 1, at::kFloat);
 }
+TEST(Incremental, FloatFewRowStepsEqualFullRecomputation) {
+  check_kind("softmax", false, -1, false, 3, at::kFloat);
+  check_kind("linear:elu", false, -1, false, 3, at::kFloat);
+  check_kind("cosformer", true, -1, false, 3, at::kFloat);
+  check_kind("softmax", false, -1, true, 3, at::kFloat);
+}
 TEST(Incremental, ConditionalLayerNormClassId) { check_kind("softmax", false, 2); }
 TEST(Incremental, PrunedSoftmaxKVCacheEqualsFullRecomputation) { check_kind("softmax", false, -1, true); }
 TEST(Incremental, PrunedLinearStateEqualsFullRecomputation) { check_kind("linear:elu", false, -1, true); }
+
+// Beam search reorders the cross-attention cache at every step; the cache copies nothing when
+// rows only trade places among beams of one source (equal rows), and copies otherwise. Either
+// way its output equals a cache made from the reordered memory.
+TEST(Incremental, CrossAttentionCacheSelectRowsEqualsReorderedMemory) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(7);
+  layers::MultiHeadAttention mha(layers::MultiHeadAttentionOptions(8, 2));
+  // 3 sources × 2 beams, source 1 padded at its last 2 columns.
+  at::Tensor memory = torch::randn({3, 5, 8}).repeat_interleave(2, 0);
+  at::Tensor padding = torch::ones({6, 5}, at::kBool);
+  padding.narrow(0, 2, 2).narrow(1, 3, 2).fill_(false);
+  decode::CrossAttentionCache cache(*mha, memory, padding);
+  at::Tensor x = torch::randn({6, 1, 8});
+  for (const std::vector<int64_t>& order :
+       {std::vector<int64_t>{1, 0, 3, 3, 5, 4}, {2, 2, 0, 1, 5, 5}, {1, 0, 2, 3, 4, 4},
+        {5, 4, 3, 2, 1, 0}}) {
+    const at::Tensor index = torch::tensor(order, at::kLong);
+    cache.select_rows(index);
+    memory = memory.index_select(0, index);
+    padding = padding.index_select(0, index);
+    decode::CrossAttentionCache fresh(*mha, memory, padding);
+    EXPECT_TRUE(torch::allclose(cache.forward(*mha, x), fresh.forward(*mha, x), 1e-5, 1e-5))
+        << order[0] << order[1] << order[2] << order[3] << order[4] << order[5];
+  }
+  EXPECT_THROW(cache.select_rows(torch::tensor({0, 6}, at::kLong)), c10::Error);
+}
 
 TEST(Incremental, CosformerHorizonIsEnforced) {
   torch::NoGradGuard no_grad;

@@ -67,6 +67,10 @@ class CrossAttentionCache {
   at::Tensor keys_, values_;  // [batch, heads, S, d]
   c10::optional<at::Tensor> padding_;
   at::Tensor phi_sums_;       // feature-map kinds: [batch, heads, m, dv + 1]
+  // Rows with equal ids hold the same bits (the beams of one source): select_rows copies
+  // nothing when every row would receive the bits it holds (a beam search reorders beams
+  // within their source at every step).
+  std::vector<int64_t> row_ids_;
 };
 
 // One decoding session of a TransformerModel (GPT-2, a BERT under UniLM, the decoder half of the

@@ -83,7 +83,160 @@ __attribute__((target("avx2,fma"))) void gemv_rows_avx2 ATTNKIT_GEMV_PARAMS {
 }
 void gemv_rows_baseline ATTNKIT_GEMV_PARAMS { gemv_rows_impl<4> ATTNKIT_GEMV_ARGS; }
 
+// ---- A few rows of x (gemm_few_rows) ----
+
+template <typename V>
+ATTNKIT_INLINE V load_vec(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// The lane sums of four accumulators a, b, c, d as one Vec4 {Σa, Σb, Σc, Σd}: pairs of vectors
+// are halved together (one shuffle pair and one add per two accumulators and level), so the
+// reduction costs a few operations per output rather than a tree per accumulator.
+ATTNKIT_INLINE Vec4 reduce4(Vec4 a, Vec4 b, Vec4 c, Vec4 d) {
+  const Vec4 ab = __builtin_shufflevector(a, b, 0, 4, 1, 5) + __builtin_shufflevector(a, b, 2, 6, 3, 7);
+  const Vec4 cd = __builtin_shufflevector(c, d, 0, 4, 1, 5) + __builtin_shufflevector(c, d, 2, 6, 3, 7);
+  // ab = {a0+a2, b0+b2, a1+a3, b1+b3}
+  return __builtin_shufflevector(ab, cd, 0, 1, 4, 5) + __builtin_shufflevector(ab, cd, 2, 3, 6, 7);
+}
+ATTNKIT_INLINE Vec4 reduce4(Vec8 a, Vec8 b, Vec8 c, Vec8 d) {
+  // {a's 4 | b's 4} and {c's 4 | d's 4}
+  const Vec8 ab = __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11) +
+                  __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15);
+  const Vec8 cd = __builtin_shufflevector(c, d, 0, 1, 2, 3, 8, 9, 10, 11) +
+                  __builtin_shufflevector(c, d, 4, 5, 6, 7, 12, 13, 14, 15);
+  // {a2 | b2 | c2 | d2}
+  const Vec8 abcd = __builtin_shufflevector(ab, cd, 0, 1, 4, 5, 8, 9, 12, 13) +
+                    __builtin_shufflevector(ab, cd, 2, 3, 6, 7, 10, 11, 14, 15);
+  return __builtin_shufflevector(abcd, abcd, 0, 2, 4, 6) +
+         __builtin_shufflevector(abcd, abcd, 1, 3, 5, 7);
+}
+ATTNKIT_INLINE Vec4 reduce4(Vec16 a, Vec16 b, Vec16 c, Vec16 d) {
+  // {a's 8 | b's 8} and {c's 8 | d's 8}
+  const Vec16 ab =
+      __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+      __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  const Vec16 cd =
+      __builtin_shufflevector(c, d, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+      __builtin_shufflevector(c, d, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  // {a4 | b4 | c4 | d4}
+  const Vec16 abcd =
+      __builtin_shufflevector(ab, cd, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+      __builtin_shufflevector(ab, cd, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  // {a2 | b2 | c2 | d2}
+  const Vec8 two = __builtin_shufflevector(abcd, abcd, 0, 1, 4, 5, 8, 9, 12, 13) +
+                   __builtin_shufflevector(abcd, abcd, 2, 3, 6, 7, 10, 11, 14, 15);
+  return __builtin_shufflevector(two, two, 0, 2, 4, 6) + __builtin_shufflevector(two, two, 1, 3, 5, 7);
+}
+
+// acc[r][m] += W[r, i : i + lanes] * X[m, i : i + lanes] for the RB × MB products.
+template <typename V, int RB, int MB>
+ATTNKIT_INLINE void few_rows_step(const float* __restrict W, int64_t ldw, const float* __restrict X,
+                                  int64_t ldx, int64_t i, V (&acc)[RB][4]) {
+  V xv[MB];
+#pragma GCC unroll 4
+  for (int m = 0; m < MB; ++m) xv[m] = load_vec<V>(X + m * ldx + i);
+#pragma GCC unroll 8
+  for (int r = 0; r < RB; ++r) {
+    const V wv = load_vec<V>(W + r * ldw + i);
+#pragma GCC unroll 4
+    for (int m = 0; m < MB; ++m) acc[r][m] += wv * xv[m];
+  }
+}
+
+// Y[m, r] for RB consecutive rows of W and MB (≤ 4) consecutive rows of X: RB × MB vector
+// accumulators over the length, then per W row one reduce4 of its MB accumulators (zeros for the
+// missing ones), the scalar tail of the length, and the bias. With `next` (the following block of
+// W rows), each step also prefetches the same columns of those rows, so that the next block
+// streams in from memory while this one is multiplied (a weight larger than the caches, such as
+// an LM head, ran at half the speed without).
+template <typename V, int RB, int MB>
+ATTNKIT_INLINE void few_rows_block(const float* __restrict W, int64_t ldw, const float* __restrict X,
+                                   int64_t ldx, int64_t in, const float* bias, float* Y,
+                                   int64_t ldy, const float* next) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  V acc[RB][4];
+#pragma GCC unroll 8
+  for (int r = 0; r < RB; ++r)
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) acc[r][m] = V{};
+  int64_t i = 0;
+  if (next != nullptr) {
+    for (; i + kLanes <= in; i += kLanes) {
+#pragma GCC unroll 8
+      for (int r = 0; r < RB; ++r) __builtin_prefetch(next + r * ldw + i, 0, 2);
+      few_rows_step<V, RB, MB>(W, ldw, X, ldx, i, acc);
+    }
+  }
+  for (; i + kLanes <= in; i += kLanes) few_rows_step<V, RB, MB>(W, ldw, X, ldx, i, acc);
+#pragma GCC unroll 8
+  for (int r = 0; r < RB; ++r) {
+    const Vec4 sums = reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+    for (int m = 0; m < MB; ++m) {
+      float s = sums[m];
+      for (int64_t j = i; j < in; ++j) s += W[r * ldw + j] * X[m * ldx + j];
+      Y[m * ldy + r] = bias != nullptr ? s + bias[r] : s;
+    }
+  }
+}
+
+// RB rows of W (at W, their bias at bias, their outputs at column 0 of Y) against all M rows of X,
+// 4 at a time, so that the block of W is read from memory once and from L1 M / 4 times; the first
+// group of X rows prefetches `next` (or nothing when null).
+template <typename V, int RB>
+ATTNKIT_INLINE void few_rows_rows(const float* W, int64_t ldw, const float* X, int64_t ldx,
+                                  int64_t M, int64_t in, const float* bias, float* Y, int64_t ldy,
+                                  const float* next) {
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4, next = nullptr)
+    few_rows_block<V, RB, 4>(W, ldw, X + m * ldx, ldx, in, bias, Y + m * ldy, ldy, next);
+  switch (M - m) {
+    case 3: few_rows_block<V, RB, 3>(W, ldw, X + m * ldx, ldx, in, bias, Y + m * ldy, ldy, next); break;
+    case 2: few_rows_block<V, RB, 2>(W, ldw, X + m * ldx, ldx, in, bias, Y + m * ldy, ldy, next); break;
+    case 1: few_rows_block<V, RB, 1>(W, ldw, X + m * ldx, ldx, in, bias, Y + m * ldy, ldy, next); break;
+    default: break;
+  }
+}
+
+template <typename V, int RB>
+ATTNKIT_INLINE void gemm_few_rows_impl(const float* W, int64_t ldw, const float* X, int64_t ldx,
+                                       int64_t M, int64_t in, const float* bias, float* Y,
+                                       int64_t ldy, int64_t row_begin, int64_t row_end) {
+  const auto at = [&](int64_t r) { return bias != nullptr ? bias + r : nullptr; };
+  int64_t r = row_begin;
+  for (; r + RB <= row_end; r += RB)
+    few_rows_rows<V, RB>(W + r * ldw, ldw, X, ldx, M, in, at(r), Y + r, ldy,
+                         r + 2 * RB <= row_end ? W + (r + RB) * ldw : nullptr);
+  for (; r < row_end; ++r) few_rows_rows<V, 1>(W + r * ldw, ldw, X, ldx, M, in, at(r), Y + r, ldy, nullptr);
+}
+
+#define ATTNKIT_FEW_ROWS_PARAMS                                                                  \
+  (const float* W, int64_t ldw, const float* X, int64_t ldx, int64_t M, int64_t in,              \
+   const float* bias, float* Y, int64_t ldy, int64_t row_begin, int64_t row_end)
+#define ATTNKIT_FEW_ROWS_ARGS (W, ldw, X, ldx, M, in, bias, Y, ldy, row_begin, row_end)
+
+// AVX-512: 4 × 4 accumulators of 16 floats (16 of the 32 registers); AVX2 and SSE: 2 × 4 of 8
+// and 4 floats (8 of 16 registers, leaving room for the 2 + 4 loaded vectors).
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void gemm_few_rows_avx512
+    ATTNKIT_FEW_ROWS_PARAMS {
+  gemm_few_rows_impl<Vec16, 4> ATTNKIT_FEW_ROWS_ARGS;
+}
+__attribute__((target("avx2,fma"))) void gemm_few_rows_avx2 ATTNKIT_FEW_ROWS_PARAMS {
+  gemm_few_rows_impl<Vec8, 2> ATTNKIT_FEW_ROWS_ARGS;
+}
+void gemm_few_rows_baseline ATTNKIT_FEW_ROWS_PARAMS { gemm_few_rows_impl<Vec4, 2> ATTNKIT_FEW_ROWS_ARGS; }
+
 }  // namespace
+
+void gemm_few_rows ATTNKIT_FEW_ROWS_PARAMS {
+  switch (kernel_isa()) {
+    case KernelIsa::Avx512: return gemm_few_rows_avx512 ATTNKIT_FEW_ROWS_ARGS;
+    case KernelIsa::Avx2: return gemm_few_rows_avx2 ATTNKIT_FEW_ROWS_ARGS;
+    default: return gemm_few_rows_baseline ATTNKIT_FEW_ROWS_ARGS;
+  }
+}
 
 void gemv_rows ATTNKIT_GEMV_PARAMS {
   switch (kernel_isa()) {
