@@ -50,6 +50,13 @@ EmbeddingsImpl::EmbeddingsImpl(const EmbeddingsOptions& options) : options_(opti
   if (options.position_id_offset() < 0)
     throw Error(fmt::format("embeddings: position_id_offset must be >= 0, got {}",
                             options.position_id_offset()));
+  if (options.padding_positions() >= 0 &&
+      (options.positions() != PositionEncoding::Learned ||
+       options.position_id_offset() != options.padding_positions() + 1))
+    throw Error(fmt::format("embeddings: padding_positions {} needs learned positions and "
+                            "position_id_offset {} (got {})",
+                            options.padding_positions(), options.padding_positions() + 1,
+                            options.position_id_offset()));
   if (options.positions() == PositionEncoding::Learned)
     position = register_module(
         "position",
@@ -111,6 +118,11 @@ at::Tensor EmbeddingsImpl::forward(const at::Tensor& input_ids,
     x = x + position->forward(position_ids->to(at::kLong) + row_offset);
   } else if (position_ids && sinusoidal) {
     x = x + sinusoid_.index({position_ids->to(at::kLong)}).to(x.dtype());
+  } else if (options_.padding_positions() >= 0) {
+    // Row of a real token: pad + 1 + its position; of a padding token: pad.
+    const at::Tensor real = input_ids.ne(options_.padding_positions()).to(at::kLong);
+    const at::Tensor rows = (real.cumsum(1) + position_offset) * real + options_.padding_positions();
+    x = x + position->forward(rows);
   } else if (options_.positions() == PositionEncoding::Learned) {
     at::Tensor ids = torch::arange(position_offset + row_offset, position_offset + row_offset + n,
                                    input_ids.options());

@@ -43,6 +43,11 @@ struct EmbeddingsOptions {
   // Learned positions: rows of the table before position 0 (BART's 2): position p reads row
   // p + offset of a table of max_positions + offset rows.
   TORCH_ARG(int64_t, position_id_offset) = 0;
+  // RoBERTa's positions (learned only; -1 = off): without position_ids, a token's position counts
+  // the tokens before it in its row that are not this padding id (from position_offset), and a
+  // padding token reads row `padding_positions` of the table, as Hugging Face's
+  // create_position_ids_from_input_ids does. Needs position_id_offset = padding_positions + 1.
+  TORCH_ARG(int64_t, padding_positions) = -1;
 };
 
 class EmbeddingsImpl : public torch::nn::Module {

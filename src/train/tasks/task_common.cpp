@@ -98,7 +98,8 @@ std::string model_settings_text(const RunConfig& config, const models::Transform
 }  // namespace
 
 models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t longest, bool causal,
-                              const models::HeadsConfig& heads, int64_t token_types) {
+                              const models::HeadsConfig& heads, int64_t token_types,
+                              std::optional<int64_t> pad_token_id) {
   torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
   const bool unshare = config.model.unshare;
   if (!config.model.init.empty()) {
@@ -112,6 +113,7 @@ models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t lo
   }
   auto c = with_condition(model_config(config, vocab, longest, causal), heads);
   c.type_vocab_size = token_types;
+  if (pad_token_id) c.set_pad_token_id(*pad_token_id);
   if (unshare && !c.share_layers)
     throw Error(fmt::format("model.unshare: model.family '{}' does not share its layers (only an ALBERT-shared "
                             "model can be un-shared)", one_line(config.model.family.empty() ? (causal ? "gpt2" : "bert") : config.model.family)));
