@@ -12,6 +12,7 @@ ctest runs this file with /usr/bin/python3; it re-runs itself with the test venv
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -152,6 +153,36 @@ class RobertaPeer(unittest.TestCase):
         self.assertEqual(sorted(saved), sorted(original))
         for name, value in original.items():
             self.assertTrue(torch.equal(saved[name], value), name)
+
+    def test_masked_lm_fine_tunes_as_a_classifier(self):
+        model = randomize(RobertaForMaskedLM(tiny_config(self.vocab_size)))
+        hf_dir = os.path.join(self.dir, "hf")
+        model.save_pretrained(hf_dir, safe_serialization=True)
+        for name in ("vocab.json", "merges.txt"):  # the tokenizer --init finds in the model directory
+            shutil.copy(os.path.join(self.dir, "tok", name), hf_dir)
+        rng = random.Random(4)
+        for split, count in (("train", 24), ("val", 8)):
+            with open(os.path.join(self.dir, f"{split}.tsv"), "w") as f:
+                for _ in range(count):
+                    words = [rng.choice(WORDS) for _ in range(rng.randint(2, 6))]
+                    f.write(" ".join(words) + "\t" + ("long" if len(words) > 3 else "short") + "\n")
+        run = os.path.join(self.dir, "fine")
+        rc, _, err = attnkit("train", "--task.name", "classification", "--task.data", os.path.join(self.dir, "train.tsv"),
+                             "--init", hf_dir, "--model.pooling", "pooler", "--task.batch_size", "4", "--task.truncate", "16", "--run.steps", "2",
+                             "--run.dir", run)
+        self.assertEqual(rc, 0, err)
+        # The body and embeddings come from the checkpoint; the pooler (RoBERTa's classifier.dense)
+        # and the classifier are new.
+        self.assertRegex(err, r"new: transformer\.pooler\.weight, transformer\.pooler\.bias, classifier\.weight, "
+                              r"classifier\.bias\n")
+        back = os.path.join(self.dir, "fine_hf")
+        rc, _, err = attnkit("convert", "--from", run, "--to", back, "--format", "huggingface")
+        self.assertEqual(rc, 0, err)
+        classifier = RobertaForSequenceClassification.from_pretrained(back).eval()
+        ids = [0, 20, 30, 40, 2]
+        with torch.no_grad():
+            ref = classifier(input_ids=torch.tensor([ids])).logits
+        self.assert_close(self.encode(run, ids)["sequence_logits"], ref, "sequence_logits")
 
     def test_tokenizer_files_give_the_ids_of_transformers(self):
         tok = os.path.join(self.dir, "tok")

@@ -45,6 +45,10 @@ models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_
   // training it needs the copies below, checked before the task's model is built.
   auto loaded = io::load_model(directory);
   auto c = with_condition(loaded.config, heads);
+  // A pooled classifier over a checkpoint without a pooler (a BertForMaskedLM, RobertaForMaskedLM)
+  // gets a fresh one, as transformers initialises BertPooler / RoBERTa's classifier.dense.
+  if (heads.next_sentence > 0 || (heads.sequence_labels > 0 && heads.sequence_pooling == models::Pooling::Pooler))
+    c.pooler = true;
   if (vocab > c.vocab_size)
     throw Error(fmt::format("model.init {}: the tokenizer has {} ids but the model's vocabulary {}",
                             directory, vocab, c.vocab_size));
