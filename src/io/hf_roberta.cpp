@@ -52,8 +52,6 @@ json roberta_config_to_json(const TransformerConfig& c, const HeadsConfig& h) {
   j["architectures"] = {arch};
   j["model_type"] = "roberta";
   j["max_position_embeddings"] = c.max_positions + c.position_id_offset;
-  j["bos_token_id"] = 0;
-  j["eos_token_id"] = 2;
   if (h.masked_lm && !h.tie_lm) j["tie_word_embeddings"] = false;
   return j;
 }
