@@ -35,18 +35,18 @@ KINDS = ["softmax", "linear:elu", "linear:relu", "linear:favor", "cosformer", "s
 # Task: settings of its cells. The model is LRA's small configuration for all of them.
 TASKS = {
     "listops": {"label": "ListOps", "data": "data/lra/listops", "tokens": "500-2000",
-                "same_data": "same generator", "flags": ["--task.truncate", "2000", "--task.batch_size", "8"]},
+                "same_data": "LRA's task, our generator", "flags": ["--task.truncate", "2000", "--task.batch_size", "8"]},
     "text": {"label": "Text", "data": "data/lra/text", "tokens": "1K-4K byte",
-             "same_data": "no: fortunes (stand-in for IMDB)",
+             "same_data": "stand-in for IMDB: fortunes",
              "task": "lra-text", "flags": ["--task.truncate", "4096", "--task.batch_size", "8"]},
     "retrieval": {"label": "Retrieval", "data": "data/lra/retrieval", "tokens": "2 x 2K-4K byte",
-                  "same_data": "no: fortune pairs (stand-in for the ACL Anthology)",
+                  "same_data": "stand-in for the ACL Anthology: fortune pairs",
                   "task": "lra-retrieval", "flags": ["--task.truncate", "4096", "--task.batch_size", "4"]},
     "image": {"label": "Image", "data": "/usr/share/datasets/fashion-mnist", "tokens": "1024",
-              "same_data": "no: Fashion-MNIST (stand-in for CIFAR-10)",
+              "same_data": "stand-in for CIFAR-10: Fashion-MNIST",
               "task": "lra-image", "flags": ["--task.image_size", "32", "--task.batch_size", "16"]},
     "pathfinder": {"label": "Pathfinder", "data": "data/lra/pathfinder32", "tokens": "1024",
-                   "same_data": "same task, our generator",
+                   "same_data": "LRA's task, our generator",
                    "task": "lra-pathfinder", "flags": ["--task.batch_size", "16"]},
 }
 ORDER = ["image", "pathfinder", "listops", "text", "retrieval"]  # shortest sequences first
@@ -143,7 +143,9 @@ def run_cell(args, attnkit, task, kind):
     evals = [r for r in records if "eval" in r]
     cpu_total, wall_total, peak = 0.0, 0.0, 0.0
     for f in sorted(os.listdir(run)):
-        if f.startswith("time-"):
+        # An empty report is a part that was killed (the session ended) and resumed later: its
+        # training time is in the checkpoint's cpu_seconds, its process totals are lost.
+        if f.startswith("time-") and os.path.getsize(os.path.join(run, f)) > 0:
             c, w, p = time_file(os.path.join(run, f))
             cpu_total, wall_total, peak = cpu_total + c, wall_total + w, max(peak, p)
     last = steps[-1]
@@ -214,6 +216,15 @@ def fmt_acc(cell):
     if "failed" in cell:
         return "failed"
     return f"{100 * cell['test_accuracy']:.1f}"
+
+
+def did_not_fit(error):
+    """LibTorch's allocator message, shortened to what it says."""
+    found = re.search(r"tried to allocate (\d+) bytes", error)
+    if not found:
+        return error
+    return (f"an allocation of {int(found.group(1)) / (1 << 30):.1f} GiB was refused "
+            f"(address space limited to {PATHFINDER_X['memory_limit_gib']} GiB)")
 
 
 def markdown(summary):
@@ -344,7 +355,8 @@ def main():
                "machine": machine(), "tasks": ORDER, "kinds": args.kinds,
                "task_labels": {t: TASKS[t]["label"] for t in ORDER},
                "published": [{"name": n, "accuracy": row} for n, row in PUBLISHED], "chance": CHANCE,
-               "cells": load_results(args), "pathfinder_x": px}
+               "cells": load_results(args),
+               "pathfinder_x": [r if r["fits"] else dict(r, error=did_not_fit(r["error"])) for r in px or []]}
     os.makedirs(args.runs, exist_ok=True)
     write_json(summary_path, summary)
     write_docs(args, summary)

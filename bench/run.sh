@@ -37,6 +37,14 @@ cmake --build "$BUILD" --target attnkit_bench_decode -j "${JOBS:-2}"
 DECODE_PY="$(bash scripts/decode_bench_venv.sh)" || DECODE_PY=""
 /usr/bin/python3 bench/decode_compare.py --build "$BUILD" --ct2-python "$DECODE_PY" "$@"
 echo
+echo "== decoding, Marian (Opus-MT shape): attnkit generate vs CTranslate2 and transformers, same ids first =="
+cmake --build "$BUILD" --target attnkit_cli -j "${JOBS:-2}"
+if [ -n "$DECODE_PY" ]; then
+  "$DECODE_PY" bench/decode_ct2_marian.py --build "$BUILD" "$@"
+else
+  echo "bench/run.sh: no CTranslate2 venv (scripts/decode_bench_venv.sh failed): skipping the Marian comparison" >&2
+fi
+echo
 echo "== heads: BERT-base-shaped model, 50% of heads pruned vs unpruned (inference) =="
 cmake --build "$BUILD" --target attnkit_bench_heads -j "${JOBS:-2}"
 /usr/bin/python3 bench/heads_compare.py --build "$BUILD" "$@"

@@ -14,6 +14,6 @@ echo "decode_bench_venv.sh: creating $venv" >&2
 rm -rf "$venv"
 /usr/bin/python3 -m venv --system-site-packages "$venv" >&2
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$requirements" >&2
-"$venv/bin/python" -c 'import ctranslate2, transformers, safetensors, tokenizers, torch' >&2
+"$venv/bin/python" -c 'import ctranslate2, transformers, safetensors, tokenizers, torch, sentencepiece' >&2
 cp "$requirements" "$venv/requirements-decode-bench.txt"
 echo "$venv/bin/python"

@@ -25,19 +25,35 @@ def _library_path() -> str:
 torch.ops.load_library(_library_path())
 ops = torch.ops.attnkit
 
-# ---- fake kernels: output shapes and dtypes only (the real kernels return contiguous tensors) ----
+# ---- fake kernels: output shapes, dtypes and strides of the real kernels ----------------------
+
+
+def _empty_attention_layout(like, d):
+    """The layout of the flash kernel's outputs (src/ops/flash_attention.cpp,
+    empty_attention_layout): out like q, dq/dk/dv like q/k/v. [B, H, n, d] in position-major
+    storage [B, n, H, d] when `like` is laid out that way (more than one head and position, head
+    stride below position stride: Hugging Face's transposed projections), so that
+    out.transpose(1, 2) is contiguous; contiguous [B, H, n, d] otherwise."""
+    B, H, n, _ = like.shape
+    if H > 1 and n > 1 and like.stride(1) < like.stride(2):
+        return like.new_empty((B, n, H, d)).transpose(1, 2)
+    return like.new_empty((B, H, n, d))
 
 
 @torch.library.register_fake("attnkit::flash_attention")
 def _flash_attention_fake(q, k, v, mask=None, causal=False, scale=1.0, dropout=0.0, seed=0):
     B, H, L, _ = q.shape
-    return q.new_empty((B, H, L, v.shape[3])), q.new_empty((B, H, L))
+    return _empty_attention_layout(q, v.shape[3]), q.new_empty((B, H, L))
 
 
 @torch.library.register_fake("attnkit::flash_attention_backward")
 def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, mask, causal, scale, dropout,
                                    seed):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    return (_empty_attention_layout(q, q.shape[3]), _empty_attention_layout(k, k.shape[3]),
+            _empty_attention_layout(v, v.shape[3]))
+
+
+# The other ops' real kernels return contiguous tensors.
 
 
 @torch.library.register_fake("attnkit::feature_attention")
@@ -72,8 +88,8 @@ def _flash_setup(ctx, inputs, output):
 
 def _flash_backward(ctx, grad_out, _grad_lse):
     q, k, v, out, lse, mask = ctx.saved_tensors
-    dq, dk, dv = ops.flash_attention_backward(grad_out.contiguous(), q, k, v, out, lse, mask,
-                                              *ctx.settings)
+    # grad_out in any layout (typically position-major, like out): the kernel reads its strides.
+    dq, dk, dv = ops.flash_attention_backward(grad_out, q, k, v, out, lse, mask, *ctx.settings)
     return dq, dk, dv, None, None, None, None, None
 
 

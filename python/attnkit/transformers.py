@@ -10,6 +10,12 @@ transformers' own "sdpa" one, a bool mask with True = attend, or None where the 
 says it), so causal and padding masks reach the kernel exactly as they reach SDPA. Needs a
 transformers with both interfaces (4.53 or later). Grouped-query attention (Llama-family models
 with fewer key/value heads) repeats the key/value heads before the kernel.
+
+No copies around the kernel: transformers hands over query/key/value as [B, H, L, d] views of its
+projections' [B, L, H, d] storage, which the kernel reads through their strides, and the kernel
+writes its output [B, H, L, dv] into [B, L, H, dv] storage for such inputs, so the transpose back
+to transformers' [B, L, H, dv] is contiguous already (as with SDPA's CPU flash kernel); in the
+backward pass likewise for the gradients.
 """
 from __future__ import annotations
 
@@ -53,6 +59,7 @@ def attnkit_attention_forward(module: torch.nn.Module, query: torch.Tensor, key:
         key, value = key[:, :, :q_length], value[:, :, :q_length]
     out = softmax_attention(query, key, value, attention_mask, causal=is_causal, scale=scaling,
                             dropout=dropout)
+    # Contiguous already for transformers' position-major inputs (then .contiguous() is free).
     return out.transpose(1, 2).contiguous(), None
 
 

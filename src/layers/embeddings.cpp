@@ -92,25 +92,48 @@ at::Tensor EmbeddingsImpl::forward(const at::Tensor& input_ids,
       throw Error(fmt::format("embeddings: token id {} is outside the vocabulary [0, {})",
                               lo < 0 ? lo : hi, options_.vocab_size()));
   }
+  at::Tensor x = token->forward(input_ids);
+  if (options_.token_scale() != 1.0) x = x * options_.token_scale();
+  if (options_.padding_positions() >= 0 && !position_ids) {
+    // RoBERTa: a real token's position counts the real tokens before it; padding gets -1 (row
+    // padding_positions of the table).
+    const at::Tensor real = input_ids.ne(options_.padding_positions()).to(at::kLong);
+    const at::Tensor ids = (real.cumsum(1) + position_offset) * real - 1;
+    return forward_vectors(x, token_type_ids, position_offset, condition, ids);
+  }
+  return forward_vectors(x, token_type_ids, position_offset, condition, position_ids);
+}
+
+at::Tensor EmbeddingsImpl::forward_vectors(const at::Tensor& vectors,
+                                           const c10::optional<at::Tensor>& token_type_ids,
+                                           int64_t position_offset,
+                                           const c10::optional<at::Tensor>& condition,
+                                           const c10::optional<at::Tensor>& position_ids) {
+  if (vectors.dim() != 3 || vectors.size(2) != options_.embedding_size())
+    throw Error(fmt::format("embeddings: token vectors must be [batch, n, {}], got [{}]",
+                            options_.embedding_size(), fmt::join(vectors.sizes(), ", ")));
+  const std::vector<int64_t> rows{vectors.size(0), vectors.size(1)};
+  const int64_t n = vectors.size(1);
   if (position_offset < 0)
     throw Error(fmt::format("embeddings: position_offset must be >= 0, got {}", position_offset));
   if (position_ids) {
-    if (position_ids->sizes() != input_ids.sizes())
+    if (position_ids->sizes() != at::IntArrayRef(rows))
       throw Error(fmt::format("embeddings: position_ids must be [{}], got [{}]",
-                              fmt::join(input_ids.sizes(), ", "),
+                              fmt::join(rows, ", "),
                               fmt::join(position_ids->sizes(), ", ")));
+    // -1: a padding token of RoBERTa's positions (row padding_positions).
+    const int64_t lowest = options_.padding_positions() >= 0 ? -1 : 0;
     if (n > 0 && options_.positions() != PositionEncoding::None &&
-        (position_ids->min().item<int64_t>() < 0 ||
+        (position_ids->min().item<int64_t>() < lowest ||
          position_ids->max().item<int64_t>() >= options_.max_positions()))
-      throw Error(fmt::format("embeddings: position ids must lie in [0, {}) (max_positions)",
+      throw Error(fmt::format("embeddings: position ids must lie in [{}, {}) (max_positions)", lowest,
                               options_.max_positions()));
   } else if (options_.positions() != PositionEncoding::None &&
              position_offset + n > options_.max_positions())
     throw Error(fmt::format("embeddings: sequence of {} tokens (from position {}) exceeds "
                             "max_positions {}",
                             n, position_offset, options_.max_positions()));
-  at::Tensor x = token->forward(input_ids);
-  if (options_.token_scale() != 1.0) x = x * options_.token_scale();
+  at::Tensor x = vectors;
   const bool sinusoidal = options_.positions() == PositionEncoding::Sinusoidal ||
                           options_.positions() == PositionEncoding::SinusoidalHalves;
   const int64_t row_offset = options_.position_id_offset();
@@ -118,23 +141,18 @@ at::Tensor EmbeddingsImpl::forward(const at::Tensor& input_ids,
     x = x + position->forward(position_ids->to(at::kLong) + row_offset);
   } else if (position_ids && sinusoidal) {
     x = x + sinusoid_.index({position_ids->to(at::kLong)}).to(x.dtype());
-  } else if (options_.padding_positions() >= 0) {
-    // Row of a real token: pad + 1 + its position; of a padding token: pad.
-    const at::Tensor real = input_ids.ne(options_.padding_positions()).to(at::kLong);
-    const at::Tensor rows = (real.cumsum(1) + position_offset) * real + options_.padding_positions();
-    x = x + position->forward(rows);
   } else if (options_.positions() == PositionEncoding::Learned) {
     at::Tensor ids = torch::arange(position_offset + row_offset, position_offset + row_offset + n,
-                                   input_ids.options());
+                                   at::TensorOptions(at::kLong).device(x.device()));
     x = x + position->forward(ids).unsqueeze(0);
   } else if (sinusoidal) {
     x = x + sinusoid_.slice(0, position_offset, position_offset + n).to(x.dtype()).unsqueeze(0);
   }
   if (token_type) {
     if (token_type_ids) {
-      if (token_type_ids->sizes() != input_ids.sizes())
+      if (token_type_ids->sizes() != at::IntArrayRef(rows))
         throw Error(fmt::format("embeddings: token_type_ids must be [{}], got [{}]",
-                                fmt::join(input_ids.sizes(), ", "),
+                                fmt::join(rows, ", "),
                                 fmt::join(token_type_ids->sizes(), ", ")));
       if (n > 0 && (token_type_ids->min().item<int64_t>() < 0 ||
                     token_type_ids->max().item<int64_t>() >= options_.type_vocab_size()))

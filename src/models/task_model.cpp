@@ -41,6 +41,7 @@ void to_json(nlohmann::json& j, const HeadsConfig& h) {
                      {"condition_classes", h.condition_classes},
                      {"classifier_dropout", h.classifier_dropout}};
   if (h.pair_labels > 0) j["pair_labels"] = h.pair_labels;  // absent from older checkpoints
+  if (h.query_stream) j["query_stream"] = true;              // likewise
 }
 
 void from_json(const nlohmann::json& j, HeadsConfig& h) {
@@ -58,6 +59,7 @@ void from_json(const nlohmann::json& j, HeadsConfig& h) {
   r.read("condition_classes", h.condition_classes);
   r.read("classifier_dropout", h.classifier_dropout);
   r.read("pair_labels", h.pair_labels);
+  r.read("query_stream", h.query_stream);
   r.reject_unknown();
   h.sequence_pooling = parse_pooling(pooling);
 }
@@ -100,6 +102,8 @@ TaskModelImpl::TaskModelImpl(const TransformerConfig& config, const HeadsConfig&
       !config.pooler)
     throw Error("heads config: next-sentence and pooler-based classification heads need a "
                 "model with a pooler (config.pooler = true)");
+  if (heads.query_stream && !heads.causal_lm)
+    throw Error("heads config: query_stream needs the causal LM head (causal_lm = true)");
   if (heads.condition_classes > 0 && config.condition_size <= 0)
     throw Error("heads config: condition_classes needs config.condition_size > 0");
   if (heads.classifier_dropout < 0 || heads.classifier_dropout >= 1)
@@ -132,6 +136,8 @@ TaskModelImpl::TaskModelImpl(const TransformerConfig& config, const HeadsConfig&
   }
   if (heads.causal_lm && heads.tie_lm && c.effective_embedding_size() != c.hidden)
     throw Error("heads config: a tied causal LM head needs embedding_size == hidden");
+  if (heads.query_stream)
+    query_start = register_parameter("query_start", torch::randn({c.effective_embedding_size()}) * std);
   if (heads.next_sentence > 0) next_sentence = linear("next_sentence", c.hidden, heads.next_sentence);
   if (heads.sequence_labels > 0)
     classifier = linear("classifier", c.hidden, heads.sequence_labels, heads.sequence_bias);
@@ -169,7 +175,7 @@ at::Tensor TaskModelImpl::pool(const TaskInputs& in, const ModelOutput& out) con
   return out.pooled;
 }
 
-TaskOutput TaskModelImpl::forward(const TaskInputs& in) {
+ModelInputs TaskModelImpl::base_inputs(const TaskInputs& in) {
   ModelInputs base = in;
   if (in.condition_ids) {
     if (!condition_embedding)
@@ -179,8 +185,23 @@ TaskOutput TaskModelImpl::forward(const TaskInputs& in) {
       throw Error("task model: give either condition_ids or a condition vector, not both");
     base.condition = condition_embedding->forward(*in.condition_ids);
   }
+  return base;
+}
+
+TwoStreamTaskOutput TaskModelImpl::two_stream_forward(const TaskInputs& in, const at::Tensor& query_mask) {
+  if (!query_start.defined())
+    throw Error("task model: two-stream attention needs the query stream's start vector (heads.query_stream)");
+  auto streams = transformer->two_stream_forward(base_inputs(in), query_start, query_mask);
+  TwoStreamTaskOutput out;
+  out.content = std::move(streams.content);
+  out.query_hidden = streams.query;
+  out.query_logits = at::linear(out.query_hidden, lm_head_weight(lm_head, *transformer));
+  return out;
+}
+
+TaskOutput TaskModelImpl::forward(const TaskInputs& in) {
   TaskOutput out;
-  out.base = transformer->forward(base);
+  out.base = transformer->forward(base_inputs(in));
   const auto& h = out.base.last_hidden_state;
   auto dropout = [&](const at::Tensor& x) {
     return at::dropout(x, heads_.classifier_dropout, is_training());

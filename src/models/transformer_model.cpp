@@ -206,13 +206,12 @@ void TransformerModelImpl::set_paths(const layers::BlockPaths& paths) {
     std::dynamic_pointer_cast<layers::TransformerBlockImpl>(blocks->ptr(i))->set_paths(paths);
 }
 
-ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {
+layers::BlockInputs TransformerModelImpl::block_inputs_of(const ModelInputs& in) const {
   if (!in.input_ids.defined() || in.input_ids.dim() != 2)
     throw Error("model: input_ids must be a [batch, n] int64 tensor");
   if (in.input_ids.scalar_type() != at::kLong)
     throw Error(fmt::format("model: input_ids must be int64, got {}",
                             c10::toString(in.input_ids.scalar_type())));
-  ModelOutput out;
   layers::BlockInputs block_inputs;
   if (in.attention_mask) {
     if (in.attention_mask->sizes() != in.input_ids.sizes())
@@ -229,21 +228,24 @@ ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {
   block_inputs.memory = in.memory;
   block_inputs.memory_padding = in.memory_padding;
   block_inputs.condition = in.condition;
+  return block_inputs;
+}
 
-  at::Tensor h = embeddings->forward(in.input_ids, in.token_type_ids, in.position_offset,
-                                     in.condition, in.position_ids);
-  if (in.output_hidden_states) out.hidden_states.push_back(h);
-  for (int64_t layer = 0; layer < config_.layers; ++layer) {
-    // Per-depth gates (shared blocks serve several depths).
-    if (!self_gates_.empty()) block(layer)->attention->set_head_gates(self_gates_[layer]);
-    if (!cross_gates_.empty()) block(layer)->cross_attention->set_head_gates(cross_gates_[layer]);
-    layers::BlockOutput b = block(layer)->forward(h, block_inputs);
-    h = b.hidden;
-    if (in.output_attentions) out.attentions.push_back(b.weights);
-    if (in.output_head_contexts) out.head_contexts.push_back(b.head_contexts);
-    if (block_inputs.need_cross_head_contexts) out.cross_head_contexts.push_back(b.cross_head_contexts);
-    if (in.output_hidden_states) out.hidden_states.push_back(h);
-  }
+void TransformerModelImpl::set_depth_gates(int64_t layer) {
+  // Per-depth gates (shared blocks serve several depths).
+  if (!self_gates_.empty()) block(layer)->attention->set_head_gates(self_gates_[layer]);
+  if (!cross_gates_.empty()) block(layer)->cross_attention->set_head_gates(cross_gates_[layer]);
+}
+
+void TransformerModelImpl::record_layer(const ModelInputs& in, const layers::BlockInputs& block_inputs,
+                                        const layers::BlockOutput& b, ModelOutput& out) const {
+  if (in.output_attentions) out.attentions.push_back(b.weights);
+  if (in.output_head_contexts) out.head_contexts.push_back(b.head_contexts);
+  if (block_inputs.need_cross_head_contexts) out.cross_head_contexts.push_back(b.cross_head_contexts);
+  if (in.output_hidden_states) out.hidden_states.push_back(b.hidden);
+}
+
+void TransformerModelImpl::finish(const ModelInputs& in, at::Tensor h, ModelOutput& out) {
   if (final_norm) {
     h = final_norm->forward(h, in.condition);
     // HF GPT-2 reports the final-LN output as the last hidden state.
@@ -251,6 +253,70 @@ ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {
   }
   out.last_hidden_state = h;
   if (pooler) out.pooled = torch::tanh(pooler->forward(h.select(1, 0)));
+}
+
+ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {
+  ModelOutput out;
+  const layers::BlockInputs block_inputs = block_inputs_of(in);
+  at::Tensor h = embeddings->forward(in.input_ids, in.token_type_ids, in.position_offset,
+                                     in.condition, in.position_ids);
+  if (in.output_hidden_states) out.hidden_states.push_back(h);
+  for (int64_t layer = 0; layer < config_.layers; ++layer) {
+    set_depth_gates(layer);
+    layers::BlockOutput b = block(layer)->forward(h, block_inputs);
+    h = b.hidden;
+    record_layer(in, block_inputs, b, out);
+  }
+  finish(in, h, out);
+  return out;
+}
+
+TwoStreamOutput TransformerModelImpl::two_stream_forward(const ModelInputs& in, const at::Tensor& query_vector,
+                                                         const at::Tensor& query_mask) {
+  if (config_.cross_attention)
+    throw Error("two-stream attention: the model's blocks have cross attention (an encoder-decoder's "
+                "decoder); it takes a single stack of self-attention blocks");
+  if (in.prefix_lengths)
+    throw Error("two-stream attention: give the content stream's mask as `mask`, not as prefix_lengths");
+  const int64_t E = config_.effective_embedding_size();
+  if (!query_vector.defined() || query_vector.dim() != 1 || query_vector.size(0) != E)
+    throw Error(fmt::format("two-stream attention: the query stream's start vector must be [{}]", E));
+  if (!query_mask.defined() || query_mask.scalar_type() != at::kBool)
+    throw Error("two-stream attention: the query mask must be a bool tensor [batch|1, 1|heads, n, n]");
+  TwoStreamOutput out;
+  const layers::BlockInputs block_inputs = block_inputs_of(in);
+  layers::AttentionInputs query_inputs;  // queries from g, keys and values from the content stream
+  query_inputs.mask = query_mask;
+  query_inputs.key_padding = block_inputs.self.key_padding;
+  at::Tensor h = embeddings->forward(in.input_ids, in.token_type_ids, in.position_offset,
+                                     in.condition, in.position_ids);
+  at::Tensor g = embeddings->forward_vectors(
+      query_vector.view({1, 1, E}).expand({in.input_ids.size(0), in.input_ids.size(1), E}),
+      in.token_type_ids, in.position_offset, in.condition, in.position_ids);
+  if (in.output_hidden_states) out.content.hidden_states.push_back(h);
+  for (int64_t layer = 0; layer < config_.layers; ++layer) {
+    set_depth_gates(layer);
+    auto b = block(layer);
+    // The content stream's attention input (its LayerNorm output in pre-LN blocks): the keys and
+    // values both streams read in this layer.
+    at::Tensor content_input;
+    layers::BlockSublayers content, query;
+    content.self_attention = [&](const at::Tensor& x) {
+      content_input = x;
+      return b->attention->forward(x, block_inputs.self);
+    };
+    content.feed_forward = [&](const at::Tensor& x) { return b->ffn->forward(x); };
+    query.self_attention = [&](const at::Tensor& x) {
+      return b->attention->forward(x, query_inputs, content_input);
+    };
+    query.feed_forward = content.feed_forward;
+    layers::BlockOutput c = b->forward(h, block_inputs, content);
+    g = b->forward(g, block_inputs, query).hidden;
+    h = c.hidden;
+    record_layer(in, block_inputs, c, out.content);
+  }
+  finish(in, h, out.content);
+  out.query = final_norm ? final_norm->forward(g, in.condition) : g;
   return out;
 }
 

@@ -8,7 +8,40 @@ namespace attnkit::ops::detail {
 
 namespace {
 
-// Problem description and (expanded, strided) mask view; `mask_view` keeps the view alive.
+// The kernel reads a [B, H, n, d] operand through its batch, head and row strides as long as its
+// feature dimension is contiguous and its rows do not overlap (a row stride of at least d, a BLAS
+// leading dimension); anything else (rare: a view with a strided last dimension, expanded rows) is
+// copied. Strides of size-1 dimensions are never stepped, so they do not count.
+bool kernel_readable(const at::Tensor& t) {
+  return (t.size(3) <= 1 || t.stride(3) == 1) && (t.size(2) <= 1 || t.stride(2) >= t.size(3));
+}
+
+at::Tensor kernel_operand(const at::Tensor& t) {
+  return kernel_readable(t) ? t : t.contiguous();
+}
+
+cpu::FlashRows rows_of(const at::Tensor& t) {
+  // A size-1 position dimension's stride is arbitrary; d keeps it a valid leading dimension.
+  const int64_t n = t.size(2) <= 1 ? t.size(3) : t.stride(2);
+  return {t.stride(0), t.stride(1), std::max<int64_t>(n, 1)};
+}
+
+}  // namespace
+
+bool position_major(const at::Tensor& t) {
+  return t.size(1) > 1 && t.size(2) > 1 && t.stride(1) < t.stride(2);
+}
+
+at::Tensor empty_attention_layout(const at::Tensor& like, int64_t d) {
+  const int64_t B = like.size(0), H = like.size(1), n = like.size(2);
+  if (position_major(like)) return at::empty({B, n, H, d}, like.options()).transpose(1, 2);
+  return at::empty({B, H, n, d}, like.options());
+}
+
+namespace {
+
+// Problem description and (expanded, strided) mask view; `mask_view` keeps the view alive. The
+// layouts of the operands (FlashRows) are set by the callers.
 cpu::FlashProblem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& mask, bool causal, double scale, double dropout,
                            uint64_t dropout_seed, at::Tensor& mask_view) {
@@ -42,12 +75,17 @@ cpu::FlashProblem describe(const at::Tensor& q, const at::Tensor& k, const at::T
 std::tuple<at::Tensor, at::Tensor> flash_attention_forward(
     const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& mask,
     bool causal, double scale, double dropout, int64_t dropout_seed) {
-  auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  const auto q = kernel_operand(q_in), k = kernel_operand(k_in), v = kernel_operand(v_in);
   at::Tensor mask_view;
-  const auto p = describe(q, k, v, mask, causal, scale, dropout,
-                          static_cast<uint64_t>(dropout_seed), mask_view);
-  auto out = at::empty({p.B, p.H, p.L, p.dv}, q.options());
+  auto p = describe(q, k, v, mask, causal, scale, dropout, static_cast<uint64_t>(dropout_seed),
+                    mask_view);
+  // Output layouts follow the given operands (a copied one included), as the fake kernels do.
+  auto out = empty_attention_layout(q_in, p.dv);
   auto lse = at::empty({p.B, p.H, p.L}, q.options());
+  p.q_rows = rows_of(q);
+  p.k_rows = rows_of(k);
+  p.v_rows = rows_of(v);
+  p.out_rows = rows_of(out);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "flash_attention_forward", [&] {
     cpu::flash_attention_forward(p, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
                                  v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
@@ -60,12 +98,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     const at::Tensor& grad_out, const at::Tensor& q_in, const at::Tensor& k_in,
     const at::Tensor& v_in, const at::Tensor& out_in, const at::Tensor& lse_in,
     const at::Tensor& mask, bool causal, double scale, double dropout, int64_t dropout_seed) {
-  auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
-  auto out = out_in.contiguous(), lse = lse_in.contiguous(), dout = grad_out.contiguous();
+  const auto q = kernel_operand(q_in), k = kernel_operand(k_in), v = kernel_operand(v_in);
+  const auto out = kernel_operand(out_in), dout = kernel_operand(grad_out);
+  const auto lse = lse_in.contiguous();
   at::Tensor mask_view;
-  const auto p = describe(q, k, v, mask, causal, scale, dropout,
-                          static_cast<uint64_t>(dropout_seed), mask_view);
-  auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+  auto p = describe(q, k, v, mask, causal, scale, dropout, static_cast<uint64_t>(dropout_seed),
+                    mask_view);
+  auto dq = empty_attention_layout(q_in, p.dk), dk = empty_attention_layout(k_in, p.dk),
+       dv = empty_attention_layout(v_in, p.dv);
+  p.q_rows = rows_of(q);
+  p.k_rows = rows_of(k);
+  p.v_rows = rows_of(v);
+  p.out_rows = rows_of(out);
+  p.dout_rows = rows_of(dout);
+  p.dq_rows = rows_of(dq);
+  p.dk_rows = rows_of(dk);
+  p.dv_rows = rows_of(dv);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "flash_attention_backward", [&] {
     cpu::flash_attention_backward(p, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
                                   v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
@@ -86,9 +134,10 @@ class FlashAttention : public torch::autograd::Function<FlashAttention> {
                             double dropout, int64_t dropout_seed) {
     // The mask takes no gradient (flash_attention_supports), so it travels as plain data.
     const at::Tensor mask = mask_arg.has_value() ? *mask_arg : at::Tensor();
-    auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
-    auto [out, lse] = flash_attention_forward(q, k, v, mask, causal, scale, dropout, dropout_seed);
-    ctx->save_for_backward({q, k, v, out, lse});
+    // q, k, v as given (views included): the kernels read them through their strides.
+    auto [out, lse] =
+        flash_attention_forward(q_in, k_in, v_in, mask, causal, scale, dropout, dropout_seed);
+    ctx->save_for_backward({q_in, k_in, v_in, out, lse});
     if (mask.defined()) ctx->saved_data["mask"] = mask;
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["scale"] = scale;

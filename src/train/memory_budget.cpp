@@ -149,6 +149,7 @@ double parameters_estimate(const models::TransformerConfig& c, const models::Hea
   if (c.pooler) total += hidden * hidden + hidden;
   if (h.masked_lm) total += hidden * E + E + 2 * E + vocab + (h.tie_lm ? 0 : vocab * E);
   if (h.causal_lm && !h.tie_lm) total += vocab * hidden;
+  if (h.query_stream) total += E;  // XLNet's query-stream start vector
   total += (hidden + 1) * (d(h.next_sentence) + d(h.sequence_labels) + d(h.token_labels) + (h.span ? 2 : 0));
   total += d(h.condition_classes) * condition;
   return total;

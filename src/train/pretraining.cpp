@@ -123,7 +123,9 @@ PermutationBatch permutation_batch(const std::vector<const std::vector<int64_t>*
   const auto batch = static_cast<int64_t>(rows.size());
   at::Tensor ids = torch::empty({batch, n}, at::kLong), order = torch::empty({batch, n}, at::kLong);
   at::Tensor targets = torch::full({batch, n}, models::kIgnoreLabel, at::kLong);
+  at::Tensor query_targets = torch::full({batch, n}, models::kIgnoreLabel, at::kLong);
   auto ids_a = ids.accessor<int64_t, 2>(), order_a = order.accessor<int64_t, 2>(), targets_a = targets.accessor<int64_t, 2>();
+  auto query_targets_a = query_targets.accessor<int64_t, 2>();
   for (int64_t b = 0; b < batch; ++b) {
     const auto& row = *rows[b];
     const auto& z = orders[b];
@@ -139,9 +141,11 @@ PermutationBatch permutation_batch(const std::vector<const std::vector<int64_t>*
       if (z[t] < 0 || z[t] >= n || z[t + 1] < 0 || z[t + 1] >= n)
         throw Error(fmt::format("permutation LM: order {} is not a permutation of 0..{}", b, n - 1));
       targets_a[b][z[t]] = row[z[t + 1]];
+      query_targets_a[b][z[t + 1]] = row[z[t + 1]];  // two streams: predicted at its own position
     }
   }
-  return {ids, ops::xlnet_masks(order).content, targets};  // xlnet_masks checks each order
+  auto masks = ops::xlnet_masks(order);  // checks each order
+  return {ids, masks.content, targets, masks.query, query_targets};
 }
 
 }  // namespace attnkit::train

@@ -14,10 +14,16 @@
 namespace attnkit::train {
 
 void report_step(ProgressReporter& progress, const StepProgress& p) {
+  const bool budgeted = p.cpu_budget > 0;
   progress.update(p.step, p.tokens, [&](ProgressStyle style) {
+    const std::string cpu =
+        budgeted ? fmt::format("cpu {} of {}", format_duration(p.cpu_seconds), format_duration(p.cpu_budget)) : "";
     if (style == ProgressStyle::Bar)
-      return fmt::format("loss {:.4f}  lr {:.2e}  {} tok/s", p.loss, p.learning_rate,
-                         format_rate(progress.rate()));
+      return fmt::format("loss {:.4f}  lr {:.2e}  {} tok/s{}{}", p.loss, p.learning_rate,
+                         format_rate(progress.rate()), budgeted ? "  " : "", cpu);
+    if (budgeted)
+      return fmt::format("step {} loss {:.4f} lr {:.2e} grad_norm {:.4f} tok/s {:.0f} {}", p.step, p.loss,
+                         p.learning_rate, p.grad_norm, progress.rate(), cpu);
     return fmt::format("step {}/{} loss {:.4f} lr {:.2e} grad_norm {:.4f} tok/s {:.0f} eta {}", p.step,
                        progress.total(), p.loss, p.learning_rate, p.grad_norm, progress.rate(),
                        format_duration(progress.eta_seconds(p.step)));

@@ -112,6 +112,7 @@ const std::vector<Setting>& settings() {
         ATTNKIT_FIELD(double, "task", "random_fraction", "mlm: of the selected, the share replaced by a random token (the rest stay)", c.task.random_fraction),
         ATTNKIT_FIELD(bool, "task", "whole_word", "mlm: select whole WordPiece words (a token and its ## pieces)", c.task.whole_word),
         ATTNKIT_FIELD(int64_t, "task", "predict_last", "plm: predict only the last K tokens of each factorisation order (0 = all)", c.task.predict_last),
+        ATTNKIT_FIELD(bool, "task", "two_stream", "plm: XLNet's two-stream attention (a query stream that knows the position it predicts, not its token)", c.task.two_stream),
         ATTNKIT_FIELD(int64_t, "task", "image_size",
                       "image tasks: lra-pathfinder generated size (0 = 32, or 128), lra-image 0 = 28 or 32 (padded)",
                       c.task.image_size),

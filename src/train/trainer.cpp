@@ -442,7 +442,8 @@ TrainResult Trainer::train() {
 
     const int64_t step = record.step;
     const bool last = step == o.steps || (budgeted && s.cpu_seconds >= o.cpu_budget);
-    report_step(progress, {step, record.loss, record.learning_rate, record.grad_norm, record.tokens});
+    report_step(progress, {step, record.loss, record.learning_rate, record.grad_norm, record.tokens, s.cpu_seconds,
+                           budgeted ? o.cpu_budget : 0.0});
     if (metrics_log && (last || (o.log_every > 0 && step % o.log_every == 0))) {
       metrics_log->append(nlohmann::json{{"step", step},
                                          {"loss", record.loss},

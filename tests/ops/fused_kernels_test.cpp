@@ -199,6 +199,122 @@ TEST(FusedKernels, AttentionDropoutRateAndSeeds) {
   EXPECT_TRUE(torch::allclose(out32.to(torch::kDouble), out64, 1e-4, 1e-5));
 }
 
+// Strided operands of the flash kernel: it reads q, k, v, out and dout and writes out, dq, dk, dv
+// through their batch, head and row strides, so views are not copied. Each layout holds the same
+// values as a contiguous [B, H, n, d] tensor x: `store` makes the storage, `view` the [B, H, n, d]
+// view of it (applied to the storage's gradient too, giving the gradient of x).
+struct FlashLayout {
+  std::string name;
+  std::function<at::Tensor(const at::Tensor&)> store, view;
+  bool position_major;  // the kernel's outputs are laid out [B, n, H, d] for it
+};
+
+std::vector<FlashLayout> flash_layouts() {
+  using torch::indexing::Slice;
+  return {
+      {"contiguous", [](const at::Tensor& x) { return x.clone(); },
+       [](const at::Tensor& s) { return s; }, false},
+      // Multi-head attention's projections: [B, n, H, d] storage, seen as [B, H, n, d].
+      {"transposed", [](const at::Tensor& x) { return x.transpose(1, 2).contiguous(); },
+       [](const at::Tensor& s) { return s.transpose(1, 2); }, true},
+      // One slot of a fused q|k|v projection [B, n, 3, H, d] (GPT-2's c_attn): not dense.
+      {"fused-slice",
+       [](const at::Tensor& x) {
+         auto s = torch::randn({x.size(0), x.size(2), 3, x.size(1), x.size(3)}, x.options());
+         s.select(2, 1).copy_(x.transpose(1, 2));
+         return s;
+       },
+       [](const at::Tensor& s) { return s.select(2, 1).transpose(1, 2); }, true},
+      // Rows padded to d + 5 (a narrowed feature dimension): row stride above d.
+      {"padded-rows",
+       [](const at::Tensor& x) {
+         auto s = torch::randn({x.size(0), x.size(1), x.size(2), x.size(3) + 5}, x.options());
+         s.narrow(3, 0, x.size(3)).copy_(x);
+         return s;
+       },
+       [](const at::Tensor& s) { return s.narrow(3, 0, s.size(3) - 5); }, false},
+      // A strided feature dimension: the one layout the kernel cannot read, copied first.
+      {"strided-features", [](const at::Tensor& x) { return x.transpose(2, 3).contiguous(); },
+       [](const at::Tensor& s) { return s.transpose(2, 3); }, false},
+  };
+}
+
+TEST(FusedKernels, FlashStridedOperandsMatchOracle) {
+  // Across the tiles (L = 300, S = 333), with a bool mask and causality, with dropout: forward
+  // and gradients of every layout against autograd through the float64 oracle (on contiguous
+  // copies), and the layout of out and dq (position-major for position-major q).
+  const int64_t B = 2, H = 3, L = 300, S = 333, dk = 16, dv = 5;
+  torch::manual_seed(31);
+  auto q = torch::randn({B, H, L, dk}, torch::kDouble), k = torch::randn({B, H, S, dk}, torch::kDouble);
+  auto v = torch::randn({B, H, S, dv}, torch::kDouble), g = torch::randn({B, H, L, dv}, torch::kDouble);
+  auto random_mask = torch::rand({B, 1, L, S}).gt(0.2);
+  const ops::AttentionDropout dropout{0.2, 99};
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool causal = variant == 1;
+    c10::optional<at::Tensor> mask;
+    if (variant == 2) mask = random_mask;
+    const auto rate = variant == 2 ? dropout : ops::AttentionDropout{};
+    at::Tensor allowed = torch::ones({1, 1, L, S}, torch::kBool);
+    if (causal) allowed = ops::causal_mask(L, S).view({1, 1, L, S});
+    if (mask) allowed = *mask;
+    // The oracle on contiguous inputs.
+    auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(), vv = v.clone().requires_grad_();
+    auto want_out = rate.rate > 0 ? dropout_oracle(qq, kk, vv, allowed, rate)
+                                  : reference::softmax_attention(qq, kk, vv, mask, causal);
+    (want_out * g).sum().backward();
+    const std::vector<at::Tensor> want{want_out.detach(), qq.grad(), kk.grad(), vv.grad()};
+    for (const auto& layout : flash_layouts()) {
+      auto qs = layout.store(q).requires_grad_(), ks = layout.store(k).requires_grad_();
+      auto vs = layout.store(v).requires_grad_();
+      auto qv = layout.view(qs), kv = layout.view(ks), vv2 = layout.view(vs);
+      auto gv = layout.view(layout.store(g));  // dout in the same layout
+      ASSERT_TRUE(torch::equal(qv, q)) << layout.name;
+      at::Tensor dq_seen;
+      qv.register_hook([&dq_seen](const at::Tensor& grad) { dq_seen = grad; });
+      auto out = ops::softmax_attention(qv, kv, vv2, mask, causal, c10::nullopt, rate);
+      (out * gv).sum().backward();
+      const std::vector<at::Tensor> got{out.detach(), layout.view(qs.grad()), layout.view(ks.grad()),
+                                        layout.view(vs.grad())};
+      for (int i = 0; i < 4; ++i)
+        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-8, 1e-10))
+            << layout.name << " variant " << variant << " tensor " << i << " max err "
+            << (got[i] - want[i]).abs().max().item<double>();
+      // Outputs in the layout the next projection reads without a copy.
+      const bool pm = layout.position_major;
+      EXPECT_TRUE(pm ? out.transpose(1, 2).is_contiguous() : out.is_contiguous()) << layout.name;
+      ASSERT_TRUE(dq_seen.defined()) << layout.name;
+      EXPECT_TRUE(pm ? dq_seen.transpose(1, 2).is_contiguous() : dq_seen.is_contiguous())
+          << layout.name;
+    }
+  }
+}
+
+TEST(FusedKernels, FlashStridedFloatInputsEqualContiguous) {
+  // float32, one query row (decoding) and one head: strided and contiguous inputs give the same
+  // outputs and gradients up to rounding, and a single query row's arbitrary stride is harmless.
+  torch::manual_seed(32);
+  for (auto [H, L, S] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{4, 1, 77}, {1, 129, 129}, {4, 257, 300}}) {
+    auto q = torch::randn({2, H, L, 32}), k = torch::randn({2, H, S, 32}), v = torch::randn({2, H, S, 32});
+    auto run = [&](const FlashLayout& layout) {
+      auto qs = layout.store(q).requires_grad_(), ks = layout.store(k).requires_grad_();
+      auto vs = layout.store(v).requires_grad_();
+      auto out = ops::softmax_attention(layout.view(qs), layout.view(ks), layout.view(vs), c10::nullopt,
+                                        L > 1);
+      out.pow(2).sum().backward();
+      return std::vector<at::Tensor>{out.detach(), layout.view(qs.grad()), layout.view(ks.grad()),
+                                     layout.view(vs.grad())};
+    };
+    const auto layouts = flash_layouts();
+    auto want = run(layouts[0]);
+    for (size_t l = 1; l < layouts.size(); ++l) {
+      auto got = run(layouts[l]);
+      for (int i = 0; i < 4; ++i)
+        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-6))
+            << layouts[l].name << " H=" << H << " L=" << L << " tensor " << i;
+    }
+  }
+}
+
 // The fused feature-attention op (causal with L = S; non-causal with any L, S and key padding):
 // elu + 1, relu and cosFormer features applied inside the kernel, forward and backward against
 // autograd through the float64 oracle, across chunk boundaries; rows whose cosFormer denominator

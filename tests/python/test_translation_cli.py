@@ -42,6 +42,9 @@ def toy_pairs(count, offset):
     return "".join(lines)
 
 
+VOCAB = "[PAD]\n[UNK]\n[CLS]\n[SEP]\nred\nbig\nold\ncat\ndog\nbird\nrojo\ngrande\nviejo\ngato\nperro\nave\n"
+
+
 class TranslationCli(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -49,6 +52,23 @@ class TranslationCli(unittest.TestCase):
 
     def tearDown(self):
         self.tmp.cleanup()
+
+    def train_toy(self, train, val, test, *flags):
+        """Writes toy_{train,val,test}.tsv (that many toy pairs, in that order) and a word vocabulary,
+        trains a translation run on them with `flags`; returns (run directory, validation file)."""
+        data = os.path.join(self.dir, "data")
+        os.makedirs(data)
+        write(os.path.join(data, "toy_train.tsv"), toy_pairs(train, 0))
+        val_path = write(os.path.join(data, "toy_val.tsv"), toy_pairs(val, train))
+        if test:
+            write(os.path.join(data, "toy_test.tsv"), toy_pairs(test, train + val))
+        vocab = write(os.path.join(self.dir, "vocab.txt"), VOCAB)
+        run = os.path.join(self.dir, "run")
+        rc, _, err = attnkit("--quiet", "train", "--task.name", "translation", "--task.data",
+                             os.path.join(data, "toy_train.tsv"), "--task.tokenizer", vocab, "--task.truncate", "8",
+                             *flags, "--run.dir", run)
+        self.assertEqual(rc, 0, err)
+        return run, val_path
 
     def test_user_pairs_are_checked_and_split(self):
         out = os.path.join(self.dir, "out")
@@ -70,21 +90,10 @@ class TranslationCli(unittest.TestCase):
         self.assertEqual(lines["test"][-1] + "\n", toy_pairs(1, 99))
 
     def test_train_eval_and_bleu(self):
-        data = os.path.join(self.dir, "data")
-        os.makedirs(data)
-        write(os.path.join(data, "toy_train.tsv"), toy_pairs(60, 0))
-        write(os.path.join(data, "toy_val.tsv"), toy_pairs(20, 60))
-        write(os.path.join(data, "toy_test.tsv"), toy_pairs(1, 80))
-        vocab = write(os.path.join(self.dir, "vocab.txt"),
-                      "[PAD]\n[UNK]\n[CLS]\n[SEP]\nred\nbig\nold\ncat\ndog\nbird\nrojo\ngrande\nviejo\ngato\nperro\nave\n")
-        run = os.path.join(self.dir, "run")
-        rc, _, err = attnkit("--quiet", "train", "--task.name", "translation", "--task.data",
-                             os.path.join(data, "toy_train.tsv"), "--task.tokenizer", vocab, "--task.truncate", "8",
-                             "--task.batch_size", "8", "--task.beams", "2", "--task.label_smoothing", "0.1",
-                             "--model.hidden", "32", "--model.layers", "2", "--model.heads", "2",
-                             "--model.pre_ln", "true", "--model.dropout", "0", "--optimizer.lr", "1e-3",
-                             "--schedule.warmup", "20", "--run.steps", "300", "--run.dir", run)
-        self.assertEqual(rc, 0, err)
+        run, _ = self.train_toy(60, 20, 1, "--task.batch_size", "8", "--task.beams", "2",
+                                "--task.label_smoothing", "0.1", "--model.hidden", "32", "--model.layers", "2",
+                                "--model.heads", "2", "--model.pre_ln", "true", "--model.dropout", "0",
+                                "--optimizer.lr", "1e-3", "--schedule.warmup", "20", "--run.steps", "300")
         self.assertTrue(os.path.isfile(os.path.join(run, "checkpoints", "best", "model.safetensors")))
         # `attnkit generate` translates with the run's best checkpoint (the padding token starts
         # the decoder, [SEP] ends it) a training sentence it has learnt (200 steps sufficed).
@@ -110,22 +119,10 @@ class TranslationCli(unittest.TestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("has 2 lines but", err)
 
-
     def test_analyze_heads_on_a_translation_run(self):
-        data = os.path.join(self.dir, "data")
-        os.makedirs(data)
-        write(os.path.join(data, "toy_train.tsv"), toy_pairs(60, 0))
-        val = write(os.path.join(data, "toy_val.tsv"), toy_pairs(12, 60))
-        vocab = write(os.path.join(self.dir, "vocab.txt"),
-                      "[PAD]\n[UNK]\n[CLS]\n[SEP]\nred\nbig\nold\ncat\ndog\nbird\nrojo\ngrande\nviejo\ngato\nperro\nave\n")
-        run = os.path.join(self.dir, "run")
-        rc, _, err = attnkit("--quiet", "train", "--task.name", "translation", "--task.data",
-                             os.path.join(data, "toy_train.tsv"), "--task.tokenizer", vocab, "--task.truncate", "8",
-                             "--task.batch_size", "8", "--model.hidden", "16", "--model.layers", "2",
-                             "--model.heads", "2", "--model.pre_ln", "true", "--model.dropout", "0",
-                             "--optimizer.lr", "1e-3", "--schedule.warmup", "10", "--run.steps", "40",
-                             "--run.dir", run)
-        self.assertEqual(rc, 0, err)
+        run, val = self.train_toy(60, 12, 0, "--task.batch_size", "8", "--model.hidden", "16", "--model.layers", "2",
+                                  "--model.heads", "2", "--model.pre_ln", "true", "--model.dropout", "0",
+                                  "--optimizer.lr", "1e-3", "--schedule.warmup", "10", "--run.steps", "40")
         out = os.path.join(self.dir, "heads")
         rc, stdout, err = attnkit("analyze", "heads", "--model", run, "--data", val, "--out", out,
                                   "--fractions", "25,50,100")
@@ -155,18 +152,8 @@ class TranslationCli(unittest.TestCase):
         self.assertGreater(heads["baseline_loss"], 0.0)
 
     def test_bad_pairs_file_is_one_line(self):
-        data = os.path.join(self.dir, "data")
-        os.makedirs(data)
-        write(os.path.join(data, "toy_train.tsv"), toy_pairs(16, 0))
-        vocab = write(os.path.join(self.dir, "vocab.txt"),
-                      "[PAD]\n[UNK]\n[CLS]\n[SEP]\nred\nbig\nold\ncat\ndog\nbird\nrojo\ngrande\nviejo\ngato\nperro\nave\n")
-        write(os.path.join(data, "toy_val.tsv"), toy_pairs(4, 16))
-        run = os.path.join(self.dir, "run")
-        rc, _, err = attnkit("--quiet", "train", "--task.name", "translation", "--task.data",
-                             os.path.join(data, "toy_train.tsv"), "--task.tokenizer", vocab, "--task.truncate", "8",
-                             "--task.batch_size", "4", "--model.hidden", "8", "--model.layers", "1",
-                             "--model.heads", "2", "--run.steps", "2", "--run.dir", run)
-        self.assertEqual(rc, 0, err)
+        run, _ = self.train_toy(16, 4, 0, "--task.batch_size", "4", "--model.hidden", "8", "--model.layers", "1",
+                                "--model.heads", "2", "--run.steps", "2")
         bad = write(os.path.join(self.dir, "bad.tsv"), "red cat\trojo gato\nno tab here\n")
         out = os.path.join(self.dir, "heads")
         rc, _, err = attnkit("analyze", "heads", "--model", run, "--data", bad, "--out", out)

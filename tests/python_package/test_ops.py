@@ -68,6 +68,58 @@ def test_opcheck_flash_attention_backward():
                           (torch.randn_like(out), q, k, v, out, lse, None, True, 0.5, 0.0, 0))
 
 
+def strided_qkv(layout, B=2, H=3, L=7, S=7, d=5, dtype=torch.float64, grad=False):
+    """q, k, v as the non-contiguous views models hand over. "transposed": [B, H, n, d] views of
+    [B, n, H, d] storage (Hugging Face's projections); "fused-slice": slots of one fused q|k|v
+    projection [B, n, 3, H, d] (GPT-2's c_attn; not dense); "padded-rows": the first d features of
+    wider rows; "strided-features": [B, n, d, H] storage (features not contiguous: the one layout
+    the kernel copies, its outputs still laid out like the given views). The views are leaves when
+    grad is set (gradcheck perturbs them in place)."""
+    def one(n, i):
+        if layout == "transposed":
+            t = torch.randn(B, n, H, d, dtype=dtype).transpose(1, 2)
+        elif layout == "fused-slice":
+            t = torch.randn(B, n, 3, H, d, dtype=dtype)[:, :, i].transpose(1, 2)
+        elif layout == "strided-features":
+            t = torch.randn(B, n, d, H, dtype=dtype).permute(0, 3, 1, 2)
+        else:
+            t = torch.randn(B, H, n, d + 3, dtype=dtype)[..., :d]
+        assert not t.is_contiguous()
+        return t.requires_grad_(grad)
+    return one(L, 0), one(S, 1), one(S, 2)
+
+
+LAYOUTS = ["transposed", "fused-slice", "padded-rows", "strided-features"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_opcheck_flash_attention_strided(layout):
+    """Strided operands: the kernels read them in place, and the outputs (out, dq, dk, dv) are
+    position-major for position-major inputs; the fake kernels give the same strides."""
+    q, k, v = strided_qkv(layout, grad=True)
+    mask = torch.rand(2, 1, 7, 7) > 0.3
+    for args in [(q, k, v, None, False, 0.4, 0.0, 0), (q, k, v, mask, True, 0.4, 0.2, 7)]:
+        torch.library.opcheck(ops.flash_attention, args)
+    q, k, v = (t.detach() for t in (q, k, v))
+    out, lse = ops.flash_attention(q, k, v, None, True, 0.5, 0.0, 0)
+    position_major = layout != "padded-rows"
+    assert out.transpose(1, 2).is_contiguous() == position_major
+    grad_out = torch.randn(2, 7, 3, 5, dtype=torch.float64).transpose(1, 2)
+    args = (grad_out, q, k, v, out, lse, None, True, 0.5, 0.0, 0)
+    torch.library.opcheck(ops.flash_attention_backward, args)
+    grads = ops.flash_attention_backward(*args)
+    for g in grads:
+        assert g.transpose(1, 2).is_contiguous() == position_major
+    # The fake kernels' strides are the real ones (torch.compile plans its buffers with them).
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(t) for t in args[:6]]
+        fake_out, fake_lse = ops.flash_attention(*fake[1:4], None, True, 0.5, 0.0, 0)
+        fake_grads = ops.flash_attention_backward(*fake, None, True, 0.5, 0.0, 0)
+    assert fake_out.stride() == out.stride() and fake_lse.stride() == lse.stride()
+    assert [g.stride() for g in fake_grads] == [g.stride() for g in grads]
+
+
 @pytest.mark.parametrize("feature", ["elu", "relu", "cosformer"])
 def test_opcheck_feature_attention(feature):
     q, k, v = qkv(grad=True)
@@ -112,6 +164,18 @@ def test_gradcheck_softmax(causal):
                                                     key_padding_mask=kpm)
     assert torch.autograd.gradcheck(fn, (q, k, v))
     fn = lambda q, k, v: attnkit.softmax_attention(q, k, v, dropout=0.3, seed=11)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (q, k, v))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_gradcheck_softmax_strided(layout):
+    q, k, v = strided_qkv(layout, L=5, S=6, grad=True)
+    mask = torch.rand(2, 1, 5, 6) > 0.3
+    mask[..., 0] = True
+    fn = lambda q, k, v: attnkit.softmax_attention(q, k, v, mask, dropout=0.3,  # noqa: E731
+                                                    seed=5)
+    assert torch.autograd.gradcheck(fn, (q, k, v))
+    fn = lambda q, k, v: attnkit.softmax_attention(q, k, v, causal=True)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (q, k, v))
 
 
@@ -209,6 +273,50 @@ def test_softmax_equals_sdpa(dtype, tol, case):
     ref_grads = torch.autograd.grad(ref, (q, k, v), g)
     for a, b in zip(grads, ref_grads):
         torch.testing.assert_close(a, b, atol=10 * tol, rtol=10 * tol)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_strided_softmax_equals_contiguous_and_sdpa(layout):
+    q, k, v = strided_qkv(layout, B=2, H=4, L=300, S=301, d=16, dtype=torch.float32, grad=True)
+    contiguous = [t.detach().contiguous().requires_grad_() for t in (q, k, v)]
+    out = attnkit.softmax_attention(q, k, v, causal=True)
+    ref = attnkit.softmax_attention(*contiguous, causal=True)
+    sdpa = F.scaled_dot_product_attention(*contiguous, is_causal=True)  # top-left: L < S
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6)
+    g = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), g),
+                    torch.autograd.grad(ref, contiguous, g)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    # Against SDPA too, where both align the mask the same way (L = S).
+    out = attnkit.softmax_attention(q[:, :, :300], k[:, :, :300], v[:, :, :300], causal=True)
+    sdpa = F.scaled_dot_product_attention(*(t[:, :, :300] for t in contiguous), is_causal=True)
+    torch.testing.assert_close(out, sdpa, atol=1e-5, rtol=1e-5)
+
+
+def test_transposed_views_are_not_copied():
+    """Hugging Face's layout end to end (projection -> view -> transpose -> attention -> transpose
+    back), forward and backward: no aten copy or clone runs (the kernels read and write the
+    strided storage), and the output handed back is contiguous [B, L, H, d] without one."""
+    import attnkit.transformers as hf
+    B, L, H, d = 2, 40, 4, 8
+    x = torch.randn(B, L, 3 * H * d, requires_grad=True)
+    q, k, v = (t.view(B, L, H, d).transpose(1, 2) for t in x.split(H * d, dim=2))
+    g = torch.randn(B, L, H, d)
+    module = torch.nn.Module()
+    module.is_causal = True
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        out, _ = hf.attnkit_attention_forward(module, q, k, v, None, scaling=0.3)
+        grads = torch.autograd.grad(out, (q, k, v), g)
+    names = {event.name for event in prof.events()}
+    assert "attnkit::flash_attention" in names and "attnkit::flash_attention_backward" in names
+    copies = names & {"aten::copy_", "aten::clone", "aten::contiguous"}
+    assert not copies, f"copies around the kernel: {sorted(copies)}"
+    assert out.shape == (B, L, H, d) and out.is_contiguous()
+    for grad in grads:  # position-major, like the projections: their transpose is contiguous
+        assert grad.transpose(1, 2).is_contiguous()
+    ref = F.scaled_dot_product_attention(*(t.detach() for t in (q, k, v)), is_causal=True,
+                                         scale=0.3)
+    torch.testing.assert_close(out, ref.transpose(1, 2), atol=1e-5, rtol=1e-5)
 
 
 def test_softmax_dropout_is_seeded_and_unbiased():

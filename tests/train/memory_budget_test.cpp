@@ -40,6 +40,8 @@ TEST(MemoryBudget, EstimateMatchesBuiltModels) {
   models::HeadsConfig mlm, lm, classify, tag;
   mlm.masked_lm = true;
   lm.causal_lm = true;
+  models::HeadsConfig two_stream = lm;  // plm's XLNet query stream: one start vector more
+  two_stream.query_stream = true;
   classify.sequence_labels = 3;
   classify.sequence_pooling = models::Pooling::Mean;
   tag.token_labels = 5;
@@ -48,7 +50,7 @@ TEST(MemoryBudget, EstimateMatchesBuiltModels) {
        {Case{"bert", "softmax", mlm}, Case{"gpt2", "softmax", lm}, Case{"albert", "softmax", mlm},
         Case{"bert", "linear:elu", classify}, Case{"bert", "cosformer", tag},
         Case{"bert", "synthesizer-random", classify}, Case{"bert", "synthesizer-dense", classify},
-        Case{"bert", "talking-heads", tag}}) {
+        Case{"bert", "talking-heads", tag}, Case{"gpt2", "softmax", two_stream}}) {
     SCOPED_TRACE(std::string(family) + " " + attention);
     auto c = models::preset(family, {500, 64, 2, 4, 0, std::string(family) == "albert" ? 16 : 0});
     c.attention = layers::AttentionSpec::parse(attention);

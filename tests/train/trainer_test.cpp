@@ -319,6 +319,25 @@ TEST(Progress, PlainLinesWhenNotATerminal) {
   EXPECT_EQ(format_duration(3 * 3600 + 125), "3h02m");
 }
 
+TEST(Progress, BudgetedRunShowsCpuTimeOfTheBudget) {
+  const fs::path path = scratch_directory("train") / "budget.txt";
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  {
+    ProgressOptions o;
+    o.total = 1000000;  // what a budgeted run's step limit usually is: not its end
+    o.log_every = 1;
+    o.terminal = false;
+    ProgressReporter progress(o, out);
+    report_step(progress, {7, 1.5, 1e-3, 0.25, 100, 125.0, 300.0});
+  }
+  std::fclose(out);
+  const std::string text = read_bytes(path);
+  EXPECT_EQ(text.substr(0, text.find(" tok/s")), "step 7 loss 1.5000 lr 1.00e-03 grad_norm 0.2500") << text;
+  EXPECT_NE(text.find(" cpu 2m05s of 5m00s\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("eta"), std::string::npos) << text;
+}
+
 TEST(Progress, TerminalBarIsRedrawnInPlace) {
   const std::string text = progress_output(true, 4, 1, "");
   EXPECT_EQ(std::count(text.begin(), text.end(), '\r'), 4);

@@ -43,10 +43,11 @@ struct EmbeddingsOptions {
   // Learned positions: rows of the table before position 0 (BART's 2): position p reads row
   // p + offset of a table of max_positions + offset rows.
   TORCH_ARG(int64_t, position_id_offset) = 0;
-  // RoBERTa's positions (learned only; -1 = off): without position_ids, a token's position counts
-  // the tokens before it in its row that are not this padding id (from position_offset), and a
-  // padding token reads row `padding_positions` of the table, as Hugging Face's
-  // create_position_ids_from_input_ids does. Needs position_id_offset = padding_positions + 1.
+  // RoBERTa's positions (learned only; -1 = off): without position_ids, forward() gives a token
+  // the position that counts the tokens before it in its row that are not this padding id (from
+  // position_offset), and a padding token position -1, which reads row `padding_positions` of the
+  // table, as Hugging Face's create_position_ids_from_input_ids does (position_ids may then hold
+  // -1 too). Needs position_id_offset = padding_positions + 1.
   TORCH_ARG(int64_t, padding_positions) = -1;
 };
 
@@ -61,6 +62,15 @@ class EmbeddingsImpl : public torch::nn::Module {
                      int64_t position_offset = 0,
                      const c10::optional<at::Tensor>& condition = c10::nullopt,
                      const c10::optional<at::Tensor>& position_ids = c10::nullopt);
+  // The same from token vectors [batch, n, embedding_size] in place of the looked-up (and scaled)
+  // token embeddings: positions, token types, LayerNorm, dropout and projection as above (XLNet's
+  // query stream starts from one learned vector at every position, models::TaskModelImpl::
+  // two_stream_forward).
+  at::Tensor forward_vectors(const at::Tensor& vectors,
+                             const c10::optional<at::Tensor>& token_type_ids = c10::nullopt,
+                             int64_t position_offset = 0,
+                             const c10::optional<at::Tensor>& condition = c10::nullopt,
+                             const c10::optional<at::Tensor>& position_ids = c10::nullopt);
   const EmbeddingsOptions& options() const { return options_; }
 
   torch::nn::Embedding token{nullptr}, position{nullptr}, token_type{nullptr};

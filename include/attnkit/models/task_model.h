@@ -50,6 +50,9 @@ struct HeadsConfig {
   // one encoder and pooled (sequence_pooling), [u, v, u*v, u-v] through an MLP of one hidden layer
   // (pair_hidden: 4·hidden -> hidden, the model's activation) and pair_classifier (-> pair_labels).
   int64_t pair_labels = 0;
+  // XLNet's query stream (two_stream_forward): a learned start vector `query_start` [embedding
+  // size]; needs causal_lm (the query stream's tokens are read through the LM head).
+  bool query_stream = false;
 
   bool any() const {
     return masked_lm || causal_lm || next_sentence > 0 || sequence_labels > 0 ||
@@ -61,6 +64,13 @@ void from_json(const nlohmann::json& j, HeadsConfig& heads);  // strict, like Tr
 
 struct TaskInputs : ModelInputs {
   c10::optional<at::Tensor> condition_ids;  // [batch] int64 class ids (condition_classes > 0)
+};
+
+// two_stream_forward: the content stream's outputs and the query stream's causal-LM logits.
+struct TwoStreamTaskOutput {
+  ModelOutput content;
+  at::Tensor query_hidden;  // [batch, n, hidden]
+  at::Tensor query_logits;  // [batch, n, vocab]: at i, the token AT i (not the next one)
 };
 
 struct TaskOutput {
@@ -103,6 +113,10 @@ class TaskModelImpl : public torch::nn::Module, public Model {
   // Two-tower logits [batch, pair_labels] (heads.pair_labels > 0): left and right are encoded
   // separately (each row's vector depends on that row alone) by the same weights.
   at::Tensor pair_logits(const TaskInputs& left, const TaskInputs& right);
+  // XLNet's two-stream attention (heads.query_stream): TransformerModelImpl::two_stream_forward
+  // from `query_start`, the query stream through the causal LM head. inputs.mask is the content
+  // mask; query_mask must never let i attend i (ops::xlnet_masks' query mask).
+  TwoStreamTaskOutput two_stream_forward(const TaskInputs& inputs, const at::Tensor& query_mask);
 
   // models::Model
   ModelShape shape() const override;
@@ -118,12 +132,14 @@ class TaskModelImpl : public torch::nn::Module, public Model {
   TransformerModel transformer{nullptr};
   MaskedLMHead masked_lm{nullptr};
   at::Tensor lm_head;  // [vocab, hidden] when the causal LM head is untied
+  at::Tensor query_start;  // [embedding size] when heads.query_stream (XLNet's w)
   torch::nn::Linear next_sentence{nullptr}, classifier{nullptr}, tagger{nullptr}, span{nullptr};
   torch::nn::Embedding condition_embedding{nullptr};
   torch::nn::Linear pair_hidden{nullptr}, pair_classifier{nullptr};
 
  private:
   at::Tensor pool(const TaskInputs& in, const ModelOutput& out) const;
+  ModelInputs base_inputs(const TaskInputs& in);  // with the condition vector of condition_ids
   HeadsConfig heads_;
 };
 TORCH_MODULE(TaskModel);

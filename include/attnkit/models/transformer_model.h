@@ -45,6 +45,12 @@ struct ModelOutput {
   std::vector<at::Tensor> cross_head_contexts;
 };
 
+// XLNet's two-stream attention (TransformerModelImpl::two_stream_forward).
+struct TwoStreamOutput {
+  ModelOutput content;  // the content stream: forward(inputs) exactly
+  at::Tensor query;     // [batch, n, hidden]: the query stream's last layer (after the final LN)
+};
+
 // Which attention of a block: self attention, or the cross attention of decoder blocks.
 enum class AttentionSite { Self, Cross };
 
@@ -52,6 +58,18 @@ class TransformerModelImpl : public torch::nn::Module {
  public:
   explicit TransformerModelImpl(const TransformerConfig& config);
   ModelOutput forward(const ModelInputs& inputs);
+
+  // XLNet's two-stream attention (Yang et al. 2019, section 2.3) with the same blocks: the
+  // content stream h is forward(inputs) (inputs.mask: position i attends j iff rank(j) <= rank(i)
+  // in the factorisation order); the query stream g starts from `query_vector` [embedding size] at
+  // every position, through the embeddings' positions (and token types, LayerNorm, projection)
+  // instead of the token, and in every layer attends with the same projections, queries from g,
+  // keys and values from the content stream's input of that layer, under `query_mask` (rank(j) <
+  // rank(i): never itself), then the same feed-forward. So g at i knows i's position, not its
+  // token. ops::xlnet_masks gives both masks. Refused in one line: a model with cross attention,
+  // inputs.prefix_lengths (give the mask), a kind without explicit logits (the attention's error).
+  TwoStreamOutput two_stream_forward(const ModelInputs& inputs, const at::Tensor& query_vector,
+                                     const at::Tensor& query_mask);
 
   const TransformerConfig& config() const { return config_; }
   // The block that computes layer `layer` (the same block for several layers when shared).
@@ -94,6 +112,14 @@ class TransformerModelImpl : public torch::nn::Module {
 
  private:
   layers::TransformerBlockOptions block_options() const;
+  // forward's steps, shared with two_stream_forward: the blocks' inputs (checks input_ids and the
+  // attention mask), the head gates of one depth, one layer's requested outputs, the final LN and
+  // pooler.
+  layers::BlockInputs block_inputs_of(const ModelInputs& in) const;
+  void set_depth_gates(int64_t layer);
+  void record_layer(const ModelInputs& in, const layers::BlockInputs& block_inputs,
+                    const layers::BlockOutput& b, ModelOutput& out) const;
+  void finish(const ModelInputs& in, at::Tensor h, ModelOutput& out);
   TransformerConfig config_;
   std::vector<at::Tensor> self_gates_, cross_gates_;  // per depth; empty = none
 };

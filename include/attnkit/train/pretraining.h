@@ -8,13 +8,15 @@
 //     probability mask_fraction, a random ordinary token with probability random_fraction, and
 //     stays itself otherwise. Special tokens ([CLS], [SEP], [PAD], ...) are never selected and never
 //     drawn as the random replacement. The selected positions are the targets (their original ids).
-//   permutation LM (XLNet through the mask, single stream): each example samples a factorisation
-//     order z (a permutation of its positions); position i attends position j iff j comes no later
-//     than i in z (ops::xlnet_masks' content mask), and predicts the token that follows i in z. With
-//     partial prediction only the last K tokens of the order are targets. The identity order is the
-//     causal LM. A single stream does not know which position it predicts: its output at i is the
-//     same whatever comes next in the order (XLNet's two-stream attention adds a query stream that
-//     carries the target's position but not its content; not implemented here).
+//   permutation LM (XLNet through the mask): each example samples a factorisation order z (a
+//     permutation of its positions); position i attends position j iff j comes no later than i in
+//     z (ops::xlnet_masks' content mask). Single stream: i predicts the token that follows i in z.
+//     With partial prediction only the last K tokens of the order are targets. The identity order
+//     is the causal LM. A single stream does not know which position it predicts: its output at i
+//     is the same whatever comes next in the order. Two streams (XLNet's query stream,
+//     models::TaskModelImpl::two_stream_forward): the query stream at i attends the content
+//     stream at the positions before i in z (the query mask, never i itself) and predicts the
+//     token AT i, knowing i's position but not its token; the same tokens are targets.
 #include "attnkit/text/tokenizer.h"
 
 #include <ATen/core/Tensor.h>
@@ -70,6 +72,11 @@ struct PermutationBatch {
   at::Tensor mask;       // [batch, 1, n, n] bool: i may attend j iff rank(j) <= rank(i)
   at::Tensor targets;    // [batch, n] int64: the id next after i in the order, kIgnoreLabel where
                          // i is last or the next token is not among the last `predict_last`
+  // Two streams: i may attend j iff rank(j) < rank(i); the target of the query stream at i is
+  // i's own id where i is among the last `predict_last` of the order (the same tokens as
+  // `targets`, each at its own position), else kIgnoreLabel.
+  at::Tensor query_mask;     // [batch, 1, n, n] bool
+  at::Tensor query_targets;  // [batch, n] int64
 };
 
 // rows: equal lengths n >= 2; orders: a permutation of 0..n-1 per row; predict_last in [0, n-1]

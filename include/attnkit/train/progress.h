@@ -4,6 +4,8 @@
 //       [=========>          ]  450/1000  45%  ETA 1m12s  loss 2.3416  lr 8.00e-04  12.3k tok/s
 //   - Otherwise: a plain line every log_every steps (and at the last step):
 //       step 450/1000 loss 2.3416 lr 8.00e-04 grad_norm 0.8123 tok/s 12301 eta 1m12s
+//     and, in a run with a CPU budget:
+//       step 450 loss 2.3416 lr 8.00e-04 grad_norm 0.8123 tok/s 12301 cpu 2m00s of 5m00s
 //   - quiet: nothing (errors are the caller's to print).
 // Notes (evaluation results, "resumed from ...") go through ProgressReporter::note.
 #include "attnkit/progress.h"
@@ -21,6 +23,10 @@ struct StepProgress {
   double learning_rate = 0;
   double grad_norm = 0;
   int64_t tokens = 0;  // input tokens of this step (all ranks)
+  // A run with a CPU budget (run.cpu_budget > 0) ends at a CPU time, not at the step total: its
+  // line shows the CPU time spent of the budget instead of "step/total" and a step-based ETA.
+  double cpu_seconds = 0;
+  double cpu_budget = 0;
 };
 
 // Reports one step to `progress` (total = the run's steps); its rate() is then tokens per second.

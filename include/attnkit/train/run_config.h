@@ -8,7 +8,7 @@
 //   [task]       name (a task of the registry, tasks.h), data, tokenizer, batch_size, truncate,
 //                min_length, max_length, train_examples, eval_examples, eval_split,
 //                skip_bad_lines, symbols, mask_probability, mask_fraction, random_fraction,
-//                whole_word, predict_last, label_smoothing, beams, length_penalty, image_size
+//                whole_word, predict_last, two_stream, label_smoothing, beams, length_penalty, image_size
 //   [model]      family (bert | albert | gpt2 | roberta), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
 //                max_positions, pooling, pre_ln, share_embeddings, cross_attention, init, unshare,
@@ -47,6 +47,7 @@ struct TaskConfig {
   double random_fraction = 0.1;
   bool whole_word = false;
   int64_t predict_last = 0;  // plm: predict only the last K tokens of each order (0 = all)
+  bool two_stream = false;   // plm: XLNet's two-stream attention (a query stream predicts)
   // translation: label smoothing of the training loss (PyTorch's: (1 - e) * NLL + e * the mean
   // of -log p over the vocabulary), and the validation decoder (1 = greedy, else beam search
   // with that many beams and length_penalty, as Hugging Face generate).

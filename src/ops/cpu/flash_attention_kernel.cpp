@@ -86,13 +86,48 @@ inline int64_t causal_key_end(const FlashProblem& p, int64_t i) {
   return std::clamp<int64_t>(i + 1 + p.S - p.L, 0, p.S);
 }
 
-// Scores of query rows [q0, q0+br) against keys [j0, j0+bc) for head (b, h), masks applied as
-// -inf (bool/causal) or added (additive). s is [br × bc].
+// n rows of d values, `ld` apart, as one dense [n × d] block: the rows themselves when they are
+// adjacent (contiguous operands: no copy), else gathered into `buf`. The backward packs a strided
+// operand's head (e.g. of the [B, n, H, d] storage of transposed projections) inside the worker
+// that owns the head, and accumulates strided gradients densely: one pass over the head's rows
+// into per-thread scratch (O(n·d) against its O(n·n·d) products), no extra parallel region. Its
+// many small accumulating GEMMs were clearly slower on strided rows (docs/python.md, "Strided
+// inputs").
 template <typename T>
-void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q, const T* k, int64_t q0,
-                int64_t br, int64_t j0, int64_t bc, T* s) {
-  gemm(false, true, br, bc, p.dk, static_cast<T>(p.scale), q + q0 * p.dk, p.dk, k + j0 * p.dk,
-       p.dk, T(0), s, bc);
+const T* dense_rows(const T* src, int64_t ld, int64_t n, int64_t d, std::vector<T>& buf) {
+  if (ld == d) return src;
+  buf.resize(static_cast<size_t>(n * d));
+  for (int64_t i = 0; i < n; ++i) std::copy(src + i * ld, src + i * ld + d, buf.data() + i * d);
+  return buf.data();
+}
+
+// A dense, zeroed [n × d] accumulator for n rows `ld` apart at dst: dst itself when its rows are
+// adjacent, else `buf` (write_rows copies it back).
+template <typename T>
+T* dense_accumulator(T* dst, int64_t ld, int64_t n, int64_t d, std::vector<T>& buf) {
+  T* acc = dst;
+  if (ld != d) {
+    buf.resize(static_cast<size_t>(n * d));
+    acc = buf.data();
+  }
+  std::fill(acc, acc + n * d, T(0));
+  return acc;
+}
+
+template <typename T>
+void write_rows(const T* acc, T* dst, int64_t ld, int64_t n, int64_t d) {
+  if (acc == dst) return;
+  for (int64_t i = 0; i < n; ++i) std::copy(acc + i * d, acc + i * d + d, dst + i * ld);
+}
+
+// Scores of query rows [q0, q0+br) against keys [j0, j0+bc) for head (b, h) (q_tile and k_tile
+// point at rows q0 and j0, rows ldq and ldk apart), masks applied as -inf (bool/causal) or added
+// (additive). s is [br × bc].
+template <typename T>
+void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q_tile, int64_t ldq,
+                const T* k_tile, int64_t ldk, int64_t q0, int64_t br, int64_t j0, int64_t bc,
+                T* s) {
+  gemm(false, true, br, bc, p.dk, static_cast<T>(p.scale), q_tile, ldq, k_tile, ldk, T(0), s, bc);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const auto& mk = p.mask;
   const bool has_mask = mk.bool_data || mk.additive_data;
@@ -127,28 +162,31 @@ void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* 
       const int64_t bh = task / q_tiles, b = bh / p.H, h = bh % p.H;
       const int64_t q0 = (task % q_tiles) * kFlashForwardQueryTile;
       const int64_t br = std::min(kFlashForwardQueryTile, p.L - q0);
-      const T* qh = q + bh * p.L * p.dk;
-      const T* kh = k + bh * p.S * p.dk;
-      const T* vh = v + bh * p.S * p.dv;
+      const T* qh = p.q_rows.head(q, b, h);
+      const T* kh = p.k_rows.head(k, b, h);
+      const T* vh = p.v_rows.head(v, b, h);
+      // Strided operands are read in place here (packing their tiles measured no faster).
+      const int64_t ldq = p.q_rows.n, ldk = p.k_rows.n, ldv = p.v_rows.n;
       std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
       std::fill(l.begin(), l.end(), T(0));
       std::fill(acc.begin(), acc.end(), T(0));
       const int64_t key_end = p.causal ? causal_key_end(p, q0 + br - 1) : p.S;
       for (int64_t j0 = 0; j0 < key_end; j0 += kFlashForwardKeyTile) {
         const int64_t bc = std::min(kFlashForwardKeyTile, key_end - j0);
-        score_tile(p, b, h, qh, kh, q0, br, j0, bc, s.data());
+        score_tile(p, b, h, qh + q0 * ldq, ldq, kh + j0 * ldk, ldk, q0, br, j0, bc, s.data());
         for (int64_t r = 0; r < br; ++r)
           online_softmax_row(s.data() + r * bc, bc, m[r], l[r], acc.data() + r * p.dv, p.dv);
         // Dropout acts on the probabilities after the normaliser l has counted them.
         if (p.dropout > 0) apply_dropout(p, bh, q0, br, j0, bc, s.data());
-        gemm(false, false, br, p.dv, bc, T(1), s.data(), bc, vh + j0 * p.dv, p.dv, T(1),
+        gemm(false, false, br, p.dv, bc, T(1), s.data(), bc, vh + j0 * ldv, ldv, T(1),
              acc.data(), p.dv);
       }
-      T* oh = out + (bh * p.L + q0) * p.dv;
+      T* oh = p.out_rows.head(out, b, h) + q0 * p.out_rows.n;
       T* lh = lse + bh * p.L + q0;
       for (int64_t r = 0; r < br; ++r) {
         const T inv = l[r] > 0 ? T(1) / l[r] : T(0);
-        for (int64_t c = 0; c < p.dv; ++c) oh[r * p.dv + c] = acc[r * p.dv + c] * inv;
+        T* orow = oh + r * p.out_rows.n;
+        for (int64_t c = 0; c < p.dv; ++c) orow[c] = acc[r * p.dv + c] * inv;
         lh[r] = l[r] > 0 ? m[r] + std::log(l[r]) : -std::numeric_limits<T>::infinity();
       }
     }
@@ -166,23 +204,26 @@ void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, co
     std::vector<T> s(kFlashQueryTile * kFlashKeyTile), dp(kFlashQueryTile * kFlashKeyTile);
     std::vector<T> dropped(p.dropout > 0 ? kFlashQueryTile * kFlashKeyTile : 0);
     std::vector<T> D(p.L);
+    // A strided operand's head, packed (dense_rows), and strided gradients' dense accumulators.
+    std::vector<T> q_pack, k_pack, v_pack, dout_pack, dq_acc, dk_acc, dv_acc;
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / p.H, h = bh % p.H;
-      const T* qh = q + bh * p.L * p.dk;
-      const T* kh = k + bh * p.S * p.dk;
-      const T* vh = v + bh * p.S * p.dv;
-      const T* oh = out + bh * p.L * p.dv;
-      const T* doh = dout + bh * p.L * p.dv;
+      // The head's operands as dense [rows × d] blocks (leading dimension d from here on).
+      const T* qh = dense_rows(p.q_rows.head(q, b, h), p.q_rows.n, p.L, p.dk, q_pack);
+      const T* kh = dense_rows(p.k_rows.head(k, b, h), p.k_rows.n, p.S, p.dk, k_pack);
+      const T* vh = dense_rows(p.v_rows.head(v, b, h), p.v_rows.n, p.S, p.dv, v_pack);
+      const T* doh = dense_rows(p.dout_rows.head(dout, b, h), p.dout_rows.n, p.L, p.dv, dout_pack);
+      const T* oh = p.out_rows.head(out, b, h);  // read once, row by row
       const T* lh = lse + bh * p.L;
-      T* dqh = dq + bh * p.L * p.dk;
-      T* dkh = dk + bh * p.S * p.dk;
-      T* dvh = dv + bh * p.S * p.dv;
-      std::fill(dqh, dqh + p.L * p.dk, T(0));
-      std::fill(dkh, dkh + p.S * p.dk, T(0));
-      std::fill(dvh, dvh + p.S * p.dv, T(0));
+      T* dq_out = p.dq_rows.head(dq, b, h);
+      T* dk_out = p.dk_rows.head(dk, b, h);
+      T* dv_out = p.dv_rows.head(dv, b, h);
+      T* dqh = dense_accumulator(dq_out, p.dq_rows.n, p.L, p.dk, dq_acc);
+      T* dkh = dense_accumulator(dk_out, p.dk_rows.n, p.S, p.dk, dk_acc);
+      T* dvh = dense_accumulator(dv_out, p.dv_rows.n, p.S, p.dv, dv_acc);
       for (int64_t i = 0; i < p.L; ++i) {
         T acc = 0;
-        for (int64_t c = 0; c < p.dv; ++c) acc += doh[i * p.dv + c] * oh[i * p.dv + c];
+        for (int64_t c = 0; c < p.dv; ++c) acc += doh[i * p.dv + c] * oh[i * p.out_rows.n + c];
         D[i] = acc;
       }
       for (int64_t j0 = 0; j0 < p.S; j0 += kFlashKeyTile) {
@@ -192,7 +233,8 @@ void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, co
         for (int64_t q0 = (first_query / kFlashQueryTile) * kFlashQueryTile; q0 < p.L;
              q0 += kFlashQueryTile) {
           const int64_t br = std::min(kFlashQueryTile, p.L - q0);
-          score_tile(p, b, h, qh, kh, q0, br, j0, bc, s.data());
+          score_tile(p, b, h, qh + q0 * p.dk, p.dk, kh + j0 * p.dk, p.dk, q0, br, j0, bc,
+                     s.data());
           for (int64_t r = 0; r < br; ++r) probabilities_row(s.data() + r * bc, bc, lh[q0 + r]);
           // With dropout the output used P̃ = P ∘ Z / (1 − rate): dV = P̃ᵀ dO and dP = dP̃ ∘ Z /
           // (1 − rate); D = rowsum(dO ∘ O) is still Σ_j P_ij dP_ij.
@@ -218,6 +260,9 @@ void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, co
                dkh + j0 * p.dk, p.dk);
         }
       }
+      write_rows(dqh, dq_out, p.dq_rows.n, p.L, p.dk);
+      write_rows(dkh, dk_out, p.dk_rows.n, p.S, p.dk);
+      write_rows(dvh, dv_out, p.dv_rows.n, p.S, p.dv);
     }
   });
 }

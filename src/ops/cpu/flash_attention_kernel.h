@@ -23,8 +23,26 @@ struct FlashMask {
   int64_t stride_b = 0, stride_h = 0, stride_l = 0, stride_s = 0;
 };
 
+// Where the rows of one [B, H, n, d] operand lie: element strides of its batch, head and position
+// dimensions. The feature dimension is contiguous and a row stride is at least d (a BLAS leading
+// dimension). Contiguous [B, H, n, d] is {H·n·d, n·d, d}; a [B, H, n, d] view of [B, n, H, d]
+// storage (Hugging Face's transposed projections) is {n·H·d, d, H·d}. The kernels take every
+// operand in place through these, so no layout is copied before them (the backward packs a
+// strided operand's head inside the worker that owns it, see dense_rows).
+struct FlashRows {
+  int64_t b = 0, h = 0, n = 0;
+  template <typename T>
+  T* head(T* data, int64_t bi, int64_t hi) const {
+    return data + bi * b + hi * h;
+  }
+};
+
 struct FlashProblem {
   int64_t B = 0, H = 0, L = 0, S = 0, dk = 0, dv = 0;
+  // Layouts: q [B,H,L,dk], k [B,H,S,dk], v [B,H,S,dv], out [B,H,L,dv] (forward and backward);
+  // dout like out, dq like q, dk/dv like k/v (backward only). All must be set (the callers in
+  // ops/flash_attention.cpp take them from the tensors' strides). lse is contiguous.
+  FlashRows q_rows, k_rows, v_rows, out_rows, dout_rows, dq_rows, dk_rows, dv_rows;
   double scale = 1.0;
   bool causal = false;  // bottom-right aligned: query i sees keys j <= i + S − L
   FlashMask mask;
@@ -51,14 +69,16 @@ inline bool dropout_keep(uint64_t seed, int64_t bh, int64_t i, int64_t j, int64_
 // Each entry point splits its (batch, head, query tile) work over the threads itself
 // (parallel.h).
 
-// q [B,H,L,dk], k [B,H,S,dk], v [B,H,S,dv] contiguous -> out [B,H,L,dv], lse [B,H,L]
+// q [B,H,L,dk], k [B,H,S,dk], v [B,H,S,dv] -> out [B,H,L,dv] (each laid out as p's FlashRows say),
+// lse [B,H,L] contiguous
 // (log Σ exp of each row's scores; -inf for a row with no visible key, whose output is 0).
 void flash_attention_forward(const FlashProblem& p, const float* q, const float* k, const float* v,
                              float* out, float* lse);
 void flash_attention_forward(const FlashProblem& p, const double* q, const double* k,
                              const double* v, double* out, double* lse);
 
-// Gradients from dout [B,H,L,dv] and the forward's out and lse. dq, dk, dv are overwritten.
+// Gradients from dout [B,H,L,dv] and the forward's out and lse. dq, dk, dv are overwritten (only
+// their rows: padding between strided rows is left alone).
 void flash_attention_backward(const FlashProblem& p, const float* q, const float* k,
                               const float* v, const float* out, const float* lse,
                               const float* dout, float* dq, float* dk, float* dv);

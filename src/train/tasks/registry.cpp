@@ -40,7 +40,7 @@ const std::vector<TaskInfo>& task_registry() {
       {"mlm", kRequired, "text files separated by commas", false, true,
        "masked-LM pretraining (RoBERTa: dynamic 80/10/10 masking, packed blocks; perplexity)", make_mlm},
       {"plm", kRequired, "text files separated by commas", false, true,
-       "permutation LM through the attention mask (XLNet, single stream; perplexity)", make_plm},
+       "permutation LM through the attention mask (XLNet; two-stream attention with task.two_stream; perplexity)", make_plm},
       {"conditional-lm", kRequired, "the labelled training file: TSV text<TAB>label or JSONL", true, true,
        "causal LM conditioned on each text's label through Conditional LayerNorm (perplexity)", make_conditional_lm},
       {"copy", kNone, "", false, false, "synthetic: repeat the symbols (causal LM, sequence accuracy)",

@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""make bench, Marian part: translation with an Opus-MT-shaped model (MarianMTModel, 6+6 layers,
+d_model 512, 8 heads, FFN 2048, vocabulary 58101 as opus-mt-en-de, random weights) by
+`attnkit generate` (the CLI), CTranslate2 (its own transformers converter, float32) and transformers
+`generate`, greedy and beam 4, batch 1 and 16, 1 and 2 threads. Run with the python of
+scripts/decode_bench_venv.sh (ctranslate2, transformers 4.38.2, sentencepiece over Debian's
+python3-torch 1.13), as bench/run.sh does.
+
+Before any timing is printed, the three must give the same token ids for every cell (greedy and
+beam, both batch sizes, every thread count, plus an untimed greedy cell with
+no_repeat_ngram_size 1 so that the outputs vary), the same scores within 1e-3 relative (greedy:
+summed log-probability; beam: / length), attnkit's source ids must equal MarianTokenizer's, and
+every output must have exactly the fixed length (--new-tokens, default 32); otherwise the script
+exits 1 and prints what differs (the peer check: attnkit's Marian decoding against two held-out
+implementations on an Opus-MT-sized model). --quick: 2 threads, batch 1 and 4, 16 tokens.
+
+The model (made once, kept in --marian-dir, default ~/.cache/attnkit/decode-bench-marian):
+  - the Bible pairs of `attnkit data parallel` (World English Bible -> Reina-Valera 1909, split by
+    book); the sources are the first verses of the test books (Esther);
+  - source.spm: SentencePiece Unigram trained on the English train side plus the English fortunes
+    of Debian's `fortunes` (32000 pieces); target.spm: on the Spanish train side (32000 asked,
+    as many as the text gives); vocab.json: </s> 0, <unk> 1, then both models' pieces, then
+    "<unused-K>" entries up to opus-mt-en-de's 58101 ids (the last is <pad>), so that the
+    embedding and the LM head have Opus-MT's shape;
+  - MarianMTModel(MarianConfig(... opus-mt-en-de's shape ..., init_std 0.1)) with
+    torch.manual_seed(0) (init_std 0.02, transformers' default, repeats one token whatever the
+    source; 0.1 gives each source its own output, so the check compares something), saved
+    by transformers (safetensors), and CTranslate2's TransformersConverter (float32) of it.
+    forced_eos_token_id is left out of config.json (opus-mt-en-de has 0): the benchmark forces
+    every translation to exactly --new-tokens tokens (min = max length; the random model would
+    otherwise stop or repeat at random places), and a forced EOS at the last step would clash
+    with the minimum length.
+
+Timing. transformers and CTranslate2 run in one process per engine and thread count: the model
+is loaded, one short warm-up translation is run, then each cell's translation (encoder + all
+decoder steps) is timed in-process. attnkit is its CLI (`attnkit --threads T generate --model DIR
+--sources FILE --json ...`, one process per cell); its time is the process's wall time minus that
+of the same command with --max-new-tokens 0 (load + tokenize, no encoder; best of two), so it too
+is encoder + all decoder steps, without a warm-up. tokens/s = sentences x new tokens / seconds.
+Every process gets OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T; CTranslate2 gets intra_threads = T,
+inter_threads = 1; transformers torch.set_num_threads(T)."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+# MarianTokenizer's advice (sacremoses is for its unused `moses` normalisation).
+warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VOCAB = 58101  # opus-mt-en-de
+PAD = VOCAB - 1
+SHAPE = {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 8,
+         "decoder_attention_heads": 8, "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048}
+SPM_SIZE = 32000
+SEED = 0
+# transformers' default init_std (0.02) gives the same repeated token for every source; 0.1 makes
+# the output depend on the source, so that the peer check compares something.
+INIT_STD = 0.1
+
+
+# --- the model -------------------------------------------------------------------------------
+
+def english_fortunes(path):
+    """The English fortune files of Debian's `fortunes` (no Chinese ones, no ASCII art), one text
+    line per line, control characters (overstrike backspaces) removed."""
+    root = "/usr/share/games/fortunes"
+    lines = []
+    for name in sorted(os.listdir(root)):
+        full = os.path.join(root, name)
+        if "." in name or not os.path.isfile(full) or name in ("chinese", "tang300", "song100", "ascii-art"):
+            continue
+        with open(full, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = "".join(c for c in line.rstrip("\n") if c >= " ")
+                if line.strip() and line != "%":
+                    lines.append(line)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    return len(lines)
+
+
+def prepare(a):
+    """Builds (once) DIR/hf (Marian directory), DIR/ct2 (converted) and DIR/sources.txt."""
+    done = os.path.join(a.model_dir, "done.json")
+    want = {"vocab": VOCAB, **SHAPE, "seed": SEED, "init_std": INIT_STD, "spm": SPM_SIZE, "format": 1}
+    if os.path.exists(done):
+        with open(done) as f:
+            if json.load(f) == want:
+                return
+    import ctranslate2
+    import sentencepiece as spm
+    import torch
+    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+
+    t0 = time.perf_counter()
+    work = os.path.join(a.model_dir, "work")
+    os.makedirs(work, exist_ok=True)
+    pairs = os.path.join(work, "bible")
+    run([os.path.join(a.build, "attnkit"), "--threads", "1", "--quiet", "data", "parallel",
+         "--out", pairs])
+    with open(os.path.join(pairs, "train.tsv"), encoding="utf-8") as f:
+        train = [line.rstrip("\n").split("\t") for line in f]
+    with open(os.path.join(pairs, "test.tsv"), encoding="utf-8") as f:
+        test = [line.rstrip("\n").split("\t")[0] for line in f]
+    for side, name in ((0, "en.txt"), (1, "es.txt")):
+        with open(os.path.join(work, name), "w", encoding="utf-8") as f:
+            f.write("\n".join(p[side] for p in train) + "\n")
+    english_fortunes(os.path.join(work, "fortunes.txt"))
+    models = []
+    for prefix, inputs in (("source", "en.txt,fortunes.txt"), ("target", "es.txt")):
+        spm.SentencePieceTrainer.train(
+            input=",".join(os.path.join(work, i) for i in inputs.split(",")),
+            model_prefix=os.path.join(work, prefix), vocab_size=SPM_SIZE, model_type="unigram",
+            hard_vocab_limit=False, character_coverage=1.0, num_threads=1, minloglevel=2)
+        models.append(os.path.join(work, prefix + ".model"))
+    vocab = {"</s>": 0, "<unk>": 1}
+    for model in models:
+        sp = spm.SentencePieceProcessor(model_file=model)
+        for i in range(sp.get_piece_size()):
+            piece = sp.id_to_piece(i)
+            if piece not in vocab and piece not in ("<s>", "<unk>", "</s>"):
+                vocab[piece] = len(vocab)
+    pieces = len(vocab)
+    if pieces > PAD:
+        sys.exit(f"decode_ct2_marian: {pieces} pieces do not fit in {VOCAB} ids")
+    while len(vocab) < PAD:
+        vocab[f"<unused-{len(vocab)}>"] = len(vocab)
+    vocab["<pad>"] = PAD
+    vocab_path = os.path.join(work, "vocab.json")
+    with open(vocab_path, "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    hf = os.path.join(a.model_dir, "hf")
+    MarianTokenizer(models[0], models[1], vocab_path).save_pretrained(hf)
+    config = MarianConfig(vocab_size=VOCAB, max_position_embeddings=512, pad_token_id=PAD,
+                          decoder_start_token_id=PAD, eos_token_id=0, forced_eos_token_id=None,
+                          bad_words_ids=[[PAD]], scale_embedding=True, activation_function="swish",
+                          init_std=INIT_STD,
+                          **SHAPE)
+    torch.manual_seed(SEED)
+    MarianMTModel(config).eval().save_pretrained(hf, safe_serialization=True)
+    ctranslate2.converters.TransformersConverter(hf).convert(
+        os.path.join(a.model_dir, "ct2"), quantization="float32", force=True)
+    with open(os.path.join(a.model_dir, "sources.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(test[:16]) + "\n")
+    with open(os.path.join(a.model_dir, "pieces.json"), "w") as f:
+        json.dump({"source_spm": spm.SentencePieceProcessor(model_file=models[0]).get_piece_size(),
+                   "target_spm": spm.SentencePieceProcessor(model_file=models[1]).get_piece_size(),
+                   "vocab_pieces": pieces, "vocab": VOCAB}, f)
+    with open(done + ".tmp", "w") as f:
+        json.dump(want, f)
+    os.replace(done + ".tmp", done)
+    print(f"prepared {a.model_dir} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+
+
+# --- the peers (one process per engine and thread count) ---------------------------------------
+
+def peer(a):
+    """Prints one JSON line per cell: ids of every sentence and the translation's seconds."""
+    cells = json.loads(a.cells)
+    with open(os.path.join(a.model_dir, "sources.txt"), encoding="utf-8") as f:
+        sources = [line.rstrip("\n") for line in f]
+    from transformers import MarianTokenizer
+    tokenizer = MarianTokenizer.from_pretrained(os.path.join(a.model_dir, "hf"))
+    vocab = tokenizer.get_vocab()
+    if a.engine == "ct2":
+        import ctranslate2
+        translator = ctranslate2.Translator(os.path.join(a.model_dir, "ct2"), device="cpu",
+                                            compute_type="float32", inter_threads=1,
+                                            intra_threads=a.threads)
+        name = f"CTranslate2 {ctranslate2.__version__}"
+
+        def translate(batch, beams, n, no_repeat):
+            tokens = [tokenizer.convert_ids_to_tokens(tokenizer(s).input_ids) for s in batch]
+            out = translator.translate_batch(tokens, beam_size=beams, max_decoding_length=n,
+                                             min_decoding_length=n, length_penalty=1.0,
+                                             no_repeat_ngram_size=no_repeat, num_hypotheses=1,
+                                             max_batch_size=0, return_scores=True)
+            # The score is the summed log-probability / length (length_penalty 1, greedy too).
+            return ([[vocab[t] for t in r.hypotheses[0]] for r in out],
+                    [r.scores[0] * (len(r.hypotheses[0]) if beams == 1 else 1) for r in out])
+    else:
+        import torch
+        import transformers
+        from transformers import MarianMTModel
+        torch.set_num_threads(a.threads)
+        model = MarianMTModel.from_pretrained(os.path.join(a.model_dir, "hf")).eval()
+        name = f"transformers {transformers.__version__} (torch {torch.__version__})"
+
+        def translate(batch, beams, n, no_repeat):
+            inputs = tokenizer(batch, return_tensors="pt", padding=True)
+            with torch.no_grad():
+                out = model.generate(**inputs, num_beams=beams, do_sample=False, max_new_tokens=n,
+                                     min_new_tokens=n, length_penalty=1.0, early_stopping=False,
+                                     no_repeat_ngram_size=no_repeat, output_scores=True,
+                                     return_dict_in_generate=True)
+            ids = out.sequences[:, 1:]  # without the decoder start token
+            if beams > 1:  # summed log-probability / length
+                return ids.tolist(), out.sequences_scores.tolist()
+            # greedy: the summed log-probabilities of the processed scores (as attnkit's score)
+            logp = torch.stack(out.scores, 1).log_softmax(-1)
+            return ids.tolist(), logp.gather(2, ids.unsqueeze(2)).sum((1, 2)).tolist()
+
+    translate(sources[:1], 1, 2, 0)  # warm-up
+    for cell in cells:
+        batch = sources[:cell["batch"]]
+        t0 = time.perf_counter()
+        ids, scores = translate(batch, cell["beams"], cell["new_tokens"], cell["no_repeat"])
+        seconds = time.perf_counter() - t0
+        print(json.dumps({**cell, "engine": a.engine, "peer": name, "seconds": seconds, "ids": ids,
+                          "scores": scores}), flush=True)
+
+
+# --- the driver --------------------------------------------------------------------------------
+
+def run(argv, env=None):
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"decode_ct2_marian: {' '.join(argv)} failed:\n{p.stderr}")
+    return p.stdout
+
+
+def thread_env(threads):
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    return env
+
+
+def attnkit_cell(a, threads, cell, sources_file, repeats=1):
+    """attnkit generate as a user runs it: wall time and the JSON it prints."""
+    argv = [os.path.join(a.build, "attnkit"), "--threads", str(threads), "--quiet", "generate",
+            "--model", os.path.join(a.model_dir, "hf"), "--sources", sources_file, "--json",
+            "--strategy", "greedy" if cell["beams"] == 1 else "beam", "--beams", str(cell["beams"]),
+            "--max-new-tokens", str(cell["new_tokens"]), "--min-new-tokens", str(cell["new_tokens"]),
+            "--no-repeat-ngram-size", str(cell.get("no_repeat", 0))]
+    best, out = None, None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = run(argv, thread_env(threads))
+        seconds = time.perf_counter() - t0
+        best = seconds if best is None else min(best, seconds)
+    return best, json.loads(out)
+
+
+def fmt_load():
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command", nargs="?", default="bench", choices=["bench", "prepare", "peer"])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=0, help="one thread count (default: 1 and 2)")
+    parser.add_argument("--marian-dir", dest="model_dir", default="~/.cache/attnkit/decode-bench-marian",
+                        help="where the Marian model (HF + CTranslate2 layouts) is kept")
+    parser.add_argument("--new-tokens", type=int, default=0,
+                        help="fixed output length (default 32; --quick 16)")
+    parser.add_argument("--engine", choices=["ct2", "hf"])
+    parser.add_argument("--cells", default="[]")
+    a, _ = parser.parse_known_args()
+    a.model_dir = os.path.expanduser(a.model_dir)
+    if a.command == "peer":
+        return peer(a)
+    prepare(a)
+    if a.command == "prepare":
+        return
+
+    new_tokens = a.new_tokens or (16 if a.quick else 32)
+    batches = (1, 4) if a.quick else (1, 16)
+    thread_counts = [a.threads] if a.threads else ([2] if a.quick else [1, 2])
+    timed = [{"beams": beams, "batch": batch, "new_tokens": new_tokens, "no_repeat": 0}
+             for beams in (1, 4) for batch in batches]
+    # Checked, not timed (first thread count only): greedy with no_repeat_ngram_size 1, so that
+    # every step must pick a new token (the random model otherwise repeats one).
+    varied = {"beams": 1, "batch": max(batches), "new_tokens": new_tokens, "no_repeat": 1}
+    with open(os.path.join(a.model_dir, "sources.txt"), encoding="utf-8") as f:
+        sources = [line.rstrip("\n") for line in f]
+    files = {}
+    for batch in batches:
+        files[batch] = os.path.join(a.model_dir, f"sources-{batch}.txt")
+        with open(files[batch], "w", encoding="utf-8") as f:
+            f.write("\n".join(sources[:batch]) + "\n")
+    with open(os.path.join(a.model_dir, "pieces.json")) as f:
+        pieces = json.load(f)
+    print(f"load average (1, 5, 15 min) at the start: {fmt_load()}")
+    print(f"model: MarianMTModel, 6+6 layers, d_model 512, 8 heads, FFN 2048, vocabulary {VOCAB} "
+          f"({pieces['vocab_pieces']} SentencePiece pieces: source.spm {pieces['source_spm']}, "
+          f"target.spm {pieces['target_spm']}; the rest unused ids), random weights (seed {SEED}, "
+          f"init_std {INIT_STD}), {a.model_dir}")
+    print(f"sources: the first {max(batches)} verses of Esther (WEB); every translation forced to "
+          f"exactly {new_tokens} tokens (min = max new tokens)")
+
+    from transformers import MarianTokenizer
+    tokenizer = MarianTokenizer.from_pretrained(os.path.join(a.model_dir, "hf"))
+    failures, rows, names = [], [], {}
+    worst_score = {"ct2": 0.0, "hf": 0.0}
+    distinct = {0: set(), 1: set()}
+    checked = 0
+
+    def check(threads, cell, doc, theirs):
+        """Appends to failures what differs between attnkit's output and the peers'."""
+        nonlocal checked
+        what = (f"threads {threads}, {'greedy' if cell['beams'] == 1 else 'beam ' + str(cell['beams'])}"
+                f"{', no_repeat_ngram_size ' + str(cell['no_repeat']) if cell['no_repeat'] else ''}, "
+                f"batch {cell['batch']}")
+        got = [r["sequences"][0]["ids"] for r in doc["results"]]
+        got_scores = [r["sequences"][0]["score"] for r in doc["results"]]
+        if [r["prompt_ids"] for r in doc["results"]] != [tokenizer(s).input_ids
+                                                          for s in sources[:cell["batch"]]]:
+            failures.append(f"{what}: attnkit's source ids differ from MarianTokenizer's")
+        for engine, r in theirs.items():
+            if len(r["ids"]) != len(got):
+                failures.append(f"{what}: {len(got)} sentences from attnkit, {len(r['ids'])} from {engine}")
+            for i, (x, y) in enumerate(zip(got, r["ids"])):
+                if x != y:
+                    failures.append(f"{what}, sentence {i}: attnkit {x} vs {engine} {y}")
+            for i, (x, y) in enumerate(zip(got_scores, r["scores"])):
+                diff = abs(x - y) / max(1.0, abs(x))
+                worst_score[engine] = max(worst_score[engine], diff)
+                if diff > 1e-3:
+                    failures.append(f"{what}, sentence {i}: score {x:.6f} (attnkit) vs {y:.6f} ({engine})")
+        lengths = {len(x) for x in got} | {len(y) for r in theirs.values() for y in r["ids"]}
+        if lengths != {cell["new_tokens"]}:
+            failures.append(f"{what}: output lengths {sorted(lengths)}, not {cell['new_tokens']}")
+        distinct[cell["no_repeat"]].update(t for x in got for t in x)
+        checked += 1
+
+    for n, threads in enumerate(thread_counts):
+        cells = timed + ([varied] if n == 0 else [])
+        results = {}
+        for engine in ("ct2", "hf"):
+            out = run([sys.executable, os.path.abspath(__file__), "peer", "--engine", engine,
+                       "--threads", str(threads), "--marian-dir", a.model_dir,
+                       "--cells", json.dumps(cells)], thread_env(threads))
+            for line in out.splitlines():
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    results[(engine, r["beams"], r["batch"], r["no_repeat"])] = r
+                    names[engine] = r["peer"]
+        zero = {}
+        for batch in batches:
+            zero[batch], _ = attnkit_cell(a, threads, {"beams": 1, "batch": batch, "new_tokens": 0},
+                                          files[batch], repeats=2)
+        for cell in cells:
+            key = (cell["beams"], cell["batch"], cell["no_repeat"])
+            seconds, doc = attnkit_cell(a, threads, cell, files[cell["batch"]])
+            check(threads, cell, doc, {e: results[(e, *key)] for e in ("ct2", "hf")})
+            if cell is not varied:
+                rows.append({"threads": threads, "beams": cell["beams"], "batch": cell["batch"],
+                             "attnkit": seconds - zero[cell["batch"]], "attnkit_wall": seconds,
+                             "attnkit_zero": zero[cell["batch"]],
+                             "ct2": results[("ct2", *key)]["seconds"],
+                             "hf": results[("hf", *key)]["seconds"]})
+    if failures:
+        print("PEER CHECK FAILED: attnkit's Marian translations differ from CTranslate2's / "
+              "transformers' (timings not reported):")
+        for f in failures[:20]:
+            print("  " + f)
+        sys.exit(1)
+    print(f"peer check, {checked} cells (greedy and beam 4, batch {' and '.join(map(str, batches))}, "
+          f"{' and '.join(map(str, thread_counts))} thread(s), and greedy with no_repeat_ngram_size 1, "
+          f"batch {max(batches)}): attnkit's ids = {names['ct2']}'s = {names['hf']}'s, source ids = "
+          f"MarianTokenizer's, every output {new_tokens} tokens: OK. Scores (greedy: summed "
+          f"log-probability; beam: / length) within {worst_score['ct2']:.1e} (CTranslate2) and "
+          f"{worst_score['hf']:.1e} (transformers), relative. Distinct target ids in attnkit's "
+          f"outputs: {len(distinct[0])} in the timed cells (the random model repeats a token), "
+          f"{len(distinct[1])} with no_repeat_ngram_size 1.")
+    print()
+    print("| threads | decoding | batch | attnkit tokens/s | CTranslate2 tokens/s | transformers tokens/s "
+          "| attnkit / CTranslate2 | attnkit / transformers |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        tokens = r["batch"] * new_tokens
+        k, c, h = (tokens / r[x] for x in ("attnkit", "ct2", "hf"))
+        print(f"| {r['threads']} | {'greedy' if r['beams'] == 1 else 'beam ' + str(r['beams'])} | "
+              f"{r['batch']} | {k:.1f} | {c:.1f} | {h:.1f} | {k / c:.2f}x | {k / h:.2f}x |")
+    print()
+    print("attnkit's seconds = wall time of its generate process - wall time with --max-new-tokens 0 "
+          "(load + tokenize, best of 2), per row: " + ", ".join(
+              f"{r['attnkit_wall']:.2f} - {r['attnkit_zero']:.2f}" for r in rows))
+    if not a.quick:
+        for r in rows:
+            k, c, h = (1 / r[x] for x in ("attnkit", "ct2", "hf"))
+            what = (f"{r['threads']} thread{'s' if r['threads'] > 1 else ''}, "
+                    f"{'greedy' if r['beams'] == 1 else 'beam 4'}, batch {r['batch']}")
+            print(f"target >= CTranslate2 ({what}): {k / c:.2f}x {'PASS' if k >= c else 'MISS'}; "
+                  f">= 3x transformers: {k / h:.2f}x {'PASS' if k >= 3 * h else 'MISS'}")
+    print(f"load average (1, 5, 15 min) at the end: {fmt_load()}")
+
+
+if __name__ == "__main__":
+    main()
