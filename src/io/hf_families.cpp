@@ -14,6 +14,7 @@ const std::vector<const HuggingFaceFamily*>& huggingface_families() {
       &gpt2_family(),
       &marian_family(),
       &bart_family(),
+      &roberta_family(),
   };
   return families;
 }

@@ -108,13 +108,14 @@ struct HuggingFaceFamily {
   const EncoderDecoderFamily* encoder_decoder;
 };
 
-// The records, one file each (hf_bert.cpp, hf_albert.cpp, hf_gpt2.cpp; Marian and BART share
-// hf_bart_like.cpp).
+// The records, one file each (hf_bert.cpp, hf_albert.cpp, hf_gpt2.cpp, hf_roberta.cpp; Marian and
+// BART share hf_bart_like.cpp).
 const HuggingFaceFamily& bert_family();
 const HuggingFaceFamily& albert_family();
 const HuggingFaceFamily& gpt2_family();
 const HuggingFaceFamily& marian_family();
 const HuggingFaceFamily& bart_family();
+const HuggingFaceFamily& roberta_family();
 
 // The family config.json names: its "model_type", else the first "architectures" name that
 // starts with a family's prefix (huggingface.cpp). Throws attnkit::Error "config.json: ...".
@@ -133,12 +134,12 @@ Error naming_config_file(const Error& e, const std::string& config_path);
 
 // The table of families (hf_families.cpp), in the order errors list them.
 const std::vector<const HuggingFaceFamily*>& huggingface_families();
-// "bert, albert, gpt2, marian, bart": the model types of the table.
+// "bert, albert, gpt2, marian, bart, roberta": the model types of the table.
 std::string huggingface_model_types();
 // The single-stack family of a TransformerConfig::family, or nullptr (Custom).
 const HuggingFaceFamily* huggingface_family(models::ModelFamily family);
 // The family of a config.json "model_type"; throws attnkit::Error "config.json: model_type 'X' is
-// not supported (attnkit reads bert, albert, gpt2, marian, bart)", X on one line.
+// not supported (attnkit reads bert, albert, gpt2, marian, bart, roberta)", X on one line.
 const HuggingFaceFamily& huggingface_family_named(const std::string& model_type);
 
 // ------------------------------------------------------------------------------------------

@@ -50,6 +50,13 @@ EmbeddingsImpl::EmbeddingsImpl(const EmbeddingsOptions& options) : options_(opti
   if (options.position_id_offset() < 0)
     throw Error(fmt::format("embeddings: position_id_offset must be >= 0, got {}",
                             options.position_id_offset()));
+  if (options.padding_positions() >= 0 &&
+      (options.positions() != PositionEncoding::Learned ||
+       options.position_id_offset() != options.padding_positions() + 1))
+    throw Error(fmt::format("embeddings: padding_positions {} needs learned positions and "
+                            "position_id_offset {} (got {})",
+                            options.padding_positions(), options.padding_positions() + 1,
+                            options.position_id_offset()));
   if (options.positions() == PositionEncoding::Learned)
     position = register_module(
         "position",
@@ -87,6 +94,13 @@ at::Tensor EmbeddingsImpl::forward(const at::Tensor& input_ids,
   }
   at::Tensor x = token->forward(input_ids);
   if (options_.token_scale() != 1.0) x = x * options_.token_scale();
+  if (options_.padding_positions() >= 0 && !position_ids) {
+    // RoBERTa: a real token's position counts the real tokens before it; padding gets -1 (row
+    // padding_positions of the table).
+    const at::Tensor real = input_ids.ne(options_.padding_positions()).to(at::kLong);
+    const at::Tensor ids = (real.cumsum(1) + position_offset) * real - 1;
+    return forward_vectors(x, token_type_ids, position_offset, condition, ids);
+  }
   return forward_vectors(x, token_type_ids, position_offset, condition, position_ids);
 }
 
@@ -107,10 +121,12 @@ at::Tensor EmbeddingsImpl::forward_vectors(const at::Tensor& vectors,
       throw Error(fmt::format("embeddings: position_ids must be [{}], got [{}]",
                               fmt::join(rows, ", "),
                               fmt::join(position_ids->sizes(), ", ")));
+    // -1: a padding token of RoBERTa's positions (row padding_positions).
+    const int64_t lowest = options_.padding_positions() >= 0 ? -1 : 0;
     if (n > 0 && options_.positions() != PositionEncoding::None &&
-        (position_ids->min().item<int64_t>() < 0 ||
+        (position_ids->min().item<int64_t>() < lowest ||
          position_ids->max().item<int64_t>() >= options_.max_positions()))
-      throw Error(fmt::format("embeddings: position ids must lie in [0, {}) (max_positions)",
+      throw Error(fmt::format("embeddings: position ids must lie in [{}, {}) (max_positions)", lowest,
                               options_.max_positions()));
   } else if (options_.positions() != PositionEncoding::None &&
              position_offset + n > options_.max_positions())

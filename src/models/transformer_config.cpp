@@ -43,15 +43,16 @@ const char* model_family_name(ModelFamily family) {
     case ModelFamily::Albert: return "albert";
     case ModelFamily::Gpt2: return "gpt2";
     case ModelFamily::Custom: return "custom";
+    case ModelFamily::Roberta: return "roberta";
   }
   return "?";
 }
 
 ModelFamily parse_model_family(std::string_view name) {
-  for (ModelFamily family :
-       {ModelFamily::Bert, ModelFamily::Albert, ModelFamily::Gpt2, ModelFamily::Custom})
+  for (ModelFamily family : {ModelFamily::Bert, ModelFamily::Albert, ModelFamily::Gpt2,
+                             ModelFamily::Roberta, ModelFamily::Custom})
     if (name == model_family_name(family)) return family;
-  throw Error(fmt::format("unknown model family '{}' (known: bert, albert, gpt2, custom)",
+  throw Error(fmt::format("unknown model family '{}' (known: bert, albert, gpt2, roberta, custom)",
                           one_line(name)));
 }
 
@@ -86,6 +87,7 @@ void to_json(json& j, const TransformerConfig& c) {
   // Written only when set, so the configs of other models read as before.
   if (c.embedding_scale != 1.0) j["embedding_scale"] = c.embedding_scale;
   if (c.position_id_offset != 0) j["position_id_offset"] = c.position_id_offset;
+  if (c.padding_positions) j["padding_positions"] = true;
   if (!c.pruned_heads.empty()) j["pruned_heads"] = head_indices_to_json(c.pruned_heads);
   if (!c.pruned_cross_heads.empty())
     j["pruned_cross_heads"] = head_indices_to_json(c.pruned_cross_heads);
@@ -157,6 +159,7 @@ void from_json(const json& j, TransformerConfig& c) {
   r.read("pad_token_id", c.pad_token_id);
   r.read("embedding_scale", c.embedding_scale);
   r.read("position_id_offset", c.position_id_offset);
+  r.read("padding_positions", c.padding_positions);
   json pruned = json::object(), pruned_cross = json::object();
   r.read("pruned_heads", pruned);
   r.read("pruned_cross_heads", pruned_cross);
@@ -191,6 +194,11 @@ void TransformerConfig::validate() const {
                             position_id_offset));
   if (pad_token_id < 0 || pad_token_id >= vocab_size)
     throw Error(fmt::format("config: pad_token_id {} outside the vocabulary", pad_token_id));
+  if (padding_positions && (positions != layers::PositionEncoding::Learned ||
+                            position_id_offset != pad_token_id + 1))
+    throw Error(fmt::format("config: padding_positions needs learned positions and "
+                            "position_id_offset = pad_token_id + 1 = {} (got {})",
+                            pad_token_id + 1, position_id_offset));
   const int64_t blocks = share_layers ? layer_groups : layers;
   for (const auto* pruned : {&pruned_heads, &pruned_cross_heads}) {
     const char* name = pruned == &pruned_heads ? "pruned_heads" : "pruned_cross_heads";
@@ -252,8 +260,25 @@ TransformerConfig TransformerConfig::gpt2(int64_t vocab_size, int64_t hidden, in
   return c;
 }
 
+TransformerConfig TransformerConfig::roberta(int64_t vocab_size, int64_t hidden, int64_t layers,
+                                             int64_t heads, int64_t intermediate) {
+  TransformerConfig c = bert(vocab_size, hidden, layers, heads, intermediate);
+  c.family = ModelFamily::Roberta;
+  c.type_vocab_size = 1;
+  c.layer_norm_eps = 1e-5;
+  c.pooler = false;
+  c.padding_positions = true;
+  c.set_pad_token_id(1);
+  return c;
+}
+
+void TransformerConfig::set_pad_token_id(int64_t id) {
+  pad_token_id = id;
+  if (padding_positions) position_id_offset = id + 1;
+}
+
 const std::vector<std::string>& preset_names() {
-  static const std::vector<std::string> names = {"bert", "albert", "gpt2"};
+  static const std::vector<std::string> names = {"bert", "albert", "gpt2", "roberta"};
   return names;
 }
 
@@ -273,6 +298,8 @@ TransformerConfig preset(std::string_view name, const PresetSizes& s) {
   } else if (name == "gpt2") {
     c = TransformerConfig::gpt2(s.vocab_size, s.hidden, s.layers, s.heads);
     c.intermediate = intermediate;
+  } else if (name == "roberta") {
+    c = TransformerConfig::roberta(s.vocab_size, s.hidden, s.layers, s.heads, intermediate);
   } else {
     throw Error(fmt::format("unknown model preset '{}' (presets: {})", name,
                             fmt::join(preset_names(), ", ")));

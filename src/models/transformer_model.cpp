@@ -40,7 +40,8 @@ TransformerModelImpl::TransformerModelImpl(const TransformerConfig& config) : co
                              .condition_size(c.condition_size)
                              .dropout(c.dropout)
                              .token_scale(c.embedding_scale)
-                             .position_id_offset(c.position_id_offset)));
+                             .position_id_offset(c.position_id_offset)
+                             .padding_positions(c.padding_positions ? c.pad_token_id : -1)));
   blocks = register_module("blocks", torch::nn::ModuleList());
   const int64_t count = c.share_layers ? c.layer_groups : c.layers;
   for (int64_t i = 0; i < count; ++i) blocks->push_back(TransformerBlock(block_options()));

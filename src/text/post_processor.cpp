@@ -64,6 +64,19 @@ PostProcessor PostProcessor::byte_level(bool trim_offsets, bool add_prefix_space
   return processor;
 }
 
+PostProcessor PostProcessor::roberta(const std::string& cls, uint32_t cls_id, const std::string& sep,
+                                     uint32_t sep_id, bool trim_offsets, bool add_prefix_space) {
+  PostProcessor processor;
+  processor.kind = Kind::kRoberta;
+  processor.single = {special(cls, 0), sequence(0, 0), special(sep, 0)};
+  processor.pair = {special(cls, 0), sequence(0, 0), special(sep, 0), special(sep, 0), sequence(1, 0), special(sep, 0)};
+  processor.special_tokens[cls] = {{cls_id}, {cls}};
+  processor.special_tokens[sep] = {{sep_id}, {sep}};
+  processor.trim_offsets = trim_offsets;
+  processor.add_prefix_space = add_prefix_space;
+  return processor;
+}
+
 size_t PostProcessor::added_tokens(bool pair) const {
   const auto& pieces = pair ? (this->pair.empty() ? default_pair() : this->pair) : (single.empty() ? default_single() : single);
   size_t count = 0;
@@ -74,21 +87,21 @@ size_t PostProcessor::added_tokens(bool pair) const {
 }
 
 Encoding PostProcessor::process(Encoding first, const Encoding* second, bool add_special_tokens) const {
-  if (kind == Kind::kByteLevel && trim_offsets) {
-    trim_byte_level_offsets(first, add_prefix_space);
-  }
+  const bool trim = (kind == Kind::kByteLevel || kind == Kind::kRoberta) && trim_offsets;
+  if (trim) trim_byte_level_offsets(first, add_prefix_space);
   Encoding second_copy;
   if (second != nullptr) {
     second_copy = *second;
-    if (kind == Kind::kByteLevel && trim_offsets) trim_byte_level_offsets(second_copy, add_prefix_space);
+    if (trim) trim_byte_level_offsets(second_copy, add_prefix_space);
   }
   const Encoding* texts[2] = {&first, second ? &second_copy : nullptr};
 
   if (!add_special_tokens && kind != Kind::kTemplate) {
     // As in the reference library: without special tokens the texts are concatenated, and any
-    // post-processor still gives the second text type id 1 (no post-processor leaves it at 0).
+    // post-processor still gives the second text type id 1 (no post-processor and RoBERTa's leave
+    // it at 0).
     if (second != nullptr) {
-      if (kind != Kind::kNone) std::fill(second_copy.type_ids.begin(), second_copy.type_ids.end(), 1u);
+      if (kind != Kind::kNone && kind != Kind::kRoberta) std::fill(second_copy.type_ids.begin(), second_copy.type_ids.end(), 1u);
       first.append(second_copy);
     }
     return first;

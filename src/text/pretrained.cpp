@@ -26,6 +26,7 @@ Tokenizer load_bpe(const fs::path& vocab, const fs::path& merges) {
   Vocabulary vocabulary = read_vocab_json(vocab.string());
   std::vector<Merge> merge_list = read_merges_txt(merges.string(), vocabulary);
   try {
+    if (vocabulary.find("<s>") && vocabulary.find("</s>")) return make_roberta_tokenizer(vocabulary, std::move(merge_list));
     return make_gpt2_tokenizer(vocabulary, std::move(merge_list));
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", vocab.string(), e.what()));
@@ -72,6 +73,26 @@ Tokenizer make_gpt2_tokenizer(const Vocabulary& vocabulary, std::vector<Merge> m
   if (auto id = vocabulary.find(kEndOfText)) {
     parts.added_tokens = AddedVocabulary({{kEndOfText, *id, true, false, false, false, true}});
   }
+  return Tokenizer(std::move(parts));
+}
+
+Tokenizer make_roberta_tokenizer(const Vocabulary& vocabulary, std::vector<Merge> merges) {
+  TokenizerParts parts;
+  parts.model = std::make_shared<ByteLevelBpe>(vocabulary, std::move(merges));
+  parts.pre_tokenizer = ByteLevelPreTokenizer{false, true, true};
+  parts.decoder = ByteLevelDecoder{};
+  std::vector<AddedToken> added;
+  for (const char* special : {"<s>", "<pad>", "</s>", "<unk>", "<mask>"}) {
+    // <mask> swallows the space before it, so "a <mask>" reads as "a" + "<mask>".
+    const bool mask = std::string(special) == "<mask>";
+    if (auto id = vocabulary.find(special)) added.push_back({special, *id, true, false, mask, false, !mask});
+  }
+  std::sort(added.begin(), added.end(), [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
+  parts.added_tokens = AddedVocabulary(std::move(added));
+  const auto cls = vocabulary.find("<s>");
+  const auto sep = vocabulary.find("</s>");
+  if (!cls || !sep) throw Error("a RoBERTa vocabulary needs <s> and </s>");
+  parts.post_processor = PostProcessor::roberta("<s>", *cls, "</s>", *sep, true, false);
   return Tokenizer(std::move(parts));
 }
 

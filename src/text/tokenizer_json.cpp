@@ -420,6 +420,13 @@ PostProcessor read_post_processor(const json& node) {
   if (type == "ByteLevel") {
     return PostProcessor::byte_level(value_or<bool>(node, "trim_offsets", true), value_or<bool>(node, "add_prefix_space", true));
   }
+  if (type == "RobertaProcessing") {
+    const json& cls = node.at("cls");
+    const json& sep = node.at("sep");
+    return PostProcessor::roberta(cls.at(0).get<std::string>(), unsigned_value<uint32_t>(cls.at(1), "post_processor.cls"),
+                                  sep.at(0).get<std::string>(), unsigned_value<uint32_t>(sep.at(1), "post_processor.sep"),
+                                  value_or<bool>(node, "trim_offsets", true), value_or<bool>(node, "add_prefix_space", true));
+  }
   if (type == "TemplateProcessing") {
     PostProcessor processor;
     processor.kind = PostProcessor::Kind::kTemplate;
@@ -433,7 +440,8 @@ PostProcessor read_post_processor(const json& node) {
     }
     return processor;
   }
-  fail(fmt::format("post_processor type \"{}\" is not supported (BertProcessing, TemplateProcessing, ByteLevel or null)", type));
+  fail(fmt::format("post_processor type \"{}\" is not supported (BertProcessing, RobertaProcessing, TemplateProcessing, "
+                   "ByteLevel or null)", type));
 }
 
 ordered_json write_template(const std::vector<TemplatePiece>& pieces) {
@@ -467,6 +475,16 @@ ordered_json write_post_processor(const PostProcessor& processor) {
       out["type"] = "BertProcessing";
       out["sep"] = ordered_json::array({sep, processor.special_tokens.at(sep).ids.at(0)});
       out["cls"] = ordered_json::array({cls, processor.special_tokens.at(cls).ids.at(0)});
+      return out;
+    }
+    case PostProcessor::Kind::kRoberta: {
+      const std::string& cls = processor.single.front().special_token;
+      const std::string& sep = processor.single.back().special_token;
+      out["type"] = "RobertaProcessing";
+      out["sep"] = ordered_json::array({sep, processor.special_tokens.at(sep).ids.at(0)});
+      out["cls"] = ordered_json::array({cls, processor.special_tokens.at(cls).ids.at(0)});
+      out["trim_offsets"] = processor.trim_offsets;
+      out["add_prefix_space"] = processor.add_prefix_space;
       return out;
     }
     case PostProcessor::Kind::kTemplate: {

@@ -116,7 +116,7 @@ const std::vector<Setting>& settings() {
         ATTNKIT_FIELD(int64_t, "task", "image_size",
                       "image tasks: lra-pathfinder generated size (0 = 32, or 128), lra-image 0 = 28 or 32 (padded)",
                       c.task.image_size),
-        ATTNKIT_FIELD(std::string, "model", "family", "bert | albert | gpt2 (default by task)", c.model.family),
+        ATTNKIT_FIELD(std::string, "model", "family", "bert | albert | gpt2 | roberta (default by task)", c.model.family),
         ATTNKIT_FIELD(int64_t, "model", "hidden", "hidden size", c.model.hidden),
         ATTNKIT_FIELD(int64_t, "model", "layers", "layers", c.model.layers),
         ATTNKIT_FIELD(int64_t, "model", "heads", "attention heads", c.model.heads),

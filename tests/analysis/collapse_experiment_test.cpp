@@ -195,7 +195,7 @@ TEST(RandomStackConfig, JsonFilesAndErrors) {
   EXPECT_EQ(c.hidden, 16);  // from the file
   EXPECT_EQ(c.dropout, 0.0);
   EXPECT_EQ(error_of([] { random_stack_config("no-such-preset", {}, 8); }),
-            "no-such-preset: neither a preset (bert, albert, gpt2) nor a readable config JSON file");
+            "no-such-preset: neither a preset (bert, albert, gpt2, roberta) nor a readable config JSON file");
   const auto bad = attnkit::testing::write_bytes(dir / "bad.json", "{\"layerz\": 3}");
   EXPECT_EQ(error_of([&] { random_stack_config(bad, {}, 8); }), bad + ": config: unknown key 'layerz'");
   const auto broken = attnkit::testing::write_bytes(dir / "broken.json", "{");

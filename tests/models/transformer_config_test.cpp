@@ -14,7 +14,7 @@ using namespace attnkit::models;
 using attnkit::testing::error_of;
 
 TEST(Presets, NamesAndDefaults) {
-  EXPECT_EQ(preset_names(), (std::vector<std::string>{"bert", "albert", "gpt2"}));
+  EXPECT_EQ(preset_names(), (std::vector<std::string>{"bert", "albert", "gpt2", "roberta"}));
   EXPECT_TRUE(is_preset("gpt2"));
   EXPECT_FALSE(is_preset("GPT2"));
   const TransformerConfig c = preset("bert");
@@ -63,8 +63,48 @@ TEST(Presets, BuildModelsOfTheirSize) {
   EXPECT_EQ(model->forward(inputs).last_hidden_state.sizes(), (std::vector<int64_t>{1, 5, 8}));
 }
 
+// RoBERTa's positions count the tokens that are not padding: a left-padded row gives its real
+// tokens the outputs of the unpadded row, and a padding token reads position row pad_token_id.
+TEST(Presets, RobertaPositionsSkipThePadding) {
+  TransformerConfig c = preset("roberta", {30, 8, 2, 2, 0, 0});
+  EXPECT_EQ(c.family, ModelFamily::Roberta);
+  EXPECT_EQ(c.type_vocab_size, 1);
+  EXPECT_EQ(c.pad_token_id, 1);
+  EXPECT_EQ(c.position_id_offset, 2);
+  EXPECT_TRUE(c.padding_positions);
+  EXPECT_FALSE(c.pooler);
+  nlohmann::json j;
+  to_json(j, c);
+  EXPECT_EQ(j["padding_positions"], true);
+  TransformerConfig back;
+  from_json(j, back);
+  EXPECT_TRUE(back.padding_positions);
+  EXPECT_EQ(back.position_id_offset, 2);
+  torch::manual_seed(0);
+  TransformerModel model(c);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  ModelInputs plain, left;
+  plain.input_ids = torch::tensor({{0, 5, 6, 2}}, torch::kLong);
+  left.input_ids = torch::tensor({{1, 1, 0, 5, 6, 2}}, torch::kLong);
+  left.attention_mask = torch::tensor({{0, 0, 1, 1, 1, 1}}, torch::kLong);
+  const auto a = model->forward(plain).last_hidden_state;
+  const auto b = model->forward(left).last_hidden_state.slice(1, 2);
+  EXPECT_LT((a - b).abs().max().item<double>(), 1e-5);
+  // A padding token's embedding: its word row + position row 1 + type row 0, normalised.
+  auto& e = model->embeddings;
+  const auto pad = e->norm->forward(e->token->weight[1] + e->position->weight[1] + e->token_type->weight[0]);
+  EXPECT_LT((e->forward(left.input_ids)[0][0] - pad).abs().max().item<double>(), 1e-6);
+  c.set_pad_token_id(3);
+  EXPECT_EQ(c.position_id_offset, 4);
+  c.position_id_offset = 2;
+  EXPECT_EQ(error_of([&] { c.validate(); }),
+            "config: padding_positions needs learned positions and position_id_offset = "
+            "pad_token_id + 1 = 4 (got 2)");
+}
+
 TEST(Presets, UnknownNameListsThePresets) {
-  EXPECT_EQ(error_of([] { preset("bart"); }), "unknown model preset 'bart' (presets: bert, albert, gpt2)");
+  EXPECT_EQ(error_of([] { preset("bart"); }), "unknown model preset 'bart' (presets: bert, albert, gpt2, roberta)");
 }
 
 // family, positions and activation are enums written under the names checkpoints have always
@@ -78,14 +118,15 @@ TEST(ConfigJson, EnumsAreWrittenAndReadByName) {
     to_json(j, c);
     EXPECT_EQ(j["family"], name);
     EXPECT_EQ(j["positions"], "learned");
-    EXPECT_EQ(j["activation"], name == "bert" ? "gelu" : "gelu_new");
+    EXPECT_EQ(j["activation"], name == "bert" || name == "roberta" ? "gelu" : "gelu_new");
     TransformerConfig back;
     from_json(j, back);
     EXPECT_EQ(back.family, c.family);
     EXPECT_EQ(back.activation, c.activation);
   }
   for (const ModelFamily family :
-       {ModelFamily::Bert, ModelFamily::Albert, ModelFamily::Gpt2, ModelFamily::Custom})
+       {ModelFamily::Bert, ModelFamily::Albert, ModelFamily::Gpt2, ModelFamily::Roberta,
+        ModelFamily::Custom})
     EXPECT_EQ(parse_model_family(model_family_name(family)), family);
   TransformerConfig c;
   c.family = ModelFamily::Custom;
@@ -102,7 +143,7 @@ TEST(ConfigJson, EnumsAreWrittenAndReadByName) {
   from_json(j, absolute);
   EXPECT_EQ(absolute.positions, PositionEncoding::Learned);
   for (const auto& [key, expected] : std::vector<std::pair<std::string, std::string>>{
-           {"family", "config: family: unknown model family 'al\\nbert' (known: bert, albert, gpt2, custom)"},
+           {"family", "config: family: unknown model family 'al\\nbert' (known: bert, albert, gpt2, roberta, custom)"},
            {"positions", "config: positions: unknown position encoding 'al\\nbert' (known: learned, sinusoidal, none, "
                           "sinusoidal-halves)"},
            {"activation", "config: activation: unknown activation 'al\\nbert' (known: gelu, gelu_new, "

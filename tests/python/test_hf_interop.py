@@ -179,8 +179,8 @@ class HfInterop(unittest.TestCase):
         with open(cfg_path) as f:
             cfg = json.load(f)
         with open(cfg_path, "w") as f:
-            json.dump(dict(cfg, model_type="roberta", architectures=["RobertaModel"]), f)
-        self.expect_error(d, r"model_type 'roberta' is not supported")
+            json.dump(dict(cfg, model_type="xlm-roberta", architectures=["XLMRobertaModel"]), f)
+        self.expect_error(d, r"model_type 'xlm-roberta' is not supported \(attnkit reads .*roberta\)")
         with open(cfg_path, "w") as f:
             json.dump(cfg, f)
 

@@ -8,6 +8,7 @@
 #include "attnkit/text/byte_level.h"
 #include "attnkit/text/pre_tokenizer.h"
 #include "attnkit/text/pretrained.h"
+#include "attnkit/text/tokenizer_json.h"
 #include "attnkit/text/unicode.h"
 
 namespace attnkit::text {
@@ -65,6 +66,28 @@ TEST(ByteLevelBpe, MergesLowestRankFirst) {
   // "a b" (rank 1) is applied before "Ġ a" (rank 3), which then no longer applies.
   EXPECT_EQ(tokenizer.encode(" abd").tokens, (Words{"Ġ", "ab", "d"}));
   EXPECT_EQ(tokenizer.encode(" ad").tokens, (Words{"Ġa", "d"}));
+}
+
+// RoBERTa's pipeline (make_roberta_tokenizer, what a vocab.json with <s> and </s> loads as): the
+// <s> A </s></s> B </s> template with type ids 0, <mask> never split and taking the space before
+// it, and a tokenizer.json that writes and reads back RobertaProcessing.
+TEST(ByteLevelBpe, RobertaTemplateAndSpecials) {
+  std::vector<std::string> tokens = {"<s>", "<pad>", "</s>", "<unk>", "<mask>"};
+  for (int byte = 0; byte < 256; ++byte) tokens.push_back(byte_level::bytes_to_token(std::string(1, static_cast<char>(byte))));
+  tokens.push_back("ab");
+  const Tokenizer tokenizer = make_roberta_tokenizer(Vocabulary::from_tokens(tokens), {{"a", "b"}});
+  const uint32_t ab = 261, space = 5 + ' ';
+  const Encoding single = tokenizer.encode("ab <mask>");
+  EXPECT_EQ(single.ids, (std::vector<uint32_t>{0, ab, 4, 2}));
+  const Encoding pair = tokenizer.encode_pair("ab", " ab");
+  EXPECT_EQ(pair.ids, (std::vector<uint32_t>{0, ab, 2, 2, space, ab, 2}));
+  EXPECT_EQ(pair.type_ids, std::vector<uint32_t>(7, 0));
+  EXPECT_EQ(tokenizer.encode_pair("ab", "ab", false).type_ids, std::vector<uint32_t>(2, 0));
+  const std::string json = tokenizer_to_json_string(tokenizer);
+  EXPECT_NE(json.find("\"RobertaProcessing\""), std::string::npos);
+  const Tokenizer back = tokenizer_from_json_string(json);
+  EXPECT_EQ(back.encode_pair("ab", " ab").ids, pair.ids);
+  EXPECT_EQ(tokenizer_to_json_string(back), json);
 }
 
 TEST(ByteLevelBpe, RoundTripsArbitraryBytes) {

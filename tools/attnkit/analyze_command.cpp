@@ -191,7 +191,7 @@ void register_analyze_command(CLI::App& app, GlobalOptions& global) {
       "rank collapse of self-attention (Dong et al. 2021): per-layer relative residual of pure "
       "attention, attention + skip, + MLP, + LN and the full block from the same weights, the "
       "paper's bound, path lengths and the short-path experiment; writes collapse.json and SVGs");
-  cmd->add_option("--model", c->model_dir, "a trained model directory (HF BERT/ALBERT/GPT-2 or attnkit; an encoder-decoder's encoder), checkpoint or run directory");
+  cmd->add_option("--model", c->model_dir, "a trained model directory (HF BERT/RoBERTa/ALBERT/GPT-2 or attnkit; an encoder-decoder's encoder), checkpoint or run directory");
   cmd->add_option("--random", c->random,
                   "a random stack: preset bert|albert|gpt2 (sizes from --layers --heads --hidden "
                   "--intermediate --vocab) or a TransformerConfig JSON file (those options override it)");

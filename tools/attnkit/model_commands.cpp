@@ -173,7 +173,7 @@ void register_model_commands(CLI::App& app, GlobalOptions& global) {
   auto encode = std::make_shared<EncodeOptions>();
   auto* e = app.add_subcommand(
       "encode",
-      "run a model directory (Hugging Face BERT/ALBERT/GPT-2 layout or attnkit, any model "
+      "run a model directory (Hugging Face BERT/RoBERTa/ALBERT/GPT-2 layout or attnkit, any model "
       "shape) on token ids");
   e->add_option("--model", encode->model,
                 "model directory (config.json + model.safetensors), checkpoint or run directory "

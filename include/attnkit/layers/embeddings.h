@@ -43,6 +43,12 @@ struct EmbeddingsOptions {
   // Learned positions: rows of the table before position 0 (BART's 2): position p reads row
   // p + offset of a table of max_positions + offset rows.
   TORCH_ARG(int64_t, position_id_offset) = 0;
+  // RoBERTa's positions (learned only; -1 = off): without position_ids, forward() gives a token
+  // the position that counts the tokens before it in its row that are not this padding id (from
+  // position_offset), and a padding token position -1, which reads row `padding_positions` of the
+  // table, as Hugging Face's create_position_ids_from_input_ids does (position_ids may then hold
+  // -1 too). Needs position_id_offset = padding_positions + 1.
+  TORCH_ARG(int64_t, padding_positions) = -1;
 };
 
 class EmbeddingsImpl : public torch::nn::Module {

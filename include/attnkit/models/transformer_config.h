@@ -23,10 +23,11 @@ using HeadIndices = std::map<int64_t, std::vector<int64_t>>;
 
 // Which family's conventions a config follows: informational, and the Hugging Face family a
 // model is saved as (io/huggingface.h). Custom: none (e.g. the encoder-decoder's stacks).
-enum class ModelFamily { Bert, Albert, Gpt2, Custom };
-const char* model_family_name(ModelFamily family);  // "bert", "albert", "gpt2", "custom"
+enum class ModelFamily { Bert, Albert, Gpt2, Custom, Roberta };
+// "bert", "albert", "gpt2", "custom", "roberta"
+const char* model_family_name(ModelFamily family);
 // The inverse of model_family_name; throws attnkit::Error "unknown model family 'NAME' (known:
-// bert, albert, gpt2, custom)", NAME on one line.
+// bert, albert, gpt2, roberta, custom)", NAME on one line.
 ModelFamily parse_model_family(std::string_view name);
 
 struct TransformerConfig {
@@ -63,6 +64,10 @@ struct TransformerConfig {
   // p + position_id_offset of a table of max_positions + position_id_offset rows (BART: 2).
   double embedding_scale = 1.0;
   int64_t position_id_offset = 0;
+  // RoBERTa's positions (learned): a token's position counts the non-pad tokens before it in its
+  // row, and a pad token reads row pad_token_id of the table; position_id_offset must then be
+  // pad_token_id + 1 (layers::EmbeddingsOptions::padding_positions).
+  bool padding_positions = false;
   // Heads physically removed (TransformerModel::prune_heads): self attention, and the cross
   // attention of decoder blocks. Keys are block indices; heads sorted, in the unpruned numbering.
   HeadIndices pruned_heads;
@@ -78,6 +83,12 @@ struct TransformerConfig {
   static TransformerConfig albert(int64_t vocab_size, int64_t embedding_size, int64_t hidden,
                                   int64_t layers, int64_t heads, int64_t intermediate);
   static TransformerConfig gpt2(int64_t vocab_size, int64_t hidden, int64_t layers, int64_t heads);
+  // BERT's shape with RoBERTa's conventions: one token type, pad id 1 with padding_positions
+  // (position_id_offset 2), layer_norm_eps 1e-5, no pooler.
+  static TransformerConfig roberta(int64_t vocab_size, int64_t hidden, int64_t layers, int64_t heads,
+                                   int64_t intermediate);
+  // Sets pad_token_id, and position_id_offset to follow it when padding_positions is on.
+  void set_pad_token_id(int64_t id);
 };
 
 // Named presets, the families' conventions at given sizes: what `attnkit analyze collapse
@@ -90,9 +101,9 @@ struct PresetSizes {
   int64_t intermediate = 0;    // 0 = 4 x hidden
   int64_t embedding_size = 0;  // > 0: factorised embeddings of this size; 0 = hidden
 };
-const std::vector<std::string>& preset_names();  // bert, albert, gpt2
+const std::vector<std::string>& preset_names();  // bert, albert, gpt2, roberta
 bool is_preset(std::string_view name);
-// Throws attnkit::Error "unknown model preset 'NAME' (presets: bert, albert, gpt2)".
+// Throws attnkit::Error "unknown model preset 'NAME' (presets: bert, albert, gpt2, roberta)".
 TransformerConfig preset(std::string_view name, const PresetSizes& sizes = {});
 
 void to_json(nlohmann::json& j, const TransformerConfig& config);

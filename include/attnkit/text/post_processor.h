@@ -3,6 +3,8 @@
 //   single: [CLS] A [SEP]          pair: [CLS] A [SEP] B [SEP]   (type ids 0 ... 0 1 ... 1)
 // Every supported kind is expressed as a template; kByteLevel adds nothing but trims the leading
 // and trailing spaces ('Ġ') of byte-level tokens out of their offsets when trim_offsets is set.
+// kRoberta (RoBERTa's and BART's): <s> A </s> / <s> A </s></s> B </s>, every type id 0, with
+// kByteLevel's offset trimming.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -25,17 +27,20 @@ struct TemplateSpecialToken {
 };
 
 struct PostProcessor {
-  enum class Kind { kNone, kBert, kTemplate, kByteLevel };
+  enum class Kind { kNone, kBert, kTemplate, kByteLevel, kRoberta };
   Kind kind = Kind::kNone;
   std::vector<TemplatePiece> single;  // empty: "$A"
   std::vector<TemplatePiece> pair;    // empty: "$A $B:1"
   std::map<std::string, TemplateSpecialToken> special_tokens;
-  bool trim_offsets = false;      // kByteLevel
-  bool add_prefix_space = false;  // kByteLevel: a prefix space of the first token is not trimmed
+  bool trim_offsets = false;      // kByteLevel, kRoberta
+  bool add_prefix_space = false;  // kByteLevel, kRoberta: a prefix space of the first token is not trimmed
 
   // BERT's [CLS] A [SEP] / [CLS] A [SEP] B [SEP] with the given ids.
   static PostProcessor bert(const std::string& cls, uint32_t cls_id, const std::string& sep, uint32_t sep_id);
   static PostProcessor byte_level(bool trim_offsets, bool add_prefix_space);
+  // RoBERTa's <s> A </s> / <s> A </s></s> B </s> (type ids 0) with the given ids.
+  static PostProcessor roberta(const std::string& cls, uint32_t cls_id, const std::string& sep, uint32_t sep_id,
+                               bool trim_offsets, bool add_prefix_space);
 
   // Number of tokens process() adds for one text (pair == false) or two.
   size_t added_tokens(bool pair) const;

@@ -1,7 +1,8 @@
 #pragma once
 // Building tokenizers from vocabularies, and loading/saving them by path.
 //   load_tokenizer(PATH): PATH is a tokenizer.json, a vocab.txt (WordPiece), a vocab.json or
-//   encoder.json (byte-level BPE; merges.txt / vocab.bpe next to it), or a directory holding one
+//   encoder.json (byte-level BPE; merges.txt / vocab.bpe next to it; RoBERTa's pipeline when the
+//   vocabulary holds <s> and </s>, else GPT-2's), or a directory holding one
 //   of these (tried in that order: tokenizer.json, vocab.json+merges.txt, encoder.json+vocab.bpe,
 //   vocab.txt).
 #include <optional>
@@ -29,6 +30,12 @@ Tokenizer make_bert_tokenizer(const Vocabulary& vocabulary, const BertTokenizerO
 // GPT-2's pipeline around a byte-level BPE vocabulary: ByteLevel pre-tokenizer without prefix
 // space, no added ids, offsets not trimmed, "<|endoftext|>" never split when present.
 Tokenizer make_gpt2_tokenizer(const Vocabulary& vocabulary, std::vector<Merge> merges);
+
+// RoBERTa's (and BART's) pipeline around a byte-level BPE vocabulary holding <s> and </s> (what
+// load_tokenizer builds for such a vocab.json + merges.txt): GPT-2's pre-tokenizer and decoder,
+// <s>, <pad>, </s>, <unk>, <mask> never split (<mask> strips the space on its left), and the
+// template <s> A </s> / <s> A </s></s> B </s> with type ids 0.
+Tokenizer make_roberta_tokenizer(const Vocabulary& vocabulary, std::vector<Merge> merges);
 
 struct LoadOptions {
   BertTokenizerOptions bert;  // for a bare vocab.txt

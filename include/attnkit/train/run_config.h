@@ -9,7 +9,7 @@
 //                min_length, max_length, train_examples, eval_examples, eval_split,
 //                skip_bad_lines, symbols, mask_probability, mask_fraction, random_fraction,
 //                whole_word, predict_last, two_stream, label_smoothing, beams, length_penalty, image_size
-//   [model]      family (bert | albert | gpt2), hidden, layers, heads, intermediate,
+//   [model]      family (bert | albert | gpt2 | roberta), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
 //                max_positions, pooling, pre_ln, share_embeddings, cross_attention, init, unshare,
 //                key_size, value_size

@@ -45,6 +45,10 @@ models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_
   // training it needs the copies below, checked before the task's model is built.
   auto loaded = io::load_model(directory);
   auto c = with_condition(loaded.config, heads);
+  // A pooled classifier over a checkpoint without a pooler (a BertForMaskedLM, RobertaForMaskedLM)
+  // gets a fresh one, as transformers initialises BertPooler / RoBERTa's classifier.dense.
+  if (heads.next_sentence > 0 || (heads.sequence_labels > 0 && heads.sequence_pooling == models::Pooling::Pooler))
+    c.pooler = true;
   if (vocab > c.vocab_size)
     throw Error(fmt::format("model.init {}: the tokenizer has {} ids but the model's vocabulary {}",
                             directory, vocab, c.vocab_size));
@@ -98,7 +102,8 @@ std::string model_settings_text(const RunConfig& config, const models::Transform
 }  // namespace
 
 models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t longest, bool causal,
-                              const models::HeadsConfig& heads, int64_t token_types) {
+                              const models::HeadsConfig& heads, int64_t token_types,
+                              std::optional<int64_t> pad_token_id) {
   torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
   const bool unshare = config.model.unshare;
   if (!config.model.init.empty()) {
@@ -112,6 +117,7 @@ models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t lo
   }
   auto c = with_condition(model_config(config, vocab, longest, causal), heads);
   c.type_vocab_size = token_types;
+  if (pad_token_id) c.set_pad_token_id(*pad_token_id);
   if (unshare && !c.share_layers)
     throw Error(fmt::format("model.unshare: model.family '{}' does not share its layers (only an ALBERT-shared "
                             "model can be un-shared)", one_line(config.model.family.empty() ? (causal ? "gpt2" : "bert") : config.model.family)));

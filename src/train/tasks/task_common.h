@@ -216,9 +216,11 @@ class LanguageModelTask : public ModelTask {
 };
 
 // The model of a task: torch's seed set from the run's, then model_config() with `token_types`
-// token types and `heads`.
+// token types and `heads`; `pad_token_id`, when given, is the model's (TransformerConfig::
+// set_pad_token_id: RoBERTa's positions follow it).
 models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t longest, bool causal,
-                              const models::HeadsConfig& heads, int64_t token_types = 0);
+                              const models::HeadsConfig& heads, int64_t token_types = 0,
+                              std::optional<int64_t> pad_token_id = std::nullopt);
 
 // Heads of a whole-sequence classifier with `labels` classes (model.pooling, model.dropout).
 models::HeadsConfig classification_heads(const RunConfig& config, int64_t labels);
