@@ -21,8 +21,8 @@ const std::vector<Stage>& stages() {
       {"speed", "Speed and memory: fused kernels against PyTorch eager", 20,
        "softmax, linear and cosFormer (fused) against the PyTorch-eager formulas, time and peak memory vs n",
        speed_stage},
-      {"training", "Training: LRA ListOps and a GPT-2-style language model", 30,
-       "small softmax / linear / cosFormer models on ListOps, a small GPT-2-style LM on Debian's fortunes",
+      {"training", "Training: LRA ListOps, a GPT-2-style language model, the permutation LM", 30,
+       "small softmax / linear / cosFormer models on ListOps, a small GPT-2-style LM on Debian's fortunes; the permutation LM with one vs two streams",
        training_stage},
       {"lra", "Long-Range Arena: Pathfinder, Pathfinder-X's length, the five-task table", 35,
        "Pathfinder samples; one training step at 16K tokens for every attention kind; the LRA table of "
