@@ -49,7 +49,7 @@ import struct
 import subprocess
 import sys
 
-from gnu_time import read_gnu_time as time_file
+from gnu_time import read_run_times
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = "data/pretrain"
@@ -270,13 +270,7 @@ def run_cell(args, attnkit, cell):
         log(f"{cell}: failed: {result['failed']}")
         return
     train, evals = curves(metrics(run))
-    cpu_total, wall_total, peak = 0.0, 0.0, 0.0
-    for f in sorted(os.listdir(run)):
-        # An empty report is a part that was killed and resumed later: its training CPU time is in
-        # the checkpoint's cpu_seconds, its process totals are lost.
-        if f.startswith("time-") and os.path.getsize(os.path.join(run, f)) > 0:
-            c, w, p = time_file(os.path.join(run, f))
-            cpu_total, wall_total, peak = cpu_total + c, wall_total + w, max(peak, p)
+    cpu_total, wall_total, peak = read_run_times(run)
     last = train[-1]
     result = {"cell": cell, "steps": last[0], "train_cpu_s": last[1], "step_cpu_ms": 1000 * last[1] / last[0],
               "process_cpu_s": cpu_total, "wall_s": wall_total, "peak_rss_mib": peak,

@@ -79,6 +79,21 @@ class PretrainResults(unittest.TestCase):
         self.assertEqual(list(flat), values)
         self.assertEqual([pr.argmax_row(flat, r, 3) for r in range(2)], [1, 0])
 
+    def test_run_times_add_the_parts_and_skip_a_killed_one(self):
+        import gnu_time
+        with tempfile.TemporaryDirectory() as tmp:
+            open(os.path.join(tmp, "time-0.txt"), "w").close()  # killed: /usr/bin/time wrote nothing
+            for part in (1, 2):
+                subprocess.run(["/usr/bin/time", "-v", "-o", os.path.join(tmp, f"time-{part}.txt"), sys.executable,
+                                "-c", "sum(range(5000000))"], check=True)
+            one = gnu_time.read_gnu_time(os.path.join(tmp, "time-1.txt"))
+            two = gnu_time.read_gnu_time(os.path.join(tmp, "time-2.txt"))
+            cpu, wall, peak = gnu_time.read_run_times(tmp)
+        self.assertGreater(one[0], 0.0)
+        self.assertAlmostEqual(cpu, one[0] + two[0])
+        self.assertAlmostEqual(wall, one[1] + two[1])
+        self.assertEqual(peak, max(one[2], two[2]))
+
     def test_plan_counts_every_cell_once(self):
         # 11 pretraining cells and 10 fine-tuning cells; mlm-softmax is needed by a, b, c, d and e.
         self.assertEqual(pr.planned_cpu(600, 180, pr.EXPERIMENTS), 11 * 600 + 10 * 180)
