@@ -1,5 +1,6 @@
 """The numbers of a `/usr/bin/time -v -o FILE` report, for the scripts that train under it
-(bench/listops_results.py, bench/lra_results.py)."""
+(bench/listops_results.py, bench/lra_results.py, bench/pretrain_results.py)."""
+import os
 import re
 
 
@@ -12,3 +13,16 @@ def read_gnu_time(path):
         wall = wall * 60 + float(part)
     return (float(field("User time (seconds)")) + float(field("System time (seconds)")), wall,
             int(field("Maximum resident set size (kbytes)")) / 1024)
+
+
+def read_run_times(run):
+    """CPU seconds, wall seconds and peak RSS (MiB) of a run directory's parts, RUN/time-N.txt (one
+    per process that trained it: the first and each resume). An empty report is a part that was
+    killed (the session ended) and resumed later: its training time is in the checkpoint's
+    cpu_seconds, its process totals are lost."""
+    cpu_total, wall_total, peak = 0.0, 0.0, 0.0
+    for f in sorted(os.listdir(run)):
+        if f.startswith("time-") and os.path.getsize(os.path.join(run, f)) > 0:
+            c, w, p = read_gnu_time(os.path.join(run, f))
+            cpu_total, wall_total, peak = cpu_total + c, wall_total + w, max(peak, p)
+    return cpu_total, wall_total, peak

@@ -28,7 +28,7 @@ import resource
 import subprocess
 import sys
 
-from gnu_time import read_gnu_time as time_file
+from gnu_time import read_gnu_time as time_file, read_run_times
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["softmax", "linear:elu", "linear:relu", "linear:favor", "cosformer", "synthesizer-dense"]
@@ -141,13 +141,7 @@ def run_cell(args, attnkit, task, kind):
     records = metrics(run)
     steps = [r for r in records if "loss" in r and "cpu_seconds" in r]
     evals = [r for r in records if "eval" in r]
-    cpu_total, wall_total, peak = 0.0, 0.0, 0.0
-    for f in sorted(os.listdir(run)):
-        # An empty report is a part that was killed (the session ended) and resumed later: its
-        # training time is in the checkpoint's cpu_seconds, its process totals are lost.
-        if f.startswith("time-") and os.path.getsize(os.path.join(run, f)) > 0:
-            c, w, p = time_file(os.path.join(run, f))
-            cpu_total, wall_total, peak = cpu_total + c, wall_total + w, max(peak, p)
+    cpu_total, wall_total, peak = read_run_times(run)
     last = steps[-1]
     result = {
         "task": task, "kind": kind, "steps": int(m.group(1)), "train_cpu_s": last["cpu_seconds"],
