@@ -11,18 +11,13 @@ ids, fixed per step. One JSON line with the fields of attnkit_bench_train.
 """
 import argparse
 import json
-import os
 import resource
 import time
 
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-
-def current_rss_mib():
-    with open("/proc/self/statm") as f:
-        resident = int(f.read().split()[1])
-    return resident * os.sysconf("SC_PAGE_SIZE") / 2**20
+from train_peer import current_rss_mib
 
 
 def main():
