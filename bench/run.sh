@@ -5,7 +5,8 @@
 # only checked), then runs bench/compare.py (attnkit vs PyTorch 2.x SDPA / cosFormer,
 # fast-transformers and PyTorch 1.13 eager, one fresh process per case; writes
 # docs/benchmarks.md on full runs) and the other benchmarks. BENCH=attention stops after
-# compare.py. The last part, bench/hf_attention_compare.py, runs in the Python package venv.
+# compare.py. The MLM training step against BertForMaskedLM (bench/mlm_compare.py) and the last
+# part, bench/hf_attention_compare.py, run their peers in the Python package venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
@@ -29,6 +30,15 @@ echo
 echo "== training: attnkit vs the same loop in PyTorch eager =="
 cmake --build "$BUILD" --target attnkit_bench_train -j "${JOBS:-2}"
 /usr/bin/python3 bench/train_compare.py --build "$BUILD" "$@"
+echo
+echo "== MLM training step (BERT-base shape): attnkit vs transformers' BertForMaskedLM, sdpa, PyTorch 2.x =="
+# The peer runs in the Python package's venv (torch 2.x + transformers; scripts/python_package_venv.sh,
+# made once, then only checked); without it (e.g. offline) this part is skipped.
+if MLM_PY="$(bash scripts/python_package_venv.sh)"; then
+  /usr/bin/python3 bench/mlm_compare.py --build "$BUILD" --peer-python "$MLM_PY" "$@"
+else
+  echo "bench/run.sh: no Python package venv (scripts/python_package_venv.sh failed): skipping the MLM step comparison" >&2
+fi
 echo
 echo "== decoding: KV cache vs RNN state, greedy vs python3-torch eager and CTranslate2 =="
 cmake --build "$BUILD" --target attnkit_bench_decode -j "${JOBS:-2}"

@@ -1,8 +1,8 @@
 // attnkit_bench_train: training throughput of ONE case; one JSON line.
 //
-//   attnkit_bench_train --kind KIND --n N --batch B [--model causal-lm|classifier] [--hidden H]
+//   attnkit_bench_train --kind KIND --n N --batch B [--model causal-lm|classifier|mlm] [--hidden H]
 //                       [--layers L] [--heads A] [--intermediate I] [--vocab V] [--steps S]
-//                       [--warmup W] [--threads T] [--default-malloc]
+//                       [--warmup W] [--threads T] [--default-malloc] [--mlm-head selected|all]
 //
 // --model causal-lm (default): attnkit's TaskModel as a GPT-2 (pre-LN blocks, tanh gelu, tied LM
 // head, dropout 0) with the given attention kind; one step = forward, next-token cross entropy,
@@ -10,6 +10,12 @@
 // model and loop in python3-torch eager with the same CLI and JSON fields.
 // --model classifier: the LRA model (bench/lra_results.py): a bidirectional BERT-shaped encoder
 // over the tokens, mean pooling, 2 labels, cross entropy; the rest as above (Pathfinder-X's step).
+// --model mlm: a BERT (post-LN, exact gelu, two token types, no pooler, positions max(512, n),
+// dropout 0) with the masked-LM head tied to the word embeddings, bidirectional, no padding; the
+// selected positions are a fixed 15% ((b·n + i) mod 20 < 3), their labels the input ids. With
+// --mlm-head selected (default) the head runs on the selected positions only, as `attnkit train
+// --task.name mlm` does (src/train/tasks/mlm.cpp); with all, on every position with the others
+// ignored, as transformers' BertForMaskedLM does. bench/peers/mlm_peer.py is BertForMaskedLM.
 // KIND is any attention kind of the grammar (softmax, linear:elu, cosformer, synthesizer-dense, …).
 // Random token ids, fixed per step.
 //   tokens_per_s  batch·n·steps / time of the timed steps (after `warmup` untimed steps)
@@ -27,6 +33,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -58,13 +65,17 @@ int main(int argc, char** argv) try {
   using attnkit::cli::at_least;
   std::string kind = "softmax";
   std::string model_kind = "causal-lm";
+  std::string mlm_head = "selected";
   int64_t n = 256, batch = 8, hidden = 256, layers = 4, heads = 4, intermediate = 0, vocab = 8192;
   int steps = 10, warmup = 2, threads = 2;
   CLI::App app{"attnkit training-throughput benchmark (one case)"};
   app.add_option("--kind", kind, "attention kind (softmax, linear = linear:elu, cosformer, synthesizer-dense, ...)")
       ->capture_default_str();
-  app.add_option("--model", model_kind, "causal-lm (GPT-2) or classifier (bidirectional, mean pooling)")
-      ->capture_default_str()->check(CLI::IsMember({"causal-lm", "classifier"}));
+  app.add_option("--model", model_kind,
+                 "causal-lm (GPT-2), classifier (bidirectional, mean pooling) or mlm (BERT, masked-LM head)")
+      ->capture_default_str()->check(CLI::IsMember({"causal-lm", "classifier", "mlm"}));
+  app.add_option("--mlm-head", mlm_head, "mlm: the head on the selected positions only, or on all")
+      ->capture_default_str()->check(CLI::IsMember({"selected", "all"}));
   app.add_option("--intermediate", intermediate, "feed-forward size (0 = 4 x hidden)")->capture_default_str()->check(at_least(0));
   app.add_option("--n", n, "sequence length")->capture_default_str()->check(at_least(1));
   app.add_option("--batch", batch, "batch size")->capture_default_str()->check(at_least(1));
@@ -85,25 +96,28 @@ int main(int argc, char** argv) try {
   attnkit::set_blas_threads(threads);
   torch::manual_seed(0);
 
-  const bool classifier = model_kind == "classifier";
+  const bool classifier = model_kind == "classifier", mlm = model_kind == "mlm";
   if (intermediate == 0) intermediate = 4 * hidden;
-  auto config = classifier ? attnkit::models::TransformerConfig::bert(vocab, hidden, layers, heads, intermediate)
-                           : attnkit::models::TransformerConfig::gpt2(vocab, hidden, layers, heads);
+  auto config = classifier || mlm ? attnkit::models::TransformerConfig::bert(vocab, hidden, layers, heads, intermediate)
+                                  : attnkit::models::TransformerConfig::gpt2(vocab, hidden, layers, heads);
   config.intermediate = intermediate;
-  config.max_positions = n;
+  config.max_positions = mlm ? std::max<int64_t>(512, n) : n;
   config.dropout = 0.0;
   config.attention = attnkit::layers::AttentionSpec::parse(kind);  // "linear" is an alias of linear:elu
-  config.attention.causal = !classifier;
+  config.attention.causal = !classifier && !mlm;
   config.attention.max_length = n;  // the synthesizers' tables cover n
   if (classifier) {
     config.pooler = false;
     config.type_vocab_size = 0;
   }
+  if (mlm) config.pooler = false;  // BertForMaskedLM has none
   attnkit::models::HeadsConfig heads_config;
   if (classifier) {
     heads_config.sequence_labels = 2;
     heads_config.sequence_pooling = attnkit::models::Pooling::Mean;
     heads_config.classifier_dropout = 0.0;
+  } else if (mlm) {
+    heads_config.masked_lm = true;
   } else {
     heads_config.causal_lm = true;
   }
@@ -113,15 +127,37 @@ int main(int argc, char** argv) try {
   options.learning_rate = 1e-4;
   auto optimizer = attnkit::train::make_optimizer(*model, options);
   auto ids = torch::randint(vocab, {batch, n}, torch::kLong);
-  auto targets = classifier ? torch::randint(2, {batch}, torch::kLong) : attnkit::models::next_token_targets(ids);
+  at::Tensor targets;
+  if (classifier) {
+    targets = torch::randint(2, {batch}, torch::kLong);
+  } else if (mlm) {
+    const at::Tensor selected = torch::arange(batch * n, torch::kLong).remainder(20).lt(3).view({batch, n});
+    targets = torch::where(selected, ids, torch::full_like(ids, attnkit::models::kIgnoreLabel));
+  } else {
+    targets = attnkit::models::next_token_targets(ids);
+  }
+  const at::Tensor selected = mlm ? targets.ne(attnkit::models::kIgnoreLabel) : at::Tensor();
+  const at::Tensor selected_labels = mlm ? targets.index({selected}) : at::Tensor();
   attnkit::models::TaskInputs in;
   in.input_ids = ids;
 
+  int64_t parameters = 0;  // distinct tensors (a tied head counts once)
+  for (const auto& p : model->parameters()) parameters += p.numel();
   const double baseline = current_rss_mib();
   auto step = [&] {
     optimizer->zero_grad();
+    if (mlm && mlm_head == "selected") {  // the mlm task's step (src/train/tasks/mlm.cpp)
+      auto& transformer = model->transformer;
+      const at::Tensor hidden_states = transformer->forward(in).last_hidden_state;
+      const at::Tensor logits =
+          model->masked_lm->forward(hidden_states.index({selected}), transformer->word_embeddings());
+      auto loss = attnkit::models::cross_entropy(logits, selected_labels);
+      loss.backward();
+      optimizer->step();
+      return loss.item<double>();
+    }
     auto out = model->forward(in);
-    auto logits = classifier ? out.sequence_logits : out.causal_lm_logits;
+    auto logits = classifier ? out.sequence_logits : mlm ? out.masked_lm_logits : out.causal_lm_logits;
     auto loss = attnkit::models::cross_entropy(logits, targets);
     loss.backward();
     optimizer->step();
@@ -137,6 +173,7 @@ int main(int argc, char** argv) try {
   nlohmann::json out{{"impl", "attnkit"},
                      {"kind", kind},
                      {"model", model_kind},
+                     {"mlm_head", mlm ? mlm_head : ""},
                      {"n", n},
                      {"batch", batch},
                      {"steps", steps},
@@ -145,6 +182,7 @@ int main(int argc, char** argv) try {
                      {"tokens_per_s", static_cast<double>(batch * n * steps) / seconds},
                      {"extra_peak_mib", peak_rss_mib() - baseline},
                      {"loss", loss},
+                     {"parameters", parameters},
                      {"threads", threads},
                      {"malloc", default_malloc ? "default" : "reuse_freed_memory"}};
   std::cout << out.dump() << std::endl;

@@ -3,11 +3,15 @@
 #include "attnkit/error.h"
 #include "attnkit/models/task_model.h"
 #include "attnkit/ops/masks.h"
+#include "attnkit/text/unicode.h"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <numeric>
 
 namespace attnkit::train {
@@ -38,11 +42,58 @@ void MaskingOptions::validate() const {
     throw Error(fmt::format("task.mask_fraction + task.random_fraction = {} exceeds 1", mask_fraction + random_fraction));
 }
 
+namespace {
+
+// The CJK ideograph a token is, or 0 (the token is something else).
+char32_t ideograph_of(const std::string& token) {
+  const auto chars = text::unicode::decode_utf8(token, text::unicode::InvalidUtf8::kReplace);
+  return chars.size() == 1 && text::unicode::is_cjk_ideograph(chars[0]) ? chars[0] : 0;
+}
+
+}  // namespace
+
+ChineseWordList read_word_list(const std::string& path, const text::Tokenizer& tokenizer) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("task.word_list: {}: cannot read: {}", path, std::strerror(errno)));
+  std::unordered_set<char32_t> known;  // the ideographs the tokenizer has as tokens
+  for (size_t id = 0; id < tokenizer.vocab_size(); ++id)
+    if (const std::string* token = tokenizer.id_to_token(static_cast<uint32_t>(id)))
+      if (const char32_t c = ideograph_of(*token)) known.insert(c);
+  ChineseWordList list;
+  std::string line;
+  int64_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (number == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);  // a byte-order mark
+    if (text::unicode::find_invalid_utf8(line) != std::string::npos)
+      throw Error(fmt::format("task.word_list: {}:{}: invalid UTF-8 (the word list must be UTF-8)", path, number));
+    const auto chars = text::unicode::decode_utf8(line, text::unicode::InvalidUtf8::kReplace);
+    size_t first = 0;
+    while (first < chars.size() && text::unicode::is_whitespace(chars[first])) ++first;
+    size_t last = first;
+    while (last < chars.size() && !text::unicode::is_whitespace(chars[last])) ++last;
+    if (last == first) continue;  // a blank line
+    ++list.lines;
+    std::u32string word = chars.substr(first, last - first);
+    if (word.size() < 2) continue;
+    if (!std::all_of(word.begin(), word.end(), [&](char32_t c) { return known.count(c) > 0; })) continue;
+    list.longest = std::max(list.longest, word.size());
+    list.words.insert(std::move(word));
+  }
+  if (in.bad()) throw Error(fmt::format("task.word_list: {}: cannot read: {}", path, std::strerror(errno)));
+  if (list.lines == 0) throw Error(fmt::format("task.word_list: {} lists no word (an empty file)", path));
+  if (list.words.empty())
+    throw Error(fmt::format("task.word_list: none of the {} words of {} is two or more CJK characters that the "
+                            "tokenizer has as tokens", list.lines, path));
+  return list;
+}
+
 MaskingVocabulary masking_vocabulary(const text::Tokenizer& tokenizer) {
   MaskingVocabulary v;
   const size_t size = tokenizer.vocab_size();
   v.special.assign(size, 0);
   v.continuation.assign(size, 0);
+  v.character.assign(size, 0);
   for (const auto& added : tokenizer.parts().added_tokens.tokens())
     if (added.special && added.id < size) v.special[added.id] = 1;
   for (const char* name : {"[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]", "<s>", "</s>", "<pad>", "<mask>", "<unk>",
@@ -55,31 +106,61 @@ MaskingVocabulary masking_vocabulary(const text::Tokenizer& tokenizer) {
   for (size_t id = 0; id < size; ++id) {
     const std::string* token = tokenizer.id_to_token(static_cast<uint32_t>(id));
     if (token && token->size() > 2 && token->compare(0, 2, "##") == 0) v.continuation[id] = 1;
+    if (token && !v.special[id]) v.character[id] = ideograph_of(*token);
     if (!v.special[id]) v.ordinary.push_back(static_cast<int64_t>(id));
   }
   return v;
+}
+
+std::vector<std::pair<size_t, size_t>> masking_units(const std::vector<int64_t>& row,
+                                                     const MaskingVocabulary& vocabulary, bool whole_word) {
+  const auto size = static_cast<int64_t>(vocabulary.special.size());
+  for (const int64_t id : row)
+    if (id < 0 || id >= size)
+      throw Error(fmt::format("masked LM: token id {} is outside the vocabulary [0, {})", id, size));
+  const auto& words = vocabulary.words;
+  const bool chinese = whole_word && !words.words.empty() && vocabulary.character.size() == vocabulary.special.size();
+  std::vector<std::pair<size_t, size_t>> units;
+  std::u32string candidate;
+  for (size_t i = 0; i < row.size();) {
+    const int64_t id = row[i];
+    if (vocabulary.special[id]) {
+      ++i;
+      continue;
+    }
+    if (chinese && vocabulary.character[id]) {
+      // A run [i, end) of CJK-character tokens, cut by greedy longest match.
+      size_t end = i;
+      while (end < row.size() && vocabulary.character[row[end]]) ++end;
+      while (i < end) {
+        size_t length = std::min(words.longest, end - i);
+        for (; length >= 2; --length) {
+          candidate.clear();
+          for (size_t k = i; k < i + length; ++k) candidate.push_back(vocabulary.character[row[k]]);
+          if (words.words.count(candidate)) break;
+        }
+        length = std::max<size_t>(length, 1);
+        units.emplace_back(i, i + length);
+        i += length;
+      }
+      continue;
+    }
+    const bool continues = whole_word && vocabulary.continuation[id] && !units.empty() && units.back().second == i;
+    if (continues) units.back().second = i + 1;
+    else units.emplace_back(i, i + 1);
+    ++i;
+  }
+  return units;
 }
 
 MaskedRows mask_tokens(const std::vector<const std::vector<int64_t>*>& rows, const MaskingVocabulary& vocabulary,
                        const MaskingOptions& options, uint64_t seed, uint64_t stream) {
   options.validate();
   auto rng = pretraining_rng(seed, stream);
-  const auto size = static_cast<int64_t>(vocabulary.special.size());
   MaskedRows out;
   for (const auto* row : rows) {
     std::vector<int64_t> input = *row, labels(row->size(), models::kIgnoreLabel);
-    // Units of selection: [first, last) ranges of ordinary tokens.
-    std::vector<std::pair<size_t, size_t>> units;
-    for (size_t i = 0; i < row->size(); ++i) {
-      const int64_t id = (*row)[i];
-      if (id < 0 || id >= size)
-        throw Error(fmt::format("masked LM: token id {} is outside the vocabulary [0, {})", id, size));
-      if (vocabulary.special[id]) continue;
-      const bool continues = options.whole_word && vocabulary.continuation[id] && !units.empty() &&
-                             units.back().second == i;
-      if (continues) units.back().second = i + 1;
-      else units.emplace_back(i, i + 1);
-    }
+    const auto units = masking_units(*row, vocabulary, options.whole_word);
     for (const auto& [first, last] : units) {
       if (uniform(rng) >= options.probability) continue;
       for (size_t i = first; i < last; ++i) {

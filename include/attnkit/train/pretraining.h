@@ -4,7 +4,8 @@
 //
 //   masked LM (RoBERTa's recipe): every micro-batch masks afresh ("dynamic masking"). Each
 //     ordinary token (or, with whole-word masking, each word: a WordPiece token and the "##"
-//     pieces after it) is selected with probability p; a selected token becomes the mask token with
+//     pieces after it, and with a Chinese word list also each listed word of CJK characters) is
+//     selected with probability p; a selected token becomes the mask token with
 //     probability mask_fraction, a random ordinary token with probability random_fraction, and
 //     stays itself otherwise. Special tokens ([CLS], [SEP], [PAD], ...) are never selected and never
 //     drawn as the random replacement. The selected positions are the targets (their original ids).
@@ -24,6 +25,8 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace attnkit::train {
@@ -41,12 +44,33 @@ struct MaskingOptions {
   void validate() const;
 };
 
+// Chinese whole-word masking (Chinese-BERT-wwm's, as bert4keras builds it): BERT-style tokenizers
+// split every CJK ideograph into a token of its own, so a Chinese word is a run of such tokens.
+// The words of a word list, as sequences of ideographs; a run of CJK-character tokens is cut into
+// words by greedy longest match against it (at each position the longest listed word that starts
+// there; a character that starts no listed word is a unit of its own). Longest match, not a
+// statistical segmenter: the result can differ from jieba's or a CRF's.
+struct ChineseWordList {
+  std::unordered_set<std::u32string> words;  // two or more ideographs, each a token of the tokenizer
+  size_t longest = 0;                        // ideographs in the longest word
+  size_t lines = 0;                          // words read from the file (before filtering)
+};
+
+// Reads a UTF-8 word list: one word per line, its first whitespace-separated field (so jieba's
+// "word freq tag" dict.txt reads as is; a UTF-8 byte-order mark is skipped). Kept: the words of two
+// or more CJK ideographs (text::unicode::is_cjk_ideograph) each of which the tokenizer has as a
+// token; the rest can never match a run of CJK-character tokens. Throws attnkit::Error (one line,
+// naming task.word_list) when the file cannot be read, is not UTF-8, lists no word, or keeps none.
+ChineseWordList read_word_list(const std::string& path, const text::Tokenizer& tokenizer);
+
 // What masking needs to know of a vocabulary, per id.
 struct MaskingVocabulary {
   int64_t mask_id = 0;
   std::vector<char> special;       // never selected, never a random replacement
   std::vector<char> continuation;  // a WordPiece "##" piece: continues the word before it
   std::vector<int64_t> ordinary;   // the ids a random replacement is drawn from
+  std::vector<char32_t> character; // the CJK ideograph a token is (the whole token), else 0
+  ChineseWordList words;           // empty: no Chinese word grouping
 };
 
 // From a tokenizer: its special added tokens and the usual special names ([CLS], [SEP], [PAD],
@@ -58,6 +82,14 @@ struct MaskedRows {
   std::vector<std::vector<int64_t>> inputs;  // the rows after replacement
   std::vector<std::vector<int64_t>> labels;  // the original id where selected, else kIgnoreLabel
 };
+
+// The units whole-word masking selects in one row: [first, last) ranges of ordinary tokens, in
+// order. Without whole_word every ordinary token is a unit; with it a token and the "##" pieces
+// after it are one, and with vocabulary.words each listed word found in a run of CJK-character
+// tokens by greedy longest match (then "##" pieces after its last character join it too).
+// Special tokens belong to no unit. Ids outside the vocabulary are an attnkit::Error.
+std::vector<std::pair<size_t, size_t>> masking_units(const std::vector<int64_t>& row,
+                                                     const MaskingVocabulary& vocabulary, bool whole_word);
 
 // Masks `rows` (ids; any length, each row masked on its own) with the random stream (seed, stream).
 // Ids outside the vocabulary are an attnkit::Error.

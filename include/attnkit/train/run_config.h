@@ -8,7 +8,8 @@
 //   [task]       name (a task of the registry, tasks.h), data, tokenizer, batch_size, truncate,
 //                min_length, max_length, train_examples, eval_examples, eval_split,
 //                skip_bad_lines, symbols, mask_probability, mask_fraction, random_fraction,
-//                whole_word, predict_last, two_stream, label_smoothing, beams, length_penalty, image_size
+//                whole_word, predict_last, two_stream, label_smoothing, beams, length_penalty, image_size,
+//                word_list
 //   [model]      family (bert | albert | gpt2 | roberta), hidden, layers, heads, intermediate,
 //                embedding_size, attention (an AttentionSpec string), positions, dropout,
 //                max_positions, pooling, pre_ln, share_embeddings, cross_attention, init, unshare,
@@ -55,6 +56,9 @@ struct TaskConfig {
   int64_t beams = 1;
   double length_penalty = 1.0;
   int64_t image_size = 0;  // lra-pathfinder generated: 32 (0) or 128; lra-image: 28 (0) or 32 (padded)
+  // mlm: a UTF-8 word list (one word per line, first field) for Chinese whole-word masking: runs of
+  // CJK-character tokens grouped into its words by greedy longest match; implies whole_word.
+  std::string word_list;
 };
 
 struct ModelSettings {

@@ -1,6 +1,7 @@
 // mlm: masked-LM pretraining, RoBERTa's recipe (train/pretraining.h): text files packed into
 // full blocks of task.truncate tokens ([CLS] text [SEP] when the tokenizer has them; files are
-// documents, separated by [SEP]), masked afresh for every micro-batch as a pure function of (run
+// documents, separated by [SEP]), masked afresh (whole words: "##" pieces, and Chinese words of
+// task.word_list by longest match) for every micro-batch as a pure function of (run
 // seed, micro-batch), a bidirectional model (any attention kind) with the masked-LM head.
 #include "task_common.h"
 
@@ -78,14 +79,18 @@ std::unique_ptr<TrainingTask> make_mlm(const RunConfig& config) {
   options.probability = t.mask_probability;
   options.mask_fraction = t.mask_fraction;
   options.random_fraction = t.random_fraction;
-  options.whole_word = t.whole_word;
+  // A word list implies whole-word masking: its words and the "##" pieces are grouped together.
+  options.whole_word = t.whole_word || !t.word_list.empty();
   options.validate();
   if (t.data.empty()) throw Error(fmt::format("task '{}' needs task.data (text files separated by commas)", t.name));
   auto tokenizer = task_tokenizer(config);
   auto vocabulary = masking_vocabulary(tokenizer);
-  if (options.whole_word &&
-      std::find(vocabulary.continuation.begin(), vocabulary.continuation.end(), 1) == vocabulary.continuation.end())
+  if (!t.word_list.empty()) {
+    vocabulary.words = read_word_list(t.word_list, tokenizer);
+  } else if (options.whole_word && std::find(vocabulary.continuation.begin(), vocabulary.continuation.end(), 1) ==
+                                        vocabulary.continuation.end()) {
     throw Error("task.whole_word: the tokenizer has no WordPiece \"##\" pieces to group into words");
+  }
   const auto cls = special_id(tokenizer, {"[CLS]", "<s>"});
   const auto sep = special_id(tokenizer, {"[SEP]", "</s>"});
   auto blocks = text_blocks(config, tokenizer, t.truncate - (cls ? 1 : 0) - (sep ? 1 : 0), sep);
