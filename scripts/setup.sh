@@ -14,6 +14,7 @@ PACKAGES=(
   clang libclang-rt-14-dev  # make fuzz (libFuzzer), make test-asan
   python3-numpy python3-venv python3-pip
   fortunes fortunes-zh
+  python3-jieba  # its dict.txt: a Chinese word list for mlm whole-word masking (task.word_list)
   # real corpora (DESIGN.md): parallel Bible verses (SWORD + mod2imp), KJV text, Fashion-MNIST
   sword-text-web sword-text-sparv sword-text-kjv libsword-utils bible-kjv-text dataset-fashion-mnist
   libsentencepiece-dev  # Marian's source.spm / target.spm
