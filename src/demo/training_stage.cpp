@@ -1,6 +1,7 @@
 // Stage "training": three small ListOps classifiers (softmax, linear:elu, cosFormer attention),
 // a small GPT-2-style language model on Debian's fortunes, and the permutation LM with one stream
-// and with XLNet's two streams on synthetic blocks, with the trainer of attnkit train.
+// and with XLNet's two streams on synthetic blocks, with the trainer of attnkit train; then the
+// pretraining experiments measured by bench/pretrain_results.py (docs/pretrain-results.json).
 // Each run is a run directory under RUN_DIR/training/ (config.toml, metrics.jsonl, checkpoints/);
 // the collapse stage analyses their best checkpoints.
 #include "attnkit/demo/demo.h"
@@ -170,6 +171,119 @@ void permutation_lm(const StageContext& context, report::Section& section) {
   section.blocks.push_back({{}, table, {}});
 }
 
+// The pretraining experiments of docs/pretrain-results.json (bench/pretrain_results.py; CPU
+// hours, so the demo shows them instead of repeating them): MLM loss per attention kind against
+// steps and CPU time, validation perplexity at the equal budget, fine-tuning from the MLM
+// checkpoints vs from scratch, and the training objectives side by side.
+void add_pretraining_results(report::Section& section, const fs::path& file) {
+  if (!fs::exists(file)) {
+    section.blocks.push_back({fmt::format(
+        "{} is missing: the pretraining experiments (MLM per attention kind, fine-tuning, permutation LM) are made by "
+        "`/usr/bin/python3 bench/pretrain_results.py` (CPU hours; it writes that file and docs/results.md).",
+        file.string()), {}, {}});
+    return;
+  }
+  const auto j = nlohmann::json::parse(read_file(file.string()), nullptr, false);
+  if (!j.is_object() || !j.contains("cells") || !j.contains("kinds"))
+    throw Error(fmt::format("{}: not a bench/pretrain_results.py summary", file.string()));
+  if (j.value("smoke", false)) return;  // a pipeline check, not results
+  const auto& cells = j["cells"];
+  const auto kinds = j["kinds"].get<std::vector<std::string>>();
+  const double budget = j["budget_cpu_s"].get<double>(), finetune = j["finetune_budget_cpu_s"].get<double>();
+  auto slug = [](std::string kind) {
+    std::replace(kind.begin(), kind.end(), ':', '-');
+    return kind;
+  };
+  auto finished = [&](const std::string& name) {
+    return cells.contains(name) && cells[name].is_object() && !cells[name].contains("failed") &&
+           cells[name].contains("steps");
+  };
+  auto eval_value = [&](const std::string& name, const char* key) -> std::string {
+    if (!finished(name) || !cells[name].contains("final_eval") || !cells[name]["final_eval"].contains(key)) return "—";
+    return fmt::format("{:.3f}", cells[name]["final_eval"][key].get<double>());
+  };
+  auto test_accuracy = [&](const std::string& name) -> std::string {
+    if (!finished(name) || !cells[name].contains("test")) return "not run yet";
+    return fmt::format("{:.1f}%", 100 * cells[name]["test"]["accuracy"].get<double>());
+  };
+  auto curve_series = [&](const std::string& name, const std::string& title, int axis) {
+    report::Series series{title, {}, {}, "lines"};
+    for (const auto& point : cells[name]["train_curve"]) {
+      series.x.push_back(point[size_t(axis)].get<double>());
+      series.y.push_back(point[2].get<double>());
+    }
+    return series;
+  };
+  int measured = 0;
+  report::LinePlot by_step{"MLM training loss against steps (same model, same tokens)", "training step",
+                           "MLM loss (masked tokens)"};
+  report::LinePlot by_cpu{"MLM training loss against CPU time of training steps (one thread)",
+                          "CPU seconds of training steps", "MLM loss (masked tokens)"};
+  report::Table mlm{fmt::format("MLM pretraining at an equal budget of {:g} CPU s of training steps per kind "
+                                "(bench/pretrain_results.py, {})", budget, j.value("date", "")),
+                    {"attention", "steps", "CPU ms per step", "validation perplexity", "validation loss",
+                     "masked accuracy"}, {}};
+  for (const auto& kind : kinds) {
+    const std::string name = "mlm-" + slug(kind);
+    if (!finished(name)) {
+      mlm.rows.push_back({kind, "not run yet", "—", "—", "—", "—"});
+      continue;
+    }
+    ++measured;
+    const auto& c = cells[name];
+    if (c.contains("train_curve")) {
+      by_step.series.push_back(curve_series(name, kind, 0));
+      by_cpu.series.push_back(curve_series(name, kind, 1));
+    }
+    mlm.rows.push_back({kind, std::to_string(c["steps"].get<int64_t>()), fmt::format("{:.0f}", c["step_cpu_ms"].get<double>()),
+                        eval_value(name, "perplexity"), eval_value(name, "loss"), eval_value(name, "masked_accuracy")});
+  }
+  section.headlines.push_back({"pretraining experiments: MLM kinds measured (bench/pretrain_results.py)",
+                               fmt::format("{} of {}", measured, kinds.size()), {}});
+  section.blocks.push_back({fmt::format(
+      "Masked-LM pretraining as in cosFormer's bidirectional experiment (its Figure 4), measured by "
+      "bench/pretrain_results.py (docs/results.md has every number, the data and the samples): one BERT-mini-shaped "
+      "model (4 layers, hidden {}, {} heads, blocks of {} tokens, batch 16) on the same tokens of Debian's English "
+      "fortunes, only the attention kind differs; linear:relu is cosFormer without its cos re-weighting. Each kind "
+      "gets the same CPU budget, so faster kinds take more steps.",
+      j["model"].value("hidden", 0), j["model"].value("heads", 0), j.value("truncate", 0)), {}, {}});
+  if (!by_step.series.empty()) {
+    section.blocks.push_back({{}, {}, report::Figure{by_step.title, report::render_svg(by_step)}});
+    section.blocks.push_back({{}, {}, report::Figure{by_cpu.title, report::render_svg(by_cpu)}});
+  }
+  section.blocks.push_back({{}, mlm, {}});
+  report::Table ft{fmt::format("Fine-tuning ({:g} CPU s of steps) on which of four fortune files a passage comes from: "
+                               "test accuracy, from the MLM checkpoint vs from scratch (chance 25%)", finetune),
+                   {"attention", "pretrained (MLM) then fine-tuned", "from scratch"}, {}};
+  bool any_ft = false;
+  for (const auto& kind : kinds) {
+    const std::string p = "ft-" + slug(kind) + "-pretrained", s = "ft-" + slug(kind) + "-scratch";
+    any_ft = any_ft || finished(p) || finished(s);
+    ft.rows.push_back({kind, test_accuracy(p), test_accuracy(s)});
+  }
+  if (any_ft) section.blocks.push_back({{}, ft, {}});
+  const std::vector<std::pair<std::string, std::string>> objectives = {
+      {"mlm-softmax", "masked LM"}, {"lm", "causal LM"}, {"plm-one-stream", "permutation LM, one stream"},
+      {"plm-two-stream", "permutation LM, two streams"}};
+  report::LinePlot objective_plot{"Training objectives on the same corpus (softmax): training loss against steps",
+                                  "training step", "loss over the predicted tokens"};
+  report::Table objective_table{"Objectives at the same budget: validation loss over each objective's own targets "
+                                "(not comparable across objectives: different targets)",
+                                {"objective", "steps", "validation loss", "validation perplexity"}, {}};
+  for (const auto& [name, label] : objectives) {
+    if (!finished(name) || name == "mlm-softmax") continue;
+    if (cells[name].contains("train_curve")) objective_plot.series.push_back(curve_series(name, label, 0));
+    objective_table.rows.push_back({label, std::to_string(cells[name]["steps"].get<int64_t>()),
+                                    eval_value(name, "loss"), eval_value(name, "perplexity")});
+  }
+  if (!objective_table.rows.empty()) {
+    if (finished("mlm-softmax") && cells["mlm-softmax"].contains("train_curve"))
+      objective_plot.series.insert(objective_plot.series.begin(), curve_series("mlm-softmax", "masked LM", 0));
+    section.blocks.push_back({{}, {}, report::Figure{objective_plot.title, report::render_svg(objective_plot)}});
+    section.blocks.push_back({{}, objective_table, {}});
+  }
+}
+
 }  // namespace
 
 report::Section training_stage(const StageContext& context) {
@@ -288,6 +402,9 @@ report::Section training_stage(const StageContext& context) {
 
   // --- Permutation LM: one stream vs two ---------------------------------------------------------
   permutation_lm(context, section);
+
+  // --- The pretraining experiments (measured by bench/pretrain_results.py) ---------------------------
+  add_pretraining_results(section, o.source_dir / "docs" / "pretrain-results.json");
   return section;
 }
 
