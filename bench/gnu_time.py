@@ -1,6 +1,7 @@
 """The numbers of a `/usr/bin/time -v -o FILE` report, for the scripts that train under it
 (bench/listops_results.py, bench/lra_results.py, bench/pretrain_results.py)."""
 import os
+import platform
 import re
 
 
@@ -26,3 +27,13 @@ def read_run_times(run):
             c, w, p = read_gnu_time(os.path.join(run, f))
             cpu_total, wall_total, peak = cpu_total + c, wall_total + w, max(peak, p)
     return cpu_total, wall_total, peak
+
+
+def machine():
+    """The machine line of the cell tables: CPU model and core count."""
+    model = ""
+    try:
+        model = re.search(r"^model name\s*:\s*(.+)$", open("/proc/cpuinfo").read(), re.M).group(1)
+    except (OSError, AttributeError):
+        pass
+    return f"{model or platform.machine()}, {os.cpu_count()} cores (one thread per cell)"

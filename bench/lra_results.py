@@ -22,13 +22,12 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import resource
 import subprocess
 import sys
 
-from gnu_time import read_gnu_time as time_file, read_run_times
+from gnu_time import machine, read_gnu_time as time_file, read_run_times
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["softmax", "linear:elu", "linear:relu", "linear:favor", "cosformer", "synthesizer-dense"]
@@ -303,15 +302,6 @@ def write_docs(args, summary):
     open(tmp, "w").write(text)
     os.replace(tmp, path)
     log(f"wrote docs/lra-results.json and the LRA part of docs/results.md ({len(summary['cells'])} cells)")
-
-
-def machine():
-    model = ""
-    try:
-        model = re.search(r"^model name\s*:\s*(.+)$", open("/proc/cpuinfo").read(), re.M).group(1)
-    except (OSError, AttributeError):
-        pass
-    return f"{model or platform.machine()}, {os.cpu_count()} cores (one thread per cell)"
 
 
 def main():

@@ -42,14 +42,13 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import shutil
 import struct
 import subprocess
 import sys
 
-from gnu_time import read_run_times
+from gnu_time import machine, read_run_times
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = "data/pretrain"
@@ -589,15 +588,6 @@ def data_description():
         if os.path.isfile(path):
             description[f"classify_{split}"] = sum(1 for _ in open(path))
     return description
-
-
-def machine():
-    model = ""
-    try:
-        model = re.search(r"^model name\s*:\s*(.+)$", open("/proc/cpuinfo").read(), re.M).group(1)
-    except (OSError, AttributeError):
-        pass
-    return f"{model or platform.machine()}, {os.cpu_count()} cores (one thread per cell)"
 
 
 def fnum(value, digits=3):

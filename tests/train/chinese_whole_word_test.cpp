@@ -27,11 +27,11 @@ namespace {
 
 using attnkit::testing::error_of;
 using attnkit::testing::scratch_directory;
+using attnkit::testing::write_bytes;
 namespace fs = std::filesystem;
 using Ids = std::vector<int64_t>;
 using Units = std::vector<std::pair<size_t, size_t>>;
 
-void write_text(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // [PAD] [UNK] [CLS] [SEP] [MASK] (0-4), then the characters 中 国 人 民 银 行 长 江 大 桥 我 们 (5-16),
 // then "play", "##ing" (17, 18).
@@ -48,8 +48,8 @@ Fixture fixture(const std::string& area, const std::string& word_list) {
   std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
   for (const char* c : kCharacters) vocab += std::string(c) + "\n";
   vocab += "play\n##ing\n";
-  write_text(dir / "vocab.txt", vocab);
-  write_text(dir / "words.txt", word_list);
+  write_bytes(dir / "vocab.txt", vocab);
+  write_bytes(dir / "words.txt", word_list);
   auto tokenizer = text::load_tokenizer((dir / "vocab.txt").string());
   auto vocabulary = masking_vocabulary(tokenizer);
   vocabulary.words = read_word_list((dir / "words.txt").string(), tokenizer);
@@ -137,7 +137,7 @@ TEST(ChineseWholeWord, JiebasDictionaryFromDebianSegmentsARealSentence) {
     text::unicode::append_utf8(character, c);
     if (seen.insert(character).second) vocab += character + "\n";
   }
-  write_text(dir / "vocab.txt", vocab);
+  write_bytes(dir / "vocab.txt", vocab);
   const auto tokenizer = text::load_tokenizer((dir / "vocab.txt").string());
   auto vocabulary = masking_vocabulary(tokenizer);
   vocabulary.words = read_word_list(dict.string(), tokenizer);
@@ -250,22 +250,22 @@ TEST(ChineseWholeWord, UnlistedCharactersAreMaskedOneByOne) {
 
 TEST(ChineseWholeWord, BadWordListsAreOneLineErrors) {
   const auto dir = scratch_directory("cww_errors");
-  write_text(dir / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n中\n国\nw\n");
+  write_bytes(dir / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n中\n国\nw\n");
   const auto tokenizer = text::load_tokenizer((dir / "vocab.txt").string());
   const auto read = [&](const fs::path& path) { read_word_list(path.string(), tokenizer); };
   EXPECT_EQ(error_of([&] { read(dir / "absent.txt"); }),
             fmt::format("task.word_list: {}: cannot read: No such file or directory", (dir / "absent.txt").string()));
-  write_text(dir / "empty.txt", "\n  \n");
+  write_bytes(dir / "empty.txt", "\n  \n");
   EXPECT_EQ(error_of([&] { read(dir / "empty.txt"); }),
             fmt::format("task.word_list: {} lists no word (an empty file)", (dir / "empty.txt").string()));
-  write_text(dir / "gbk.txt", "中国\n\xD6\xD0\xB9\xFA 3 ns\n");  // 中国 in GBK
+  write_bytes(dir / "gbk.txt", "中国\n\xD6\xD0\xB9\xFA 3 ns\n");  // 中国 in GBK
   EXPECT_EQ(error_of([&] { read(dir / "gbk.txt"); }),
             fmt::format("task.word_list: {}:2: invalid UTF-8 (the word list must be UTF-8)", (dir / "gbk.txt").string()));
-  write_text(dir / "useless.txt", "北京\nw\n中\n");
+  write_bytes(dir / "useless.txt", "北京\nw\n中\n");
   EXPECT_EQ(error_of([&] { read(dir / "useless.txt"); }),
             fmt::format("task.word_list: none of the 3 words of {} is two or more CJK characters that the tokenizer "
                         "has as tokens", (dir / "useless.txt").string()));
-  write_text(dir / "bom.txt", "\xEF\xBB\xBF中国\n");
+  write_bytes(dir / "bom.txt", "\xEF\xBB\xBF中国\n");
   EXPECT_EQ(read_word_list((dir / "bom.txt").string(), tokenizer).words.size(), 1u);
 
   // Through the task: checked before the data is read (the data file need not exist), and a word
@@ -290,11 +290,11 @@ TEST(ChineseWholeWord, AnMlmTaskWithAWordListTrainsAStep) {
   const auto dir = scratch_directory("cww_task");
   std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
   for (const char* c : kCharacters) vocab += std::string(c) + "\n";
-  write_text(dir / "vocab.txt", vocab);
-  write_text(dir / "words.txt", kWordList);
+  write_bytes(dir / "vocab.txt", vocab);
+  write_bytes(dir / "words.txt", kWordList);
   std::string text;
   for (int i = 0; i < 60; ++i) text += "中国人民银行长江大桥我们中国人\n";
-  write_text(dir / "train.txt", text);
+  write_bytes(dir / "train.txt", text);
   RunConfig config;
   config.task.name = "mlm";
   config.task.data = (dir / "train.txt").string();

@@ -25,22 +25,22 @@ namespace {
 
 using attnkit::testing::error_of;
 using attnkit::testing::scratch_directory;
+using attnkit::testing::write_bytes;
 namespace fs = std::filesystem;
 
-void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 
 // [PAD] [UNK] [CLS] [SEP] [MASK] w0..w19, and a corpus of random lines over them.
 void write_corpus(const fs::path& dir) {
   std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
   for (int i = 0; i < 20; ++i) vocab += "w" + std::to_string(i) + "\n";
-  write_text(dir / "vocab.txt", vocab);
+  write_bytes(dir / "vocab.txt", vocab);
   std::mt19937 rng(5);
   std::string text;
   for (int line = 0; line < 120; ++line) {
     for (int word = 0; word < 12; ++word) text += "w" + std::to_string(rng() % 20) + " ";
     text += "\n";
   }
-  write_text(dir / "train.txt", text);
+  write_bytes(dir / "train.txt", text);
 }
 
 RunConfig mlm_config(const fs::path& dir) {
@@ -219,7 +219,7 @@ void write_labelled(const fs::path& dir) {
   std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
   for (const char* set : {"a", "b"})
     for (int i = 0; i < 8; ++i) vocab += set + std::to_string(i) + "\n";
-  write_text(dir / "vocab.txt", vocab);
+  write_bytes(dir / "vocab.txt", vocab);
   std::mt19937 rng(17);
   for (const auto& [name, lines] : {std::pair<const char*, int>{"train.tsv", 400}, {"val.tsv", 40}}) {
     std::string text;
@@ -228,7 +228,7 @@ void write_labelled(const fs::path& dir) {
       for (int word = 0; word < 8; ++word) text += (a ? "a" : "b") + std::to_string(rng() % 8) + " ";
       text += a ? "\tpoems\n" : "\tproverbs\n";
     }
-    write_text(dir / name, text);
+    write_bytes(dir / name, text);
   }
 }
 
@@ -312,16 +312,16 @@ TEST(ModelExperiments, ConditionalLmSteersGenerationByClass) {
 TEST(ModelExperiments, ConditionalLmBadLinesNameFileAndLine) {
   const auto dir = scratch_directory("experiments_conditional_lm_errors");
   write_labelled(dir);
-  write_text(dir / "bad_train.tsv", "a1 a2\tpoems\nb1 b2 no label here\n");
-  write_text(dir / "bad_val.tsv", "a1 a2\tpoems\n");
+  write_bytes(dir / "bad_train.tsv", "a1 a2\tpoems\nb1 b2 no label here\n");
+  write_bytes(dir / "bad_val.tsv", "a1 a2\tpoems\n");
   auto config = conditional_config(dir);
   config.task.data = (dir / "bad_train.tsv").string();
   const auto message = error_of([&] { make_task(config); });
   EXPECT_EQ(message.rfind((dir / "bad_train.tsv").string() + ":2:", 0), 0u) << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   // A validation label the training file lacks.
-  write_text(dir / "odd_train.tsv", "a1 a2\tpoems\n");
-  write_text(dir / "odd_val.tsv", "a1 a2\tpoems\nb1\tjokes\n");
+  write_bytes(dir / "odd_train.tsv", "a1 a2\tpoems\n");
+  write_bytes(dir / "odd_val.tsv", "a1 a2\tpoems\nb1\tjokes\n");
   config.task.data = (dir / "odd_train.tsv").string();
   const auto odd = error_of([&] { make_task(config); });
   EXPECT_EQ(odd.rfind((dir / "odd_val.tsv").string() + ":2:", 0), 0u) << odd;

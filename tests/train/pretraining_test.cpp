@@ -30,17 +30,17 @@ namespace {
 
 using attnkit::testing::error_of;
 using attnkit::testing::scratch_directory;
+using attnkit::testing::write_bytes;
 namespace fs = std::filesystem;
 using Ids = std::vector<int64_t>;
 
-void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 
 // [PAD] [UNK] [CLS] [SEP] [MASK], then `words` ordinary tokens w0.. and their "##x" pieces.
 fs::path write_vocab(const fs::path& dir, int words) {
   std::string text = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
   for (int i = 0; i < words; ++i) text += "w" + std::to_string(i) + "\n";
   text += "##x\n##y\n";
-  write_text(dir / "vocab.txt", text);
+  write_bytes(dir / "vocab.txt", text);
   return dir / "vocab.txt";
 }
 
@@ -172,7 +172,7 @@ TEST(Pretraining, BadMaskingSettingsAreOneLineErrors) {
   o.random_fraction = 0.3;
   EXPECT_EQ(error_of([&] { o.validate(); }), "task.mask_fraction + task.random_fraction = 1.1 exceeds 1");
   const auto dir = scratch_directory("pretraining_no_mask");
-  write_text(dir / "vocab.txt", "[PAD]\n[UNK]\nw\n");
+  write_bytes(dir / "vocab.txt", "[PAD]\n[UNK]\nw\n");
   EXPECT_EQ(error_of([&] { masking_vocabulary(text::load_tokenizer((dir / "vocab.txt").string())); }),
             "masked LM: the tokenizer has no [MASK] or <mask> token");
 }
@@ -198,8 +198,8 @@ RunConfig text_config(const std::string& task, const fs::path& data, const fs::p
 TEST(Pretraining, MlmBadInputsAreOneLineErrors) {
   const auto dir = scratch_directory("pretraining_mlm_errors");
   const auto vocab = write_vocab(dir, 10);
-  write_text(dir / "empty.txt", "");
-  write_text(dir / "short.txt", "w1 w2 w3 w4 w5\n");
+  write_bytes(dir / "empty.txt", "");
+  write_bytes(dir / "short.txt", "w1 w2 w3 w4 w5\n");
   auto config = text_config("mlm", dir / "empty.txt", vocab);
   EXPECT_EQ(error_of([&] { make_task(config); }),
             fmt::format("task 'mlm': {} holds no text (an empty corpus)", (dir / "empty.txt").string()));
@@ -213,7 +213,7 @@ TEST(Pretraining, MlmBadInputsAreOneLineErrors) {
   EXPECT_EQ(error_of([&] { make_task(config); }), "task.mask_probability: 1.5 is outside (0, 1]");
   config.task.mask_probability = 0.15;
   config.task.whole_word = true;
-  write_text(dir / "plain.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nw\n");
+  write_bytes(dir / "plain.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nw\n");
   config.task.tokenizer = (dir / "plain.txt").string();
   EXPECT_EQ(error_of([&] { make_task(config); }),
             "task.whole_word: the tokenizer has no WordPiece \"##\" pieces to group into words");
@@ -225,7 +225,7 @@ TEST(Pretraining, MlmLearnsASyntheticCloze) {
   const auto dir = scratch_directory("pretraining_cloze");
   std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
   for (int i = 0; i < 10; ++i) vocab += "k" + std::to_string(i) + "\nv" + std::to_string(i) + "\n";
-  write_text(dir / "vocab.txt", vocab);
+  write_bytes(dir / "vocab.txt", vocab);
   std::mt19937 rng(9);
   std::string text;
   for (int line = 0; line < 400; ++line) {
@@ -233,7 +233,7 @@ TEST(Pretraining, MlmLearnsASyntheticCloze) {
     for (int pair = 0; pair < 7; ++pair) text += "k" + i + " v" + i + " ";
     text += "\n";
   }
-  write_text(dir / "train.txt", text);
+  write_bytes(dir / "train.txt", text);
   auto config = text_config("mlm", dir / "train.txt", dir / "vocab.txt");
   config.trainer.steps = 250;
   auto task = make_task(config);
@@ -487,14 +487,14 @@ std::pair<double, double> train_plm_on_symbols(const std::string& name, bool two
   const auto dir = scratch_directory(name);
   std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
   for (int i = 0; i < 8; ++i) vocab += "s" + std::to_string(i) + "\n";
-  write_text(dir / "vocab.txt", vocab);
+  write_bytes(dir / "vocab.txt", vocab);
   std::mt19937 rng(4);
   std::string text;
   for (int count = 0; count < 600; ++count) {
     for (int s : line(rng)) text += "s" + std::to_string(s) + " ";
     text += "\n";
   }
-  write_text(dir / "train.txt", text);
+  write_bytes(dir / "train.txt", text);
   auto config = text_config("plm", dir / "train.txt", dir / "vocab.txt");
   config.task.truncate = 8;
   config.task.predict_last = 4;

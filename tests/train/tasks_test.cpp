@@ -20,11 +20,7 @@ namespace {
 
 using attnkit::testing::error_of;
 using attnkit::testing::scratch_directory;
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-}
+using attnkit::testing::write_bytes;
 
 RunConfig tiny(const std::string& task) {
   RunConfig c;
@@ -83,7 +79,7 @@ TEST(RunConfig, TomlRoundTripAndOverrides) {
   apply_setting(c, "optimizer", "lr", "3e-4");
   const auto dir = scratch_directory("run_config");
   const auto path = (dir / "run.toml").string();
-  write_text(path, to_toml(c));
+  write_bytes(path, to_toml(c));
   RunConfig back;
   apply_toml_file(back, path);
   EXPECT_EQ(to_toml(back), to_toml(c));
@@ -97,13 +93,13 @@ TEST(RunConfig, BadInputNamesFileLineAndKey) {
   const auto dir = scratch_directory("run_config_bad");
   const auto path = (dir / "run.toml").string();
   RunConfig c;
-  write_text(path, "[model]\nhidden = 64\nwidth = 3\n");
+  write_bytes(path, "[model]\nhidden = 64\nwidth = 3\n");
   EXPECT_NE(error_of([&] { apply_toml_file(c, path); }).find("run.toml:3: model.width: unknown setting"),
             std::string::npos);
-  write_text(path, "[run]\nsteps = \"many\"\n");
+  write_bytes(path, "[run]\nsteps = \"many\"\n");
   EXPECT_NE(error_of([&] { apply_toml_file(c, path); }).find("run.toml:2: run.steps: 'many' is not an integer"),
             std::string::npos);
-  write_text(path, "[run\nsteps = 3\n");
+  write_bytes(path, "[run\nsteps = 3\n");
   EXPECT_NE(error_of([&] { apply_toml_file(c, path); }).find("run.toml:1"), std::string::npos);
   EXPECT_THROW(apply_setting(c, "optimizer", "name", "lion"), Error);
   EXPECT_THROW(apply_setting(c, "run", "ema", "x"), Error);
@@ -167,7 +163,7 @@ TEST(Tasks, TaggingTaskLearnsWordTags) {
   // Tags that follow from the word itself (persons, places, rest O), with words split into
   // several WordPiece sub-words: the task labels only first sub-words and scores per word.
   const auto dir = scratch_directory("tagging_task");
-  write_text((dir / "vocab.txt").string(),
+  write_bytes((dir / "vocab.txt").string(),
              "[PAD]\n[UNK]\n[CLS]\n[SEP]\nalice\nbob\npar\n##is\nrome\nmet\nin\nsaw\nand\nlon\n##don\n");
   const std::vector<std::string> people{"alice", "bob"}, places{"paris", "rome", "london"},
       verbs{"met", "saw"};
@@ -183,16 +179,16 @@ TEST(Tasks, TaggingTaskLearnsWordTags) {
     }
     return text;
   };
-  write_text((dir / "ner_train.tsv").string(), sentences(200));
-  write_text((dir / "ner_val.tsv").string(), sentences(20));
+  write_bytes((dir / "ner_train.tsv").string(), sentences(200));
+  write_bytes((dir / "ner_val.tsv").string(), sentences(20));
   auto config = text_task("tagging", dir / "ner_train.tsv", dir / "vocab.txt", 1, 120);
   const auto run = train_task(config, "f1");
   EXPECT_LT(run.before.at("f1"), 0.9);
   EXPECT_GT(run.after.at("f1"), 0.95);
   EXPECT_GT(run.after.at("token_accuracy"), 0.95);
   // A validation tag the training file never uses is an error naming it.
-  write_text((dir / "bad_train.tsv").string(), "alice met bob\tB-PER O B-PER\n");
-  write_text((dir / "bad_val.tsv").string(), "alice met bob\tB-ORG O B-PER\n");
+  write_bytes((dir / "bad_train.tsv").string(), "alice met bob\tB-PER O B-PER\n");
+  write_bytes((dir / "bad_val.tsv").string(), "alice met bob\tB-ORG O B-PER\n");
   config.task.data = (dir / "bad_train.tsv").string();
   EXPECT_NE(error_of([&] { make_task(config); }).find("B-ORG"), std::string::npos);
 }
@@ -202,7 +198,7 @@ TEST(Tasks, SpanTaskLearnsToPointAtTheAnswer) {
   // positions and with answers of one or two WordPiece tokens (yel ##low). Predictions are mapped
   // back to the context's characters and scored with SQuAD's exact match.
   const auto dir = scratch_directory("span_task");
-  write_text((dir / "vocab.txt").string(),
+  write_bytes((dir / "vocab.txt").string(),
              "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\nis\nwhat\n?\n.\nvery\ncat\ndog\ncar\nred\nblue\nyel\n##low\n");
   const std::vector<std::string> things{"cat", "dog", "car"}, colors{"red", "blue", "yellow"};
   std::mt19937 rng(11);
@@ -222,15 +218,15 @@ TEST(Tasks, SpanTaskLearnsToPointAtTheAnswer) {
     }
     return json + "]}]}";
   };
-  write_text((dir / "qa_train.json").string(), squad(300));
-  write_text((dir / "qa_val.json").string(), squad(30));
+  write_bytes((dir / "qa_train.json").string(), squad(300));
+  write_bytes((dir / "qa_val.json").string(), squad(30));
   auto config = text_task("span", dir / "qa_train.json", dir / "vocab.txt", 2, 200);
   const auto run = train_task(config, "f1");
   EXPECT_LT(run.before.at("exact_match"), 0.5);
   EXPECT_GT(run.after.at("exact_match"), 0.9);
   EXPECT_GT(run.after.at("f1"), 0.9);
   // An answer whose offset does not match the context is an error naming the question.
-  write_text((dir / "bad_train.json").string(),
+  write_bytes((dir / "bad_train.json").string(),
              R"({"data": [{"paragraphs": [{"context": "the cat is red .", "qas": [{"id": "q7", )"
              R"("question": "what ?", "answers": [{"text": "red", "answer_start": 3}]}]}]}]})");
   config.task.data = (dir / "bad_train.json").string();
@@ -243,7 +239,7 @@ TEST(Tasks, Seq2seqTaskLearnsToTranslateWordByWord) {
   // WordPiece tokens (ze ##ta). BLEU comes from greedy decodes, so it is high only when
   // generation (not just teacher forcing) works.
   const auto dir = scratch_directory("seq2seq_task");
-  write_text((dir / "vocab.txt").string(),
+  write_bytes((dir / "vocab.txt").string(),
              "[PAD]\n[UNK]\n[CLS]\n[SEP]\na\nb\nc\nd\ne\nalpha\nbeta\ngamma\ndelta\nze\n##ta\n");
   const std::vector<std::string> from{"a", "b", "c", "d", "e"}, to{"alpha", "beta", "gamma", "delta", "zeta"};
   std::mt19937 rng(5);
@@ -260,8 +256,8 @@ TEST(Tasks, Seq2seqTaskLearnsToTranslateWordByWord) {
     }
     return text;
   };
-  write_text((dir / "pairs_train.tsv").string(), pairs(400));
-  write_text((dir / "pairs_val.tsv").string(), pairs(20));
+  write_bytes((dir / "pairs_train.tsv").string(), pairs(400));
+  write_bytes((dir / "pairs_val.tsv").string(), pairs(20));
   // The model learns the rule in a sudden drop of the loss (about 0.3 at step 500, where this test
   // used to stop, so the rounding of one machine's kernels decided pass or fail); by step 1000
   // seeds 1-10 and every forced ISA / OpenBLAS core type give loss < 0.01 and BLEU 1.0.
@@ -281,9 +277,9 @@ TEST(Tasks, Seq2seqTaskLearnsToTranslateWordByWord) {
 
 TEST(Tasks, BadDataLinesStopOrAreSkippedAndCounted) {
   const auto dir = scratch_directory("bad_lines_task");
-  write_text((dir / "vocab.txt").string(), "[PAD]\n[UNK]\n[CLS]\n[SEP]\ngood\nbad\n");
-  write_text((dir / "sent_train.tsv").string(), "good good\tpos\nbad\tneg\ngood\tpos\textra\nbad bad\tneg\n");
-  write_text((dir / "sent_val.tsv").string(), "good\tpos\nbad\tneg\n");
+  write_bytes((dir / "vocab.txt").string(), "[PAD]\n[UNK]\n[CLS]\n[SEP]\ngood\nbad\n");
+  write_bytes((dir / "sent_train.tsv").string(), "good good\tpos\nbad\tneg\ngood\tpos\textra\nbad bad\tneg\n");
+  write_bytes((dir / "sent_val.tsv").string(), "good\tpos\nbad\tneg\n");
   auto config = text_task("classification", dir / "sent_train.tsv", dir / "vocab.txt", 1, 1);
   EXPECT_NE(error_of([&] { make_task(config); }).find("sent_train.tsv:3"), std::string::npos);
   config.task.skip_bad_lines = true;
