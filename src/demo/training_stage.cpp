@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -184,7 +185,8 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
     return;
   }
   const auto j = nlohmann::json::parse(read_file(file.string()), nullptr, false);
-  if (!j.is_object() || !j.contains("cells") || !j.contains("kinds"))
+  if (!j.is_object() || !j.contains("cells") || !j.contains("kinds") || !j.contains("budget_cpu_s") ||
+      !j.contains("finetune_budget_cpu_s") || !j.contains("model") || !j["cells"].is_object() || !j["model"].is_object())
     throw Error(fmt::format("{}: not a bench/pretrain_results.py summary", file.string()));
   if (j.value("smoke", false)) return;  // a pipeline check, not results
   const auto& cells = j["cells"];
@@ -203,7 +205,8 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
     return fmt::format("{:.3f}", cells[name]["final_eval"][key].get<double>());
   };
   auto test_accuracy = [&](const std::string& name) -> std::string {
-    if (!finished(name) || !cells[name].contains("test")) return "not run yet";
+    if (!finished(name) || !cells[name].contains("test") || !cells[name]["test"].contains("accuracy"))
+      return "not run yet";
     return fmt::format("{:.1f}%", 100 * cells[name]["test"]["accuracy"].get<double>());
   };
   auto curve_series = [&](const std::string& name, const std::string& title, int axis) {
@@ -235,7 +238,7 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
       by_step.series.push_back(curve_series(name, kind, 0));
       by_cpu.series.push_back(curve_series(name, kind, 1));
     }
-    mlm.rows.push_back({kind, std::to_string(c["steps"].get<int64_t>()), fmt::format("{:.0f}", c["step_cpu_ms"].get<double>()),
+    mlm.rows.push_back({kind, std::to_string(c["steps"].get<int64_t>()), fmt::format("{:.0f}", c.value("step_cpu_ms", NAN)),
                         eval_value(name, "perplexity"), eval_value(name, "loss"), eval_value(name, "masked_accuracy")});
   }
   section.headlines.push_back({"pretraining experiments: MLM kinds measured (bench/pretrain_results.py)",
