@@ -1,5 +1,7 @@
-"""The numbers of a `/usr/bin/time -v -o FILE` report, for the scripts that train under it
-(bench/listops_results.py, bench/lra_results.py, bench/pretrain_results.py)."""
+"""Helpers of the scripts that train cells under `/usr/bin/time -v -o FILE` (bench/listops_results.py,
+bench/lra_results.py, bench/pretrain_results.py): the numbers of its reports, the machine line of
+their tables, and an atomic JSON write."""
+import json
 import os
 import platform
 import re
@@ -37,3 +39,12 @@ def machine():
     except (OSError, AttributeError):
         pass
     return f"{model or platform.machine()}, {os.cpu_count()} cores (one thread per cell)"
+
+
+def write_json(path, value):
+    """Writes value as indented JSON to path through a temporary file and a rename (atomic)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)

@@ -27,7 +27,7 @@ import resource
 import subprocess
 import sys
 
-from gnu_time import machine, read_gnu_time as time_file, read_run_times
+from gnu_time import machine, write_json, read_gnu_time as time_file, read_run_times
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["softmax", "linear:elu", "linear:relu", "linear:favor", "cosformer", "synthesizer-dense"]
@@ -153,14 +153,6 @@ def run_cell(args, attnkit, task, kind):
     }
     write_json(os.path.join(run, "result.json"), result)
     log(f"{task} / {kind}: {result['steps']} steps, test accuracy {100 * result['test_accuracy']:.1f}%")
-
-
-def write_json(path, value):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def pathfinder_x(args, kinds):

@@ -48,7 +48,7 @@ import struct
 import subprocess
 import sys
 
-from gnu_time import machine, read_run_times
+from gnu_time import machine, write_json, read_run_times
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = "data/pretrain"
@@ -87,14 +87,6 @@ def log(message):
 
 def slug(kind):
     return kind.replace(":", "-")
-
-
-def write_json(path, value):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def env1():
