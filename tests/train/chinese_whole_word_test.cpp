@@ -11,6 +11,7 @@
 #include "attnkit/train/pretraining.h"
 #include "attnkit/train/run_config.h"
 #include "attnkit/train/tasks.h"
+#include "support/statistics.h"
 #include "support/test_files.h"
 
 #include <fmt/format.h>
@@ -26,6 +27,7 @@ namespace attnkit::train {
 namespace {
 
 using attnkit::testing::error_of;
+using attnkit::testing::expect_binomial;
 using attnkit::testing::scratch_directory;
 using attnkit::testing::write_bytes;
 namespace fs = std::filesystem;
@@ -149,13 +151,6 @@ TEST(ChineseWholeWord, JiebasDictionaryFromDebianSegmentsARealSentence) {
     for (size_t i = first; i < last; ++i) cut += *tokenizer.id_to_token(static_cast<uint32_t>(ids[i]));
   }
   EXPECT_EQ(cut, "这种/规模/的/项目/中/很/难避/免/遇到/与/你/意见/不/和/，/中华人民共和国/成立/了/。");
-}
-
-// |observed - n p| within 5 standard deviations of Binomial(n, p).
-void expect_binomial(int64_t observed, int64_t n, double p, const char* what) {
-  const double mean = static_cast<double>(n) * p, sd = std::sqrt(static_cast<double>(n) * p * (1 - p));
-  EXPECT_LE(std::abs(static_cast<double>(observed) - mean), 5 * sd + 1)
-      << what << ": " << observed << " of " << n << ", expected " << mean << " +- " << 5 * sd;
 }
 
 TEST(ChineseWholeWord, WordsAreMaskedWholeAndTheSplitHoldsOverWordUnits) {

@@ -11,6 +11,7 @@
 #include "attnkit/train/run_config.h"
 #include "attnkit/train/tasks.h"
 #include "attnkit/train/trainer.h"
+#include "support/statistics.h"
 #include "support/test_files.h"
 
 #include <fmt/format.h>
@@ -29,6 +30,7 @@ namespace attnkit::train {
 namespace {
 
 using attnkit::testing::error_of;
+using attnkit::testing::expect_binomial;
 using attnkit::testing::scratch_directory;
 using attnkit::testing::write_bytes;
 namespace fs = std::filesystem;
@@ -42,13 +44,6 @@ fs::path write_vocab(const fs::path& dir, int words) {
   text += "##x\n##y\n";
   write_bytes(dir / "vocab.txt", text);
   return dir / "vocab.txt";
-}
-
-// |observed - n p| within 5 standard deviations of Binomial(n, p).
-void expect_binomial(int64_t observed, int64_t n, double p, const char* what) {
-  const double mean = static_cast<double>(n) * p, sd = std::sqrt(static_cast<double>(n) * p * (1 - p));
-  EXPECT_LE(std::abs(static_cast<double>(observed) - mean), 5 * sd + 1)
-      << what << ": " << observed << " of " << n << ", expected " << mean << " +- " << 5 * sd;
 }
 
 TEST(Pretraining, MaskingStatisticsHoldWithinBinomialBounds) {
