@@ -12,12 +12,11 @@ ids, fixed per step. One JSON line with the fields of attnkit_bench_train.
 import argparse
 import json
 import resource
-import time
 
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from train_peer import current_rss_mib
+from train_peer import adamw, current_rss_mib, timed_steps
 
 
 def main():
@@ -35,10 +34,7 @@ def main():
     model = BertForMaskedLM._from_config(config, attn_implementation="sdpa")
     assert model.config._attn_implementation == "sdpa", model.config._attn_implementation
     model.train()
-    decay = [t for t in model.parameters() if t.dim() >= 2]
-    rest = [t for t in model.parameters() if t.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
-                            lr=1e-4)
+    opt = adamw(model)
     ids = torch.randint(a.vocab, (a.batch, a.n))
     selected = (torch.arange(a.batch * a.n) % 20 < 3).view(a.batch, a.n)
     labels = torch.where(selected, ids, torch.full_like(ids, -100))
@@ -51,15 +47,7 @@ def main():
         opt.step()
         return loss.item()
 
-    for _ in range(a.warmup):
-        step()
-    t0 = time.perf_counter()
-    cpu0 = time.process_time()
-    loss = 0.0
-    for _ in range(a.steps):
-        loss = step()
-    seconds = time.perf_counter() - t0
-    cpu = time.process_time() - cpu0
+    seconds, cpu, loss = timed_steps(step, a.warmup, a.steps)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     import transformers
     print(json.dumps({"impl": "transformers", "kind": "softmax (sdpa)", "model": "mlm", "n": a.n, "batch": a.batch,

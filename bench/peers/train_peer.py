@@ -74,6 +74,25 @@ def current_rss_mib():
     return resident * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def adamw(model):
+    """attnkit's AdamW set-up: weight decay 0.01 on matrices, none on vectors, lr 1e-4."""
+    decay = [t for t in model.parameters() if t.dim() >= 2]
+    rest = [t for t in model.parameters() if t.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
+                             lr=1e-4)
+
+
+def timed_steps(step, warmup, steps):
+    """Runs step() warmup times untimed, then steps times: (wall seconds, CPU seconds, last loss)."""
+    for _ in range(warmup):
+        step()
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    loss = 0.0
+    for _ in range(steps):
+        loss = step()
+    return time.perf_counter() - t0, time.process_time() - cpu0, loss
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kind", default="softmax", choices=("softmax", "linear", "cosformer"))
@@ -84,10 +103,7 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = Gpt2(a.vocab, a.n, a.hidden, a.layers, a.heads, a.kind)
-    decay = [t for t in model.parameters() if t.dim() >= 2]
-    rest = [t for t in model.parameters() if t.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
-                            lr=1e-4)
+    opt = adamw(model)
     ids = torch.randint(a.vocab, (a.batch, a.n))
     targets = ids[:, 1:]
     baseline = current_rss_mib()
@@ -100,13 +116,7 @@ def main():
         opt.step()
         return loss.item()
 
-    for _ in range(a.warmup):
-        step()
-    t0 = time.perf_counter()
-    loss = 0.0
-    for _ in range(a.steps):
-        loss = step()
-    seconds = time.perf_counter() - t0
+    seconds, _, loss = timed_steps(step, a.warmup, a.steps)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"impl": "pytorch-eager", "kind": a.kind, "n": a.n, "batch": a.batch, "steps": a.steps,
                       "step_ms": 1000 * seconds / a.steps, "tokens_per_s": a.batch * a.n * a.steps / seconds,
