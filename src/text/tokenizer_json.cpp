@@ -468,23 +468,20 @@ ordered_json write_post_processor(const PostProcessor& processor) {
       out["trim_offsets"] = processor.trim_offsets;
       out["use_regex"] = true;
       return out;
-    case PostProcessor::Kind::kBert: {
-      // [CLS] and [SEP] are the first and last pieces of the single-text template.
-      const std::string& cls = processor.single.front().special_token;
-      const std::string& sep = processor.single.back().special_token;
-      out["type"] = "BertProcessing";
-      out["sep"] = ordered_json::array({sep, processor.special_tokens.at(sep).ids.at(0)});
-      out["cls"] = ordered_json::array({cls, processor.special_tokens.at(cls).ids.at(0)});
-      return out;
-    }
+    case PostProcessor::Kind::kBert:
     case PostProcessor::Kind::kRoberta: {
+      // [CLS] and [SEP] are the first and last pieces of the single-text template; RoBERTa's
+      // processor adds its two offset flags.
+      const bool roberta = processor.kind == PostProcessor::Kind::kRoberta;
       const std::string& cls = processor.single.front().special_token;
       const std::string& sep = processor.single.back().special_token;
-      out["type"] = "RobertaProcessing";
+      out["type"] = roberta ? "RobertaProcessing" : "BertProcessing";
       out["sep"] = ordered_json::array({sep, processor.special_tokens.at(sep).ids.at(0)});
       out["cls"] = ordered_json::array({cls, processor.special_tokens.at(cls).ids.at(0)});
-      out["trim_offsets"] = processor.trim_offsets;
-      out["add_prefix_space"] = processor.add_prefix_space;
+      if (roberta) {
+        out["trim_offsets"] = processor.trim_offsets;
+        out["add_prefix_space"] = processor.add_prefix_space;
+      }
       return out;
     }
     case PostProcessor::Kind::kTemplate: {
