@@ -37,6 +37,8 @@ def run(cmd, timeout, threads, extra_env=None):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timeout after {timeout} s"}
+    if p.returncode < 0:  # e.g. SIGKILL from the kernel's OOM killer: nothing on stderr
+        return {"error": f"killed by signal {-p.returncode}" + (" (out of memory?)" if p.returncode == -9 else "")}
     if p.returncode != 0:
         return {"error": (p.stderr.strip().splitlines() or ["failed"])[-1][:200]}
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -80,7 +82,7 @@ def main():
     out("|---|---|---|---|---|---|---|---|---|")
     ratios = {}
     peer_version = None
-    parameters = set()
+    parameters = {}  # n -> {(impl, count)}: the position table grows with n, so compare within one n
     for n, kinds in plan:
         args = shape_args(shape, n, batch, steps, warmup, a.threads)
         peer = run([a.peer_python, os.path.join(ROOT, "bench", "peers", "mlm_peer.py"), *args], timeout, a.threads,
@@ -98,10 +100,12 @@ def main():
                 f"{ratio(t[0], t[2])} | {ratio(t[1], t[2])} | {mem(ours)} | {mem(peer)} |")
             if t[0] and t[2]:
                 ratios[(kind, n)] = t[0] / t[2]
-            parameters |= {(r["impl"], r["parameters"]) for r in (ours, peer) if "parameters" in r}
+            parameters.setdefault(n, set()).update((r["impl"], r["parameters"]) for r in (ours, peer)
+                                                   if "parameters" in r)
     out()
-    out("Parameters: " + ", ".join(f"{impl} {count:,}" for impl, count in sorted(parameters))
-        + ("" if len({c for _, c in parameters}) <= 1 else " — the models DIFFER"))
+    out("Parameters: " + "; ".join(
+        f"n = {n}: " + ", ".join(f"{impl} {count:,}" for impl, count in sorted(found))
+        + ("" if len({c for _, c in found}) <= 1 else " — the models DIFFER") for n, found in parameters.items()))
     out()
     out("Speed-up = attnkit tokens/s over BertForMaskedLM's. attnkit's first column runs the masked-LM head on "
         "the selected 15% of positions only, as `attnkit train --task.name mlm` does; the second runs it on "
