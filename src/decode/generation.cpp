@@ -2,11 +2,15 @@
 
 #include "attnkit/error.h"
 
+#include "../ops/cpu/beam_kernel.h"
+#include "../ops/cpu/parallel.h"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -312,6 +316,66 @@ struct BeamHypotheses {
   }
 };
 
+// log_softmax over the last dimension of logits [R, V]: in place through the kernel for
+// contiguous float32 logits (the model's fresh output), rows split over the threads; ATen's
+// otherwise.
+at::Tensor log_softmax_rows(at::Tensor logits) {
+  if (logits.scalar_type() != at::kFloat || !logits.is_contiguous() || logits.requires_grad() ||
+      logits.dim() != 2)
+    return logits.log_softmax(-1);
+  float* data = logits.data_ptr<float>();
+  const int64_t V = logits.size(1);
+  ops::cpu::parallel_for(0, logits.size(0), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) ops::cpu::log_softmax_row(data + r * V, V);
+  });
+  return logits;
+}
+
+// The `count` best (score, flat id = k · V + v) of scores [P·K, V] + beam_scores [P·K] per source,
+// row-major [P, count], as topk over the [P, K·V] sum returns them.
+struct BeamTop {
+  int64_t count = 0;
+  std::vector<double> scores;
+  std::vector<int64_t> ids;
+};
+
+BeamTop beam_top(const at::Tensor& scores, const at::Tensor& beam_scores, int64_t P, int64_t K,
+                 int64_t count) {
+  BeamTop top;
+  top.count = count;
+  top.scores.resize(P * count);
+  top.ids.resize(P * count);
+  const int64_t V = scores.size(1);
+  if (scores.scalar_type() == at::kFloat && scores.is_contiguous() &&
+      beam_scores.scalar_type() == at::kFloat) {
+    const at::Tensor bs = beam_scores.contiguous();
+    const float* sp = scores.data_ptr<float>();
+    const float* bp = bs.data_ptr<float>();
+    std::atomic<bool> short_of_candidates{false};
+    ops::cpu::parallel_for(0, P, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const auto found = ops::cpu::beam_candidates(sp + b * K * V, V, K, V, bp + b * K, count);
+        if (static_cast<int64_t>(found.size()) < count) {  // NaN scores: ATen ranks them
+          short_of_candidates = true;
+          continue;
+        }
+        for (int64_t rank = 0; rank < count; ++rank) {
+          top.scores[b * count + rank] = found[rank].score;
+          top.ids[b * count + rank] = found[rank].index;
+        }
+      }
+    });
+    if (!short_of_candidates) return top;
+  }
+  at::Tensor total = (scores + beam_scores.unsqueeze(1)).view({P, K * V});
+  auto [values, ids] = total.topk(count, 1, true, true);
+  values = values.to(at::kDouble).contiguous();
+  ids = ids.contiguous();
+  std::copy(values.data_ptr<double>(), values.data_ptr<double>() + P * count, top.scores.begin());
+  std::copy(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + P * count, top.ids.begin());
+  return top;
+}
+
 std::vector<std::vector<Hypothesis>> generate_beam(LanguageModel& model,
                                                    const std::vector<std::vector<int64_t>>& prompts,
                                                    const GenerationConfig& config) {
@@ -343,14 +407,12 @@ std::vector<std::vector<Hypothesis>> generate_beam(LanguageModel& model,
 
   for (int64_t step = 0; step < config.max_new_tokens; ++step) {
     steps = step + 1;
-    at::Tensor scores = logits.log_softmax(-1);
+    const int64_t V = logits.size(1);
+    at::Tensor scores = log_softmax_rows(logits);
     process(scores, histories, step, config);
-    const int64_t V = scores.size(1);
-    at::Tensor total = (scores + beam_scores.unsqueeze(1)).view({P, K * V});
-    auto top = total.topk(std::min<int64_t>(candidates, K * V), 1, true, true);
-    at::Tensor top_scores = std::get<0>(top).to(at::kDouble), top_ids = std::get<1>(top);
-    auto ts = top_scores.accessor<double, 2>();
-    auto ti = top_ids.accessor<int64_t, 2>();
+    const BeamTop top = beam_top(scores, beam_scores, P, K, std::min<int64_t>(candidates, K * V));
+    const auto ts = [&](int64_t b, int64_t rank) { return top.scores[b * top.count + rank]; };
+    const auto ti = [&](int64_t b, int64_t rank) { return top.ids[b * top.count + rank]; };
     std::vector<double> next_scores(R, 0.0);
     std::vector<int64_t> next_tokens(R, config.pad_token_id), next_rows(R, 0);
     for (int64_t b = 0; b < P; ++b) {
@@ -359,15 +421,15 @@ std::vector<std::vector<Hypothesis>> generate_beam(LanguageModel& model,
         continue;
       }
       int64_t beam = 0;
-      for (int64_t rank = 0; rank < top_ids.size(1); ++rank) {
-        const int64_t token = ti[b][rank] % V, row = b * K + ti[b][rank] / V;
+      for (int64_t rank = 0; rank < top.count; ++rank) {
+        const int64_t token = ti(b, rank) % V, row = b * K + ti(b, rank) / V;
         if (is_eos(config, token)) {
           if (rank >= K) continue;
           std::vector<int64_t> tokens = generated[row];
           tokens.push_back(token);
-          hyps[b].add(std::move(tokens), ts[b][rank], step + 1);
+          hyps[b].add(std::move(tokens), ts(b, rank), step + 1);
         } else {
-          next_scores[b * K + beam] = ts[b][rank];
+          next_scores[b * K + beam] = ts(b, rank);
           next_tokens[b * K + beam] = token;
           next_rows[b * K + beam] = row;
           ++beam;
@@ -375,7 +437,7 @@ std::vector<std::vector<Hypothesis>> generate_beam(LanguageModel& model,
         if (beam == K) break;
       }
       if (beam < K) throw Error("generate: too few non-EOS beam candidates");
-      double best = ts[b][0];
+      double best = ts(b, 0);
       done[b] = done[b] || hyps[b].is_done(best, step + 1);
     }
     // Reorder and extend.
