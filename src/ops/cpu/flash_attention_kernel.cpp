@@ -154,10 +154,15 @@ template <typename T>
 void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* out, T* lse) {
   const int64_t q_tiles = (p.L + kFlashForwardQueryTile - 1) / kFlashForwardQueryTile;
   SingleThreadedBlas single_threaded_blas;
+  // Scratch for the largest tile this problem has: a decoding step (one query row) needs one row
+  // of scores, not a 256 × 512 tile (a 512 KiB vector is a fresh mmap, page faults and a memset
+  // at every call).
+  const int64_t tile_rows = std::min(kFlashForwardQueryTile, p.L);
+  const int64_t tile_cols = std::min(kFlashForwardKeyTile, p.S);
   parallel_for(0, p.B * p.H * q_tiles, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> s(kFlashForwardQueryTile * kFlashForwardKeyTile);
-    std::vector<T> acc(kFlashForwardQueryTile * p.dv);
-    std::vector<T> m(kFlashForwardQueryTile), l(kFlashForwardQueryTile);
+    std::vector<T> s(tile_rows * tile_cols);
+    std::vector<T> acc(tile_rows * p.dv);
+    std::vector<T> m(tile_rows), l(tile_rows);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_tiles, b = bh / p.H, h = bh % p.H;
       const int64_t q0 = (task % q_tiles) * kFlashForwardQueryTile;
