@@ -244,37 +244,48 @@ CrossAttentionCache::CrossAttentionCache(layers::MultiHeadAttentionImpl& attenti
   keys_ = split_heads(linear_rows(attention.k, memory), H);
   values_ = split_heads(linear_rows(attention.v, memory), H);
   if (padding_) padding_ = padding_->to(at::kBool);
-  const int64_t B = keys_.size(0);
-  row_ids_.resize(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    const bool same_as_previous =
-        b > 0 && at::equal(keys_[b], keys_[b - 1]) && at::equal(values_[b], values_[b - 1]) &&
-        (!padding_ || at::equal((*padding_)[b], (*padding_)[b - 1]));
-    row_ids_[static_cast<size_t>(b)] = same_as_previous ? row_ids_[static_cast<size_t>(b - 1)] : b;
-  }
+  row_ids_.resize(static_cast<size_t>(keys_.size(0)));
+  for (size_t b = 0; b < row_ids_.size(); ++b) row_ids_[b] = static_cast<int64_t>(b);
 }
 
 at::Tensor CrossAttentionCache::forward(layers::MultiHeadAttentionImpl& attention,
                                         const at::Tensor& x) {
   const auto& spec = attention.options().spec();
-  at::Tensor qh = split_heads(linear_rows(attention.q, x), attention.heads());
-  at::Tensor context;
-  switch (spec.kind) {
-    case AttentionKind::Softmax: {
-      c10::optional<at::Tensor> mask;
-      if (padding_) mask = ops::padding_mask(*padding_);
-      context = ops::softmax_attention(qh, keys_, values_, mask, false);
-      break;
-    }
-    case AttentionKind::Linear:
-      context = ops::linear_attention(qh, keys_, values_, *attention.feature_map(), false, padding_);
-      break;
-    default:
-      // cosFormer cross attention places query i at position i + 1 of the target: the query's
-      // angle depends on the target length, so it is computed per call over the cached keys.
-      throw Error("decode: cosFormer cross attention depends on the target length (M = max(L, "
-                  "S)) and has no cached form; use softmax or linear cross attention");
+  if (spec.kind != AttentionKind::Softmax && spec.kind != AttentionKind::Linear)
+    // cosFormer cross attention places query i at position i + 1 of the target: the query's
+    // angle depends on the target length, so it is computed per call over the cached keys.
+    throw Error("decode: cosFormer cross attention depends on the target length (M = max(L, "
+                "S)) and has no cached form; use softmax or linear cross attention");
+  const int64_t H = attention.heads();
+  const at::Tensor q = linear_rows(attention.q, x).contiguous();  // [R, n, H·d]
+  const int64_t R = q.size(0), n = q.size(1), U = keys_.size(0);
+  // Rows i·G .. i·G + G − 1 all reading stored row i (the beams of source i, or G = 1): their
+  // queries are one block of G·n rows against that row's keys, which are read once, not G times.
+  int64_t G = U > 0 && R % U == 0 ? R / U : 0;
+  for (int64_t r = 0; G > 0 && r < R; ++r)
+    if (row_ids_[static_cast<size_t>(r)] != r / G) G = 0;
+  at::Tensor keys = keys_, values = values_;
+  c10::optional<at::Tensor> padding = padding_;
+  if (G == 0) {  // any other arrangement: this step's rows gathered
+    G = 1;
+    const at::Tensor ids = at::tensor(row_ids_, at::kLong);
+    keys = keys_.index_select(0, ids);
+    values = values_.index_select(0, ids);
+    if (padding) padding = padding->index_select(0, ids);
   }
+  const int64_t blocks = R / G;
+  const at::Tensor qh = q.view({blocks, G * n, H, -1}).transpose(1, 2);  // [blocks, H, G·n, d]
+  at::Tensor context;
+  if (spec.kind == AttentionKind::Softmax) {
+    c10::optional<at::Tensor> mask;
+    if (padding) mask = ops::padding_mask(*padding);
+    context = ops::softmax_attention(qh, keys, values, mask, false);
+  } else {
+    context = ops::linear_attention(qh, keys, values, *attention.feature_map(), false, padding);
+  }
+  // [blocks, H, G·n, dv] -> [R, H, n, dv]
+  const int64_t dv = context.size(3);
+  context = context.transpose(1, 2).reshape({R, n, H, dv}).transpose(1, 2);
   return finish(attention, context);
 }
 
@@ -283,21 +294,12 @@ void CrossAttentionCache::select_rows(const at::Tensor& index) {
   const int64_t* r = rows.data_ptr<int64_t>();
   const auto B = static_cast<int64_t>(row_ids_.size());
   std::vector<int64_t> ids(static_cast<size_t>(rows.numel()));
-  bool unchanged = rows.numel() == B;
   for (int64_t i = 0; i < rows.numel(); ++i) {
-    if (r[i] < 0 || r[i] >= B) {  // index_select below names the bad index
-      unchanged = false;
-      ids.clear();
-      break;
-    }
+    if (r[i] < 0 || r[i] >= B)
+      throw Error(fmt::format("decode: select_rows: row {} is outside [0, {})", r[i], B));
     ids[static_cast<size_t>(i)] = row_ids_[static_cast<size_t>(r[i])];
-    unchanged = unchanged && ids[static_cast<size_t>(i)] == row_ids_[static_cast<size_t>(i)];
   }
-  if (unchanged) return;
   row_ids_ = std::move(ids);
-  keys_ = keys_.index_select(0, index);
-  values_ = values_.index_select(0, index);
-  if (padding_) padding_ = padding_->index_select(0, index);
 }
 
 // ---- the model ------------------------------------------------------------------------------

@@ -163,7 +163,33 @@ TEST(Incremental, CrossAttentionCacheSelectRowsEqualsReorderedMemory) {
     EXPECT_TRUE(torch::allclose(cache.forward(*mha, x), fresh.forward(*mha, x), 1e-5, 1e-5))
         << order[0] << order[1] << order[2] << order[3] << order[4] << order[5];
   }
-  EXPECT_THROW(cache.select_rows(torch::tensor({0, 6}, at::kLong)), c10::Error);
+  EXPECT_THROW(cache.select_rows(torch::tensor({0, 6}, at::kLong)), attnkit::Error);
+}
+
+// A beam search's expansion (each source's memory row read by its consecutive beams): the block
+// path (each source's keys read once for its beams' queries, 1 and 3 query positions per row)
+// equals a cache made from the expanded memory, and so does any later reordering.
+TEST(Incremental, CrossAttentionCacheExpandedToBeamsEqualsExpandedMemory) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(8);
+  layers::MultiHeadAttention mha(layers::MultiHeadAttentionOptions(8, 2));
+  const at::Tensor memory = torch::randn({3, 5, 8});
+  at::Tensor padding = torch::ones({3, 5}, at::kBool);
+  padding[1].narrow(0, 3, 2).fill_(false);
+  decode::CrossAttentionCache cache(*mha, memory, padding);
+  const at::Tensor expand = torch::tensor({0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}, at::kLong);
+  cache.select_rows(expand);
+  decode::CrossAttentionCache fresh(*mha, memory.index_select(0, expand),
+                                    padding.index_select(0, expand));
+  for (int64_t n : {1, 3}) {
+    const at::Tensor x = torch::randn({12, n, 8});
+    EXPECT_TRUE(torch::allclose(cache.forward(*mha, x), fresh.forward(*mha, x), 1e-5, 1e-5)) << n;
+  }
+  const at::Tensor reorder = torch::tensor({1, 1, 3, 0, 4, 7, 5, 5, 8, 9, 10, 11}, at::kLong);
+  cache.select_rows(reorder);
+  fresh.select_rows(reorder);
+  const at::Tensor x = torch::randn({12, 1, 8});
+  EXPECT_TRUE(torch::allclose(cache.forward(*mha, x), fresh.forward(*mha, x), 1e-5, 1e-5));
 }
 
 TEST(Incremental, CosformerHorizonIsEnforced) {

@@ -64,12 +64,13 @@ class CrossAttentionCache {
   void select_rows(const at::Tensor& index);
 
  private:
-  at::Tensor keys_, values_;  // [batch, heads, S, d]
+  // The keys and values of the memory the cache was made with, one row per memory row (never
+  // copied): [memory rows, heads, S, d]; row_ids_[r] is the memory row that decoding row r reads.
+  // select_rows only maps rows (a beam search's expansion to its beams and their reordering at
+  // every step copy nothing); forward reads each memory row once for all the rows that read it
+  // when they are consecutive blocks (the beams of one source).
+  at::Tensor keys_, values_;
   c10::optional<at::Tensor> padding_;
-  at::Tensor phi_sums_;       // feature-map kinds: [batch, heads, m, dv + 1]
-  // Rows with equal ids hold the same bits (the beams of one source): select_rows copies
-  // nothing when every row would receive the bits it holds (a beam search reorders beams
-  // within their source at every step).
   std::vector<int64_t> row_ids_;
 };
 
