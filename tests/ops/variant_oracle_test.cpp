@@ -109,8 +109,13 @@ TEST_P(VariantProperty, CausalOutputsIgnoreFutureTokens) {
     inputs[idx].narrow(2, t + 1, n - t - 1).normal_();
   }
   auto after = c.op(inputs);
-  EXPECT_TRUE(torch::allclose(before.narrow(2, 0, t + 1), after.narrow(2, 0, t + 1), 0, 1e-12))
-      << GetParam();
+  // Not bit for bit: two calls may sum in different orders (a BLAS that picks its thread count
+  // per call, as MKL may under load, splits its reductions differently). The torch 2.x suite saw
+  // linear:favor and synthesizer-dense exceed 1e-12 only under load (the size was not recorded;
+  // it is printed now). A leak from a later token would be ~1e-2.
+  EXPECT_TRUE(torch::allclose(before.narrow(2, 0, t + 1), after.narrow(2, 0, t + 1), 1e-9, 1e-9))
+      << GetParam() << " max diff "
+      << (before.narrow(2, 0, t + 1) - after.narrow(2, 0, t + 1)).abs().max().item<double>();
   EXPECT_FALSE(torch::allclose(before.narrow(2, t + 1, n - t - 1),
                                after.narrow(2, t + 1, n - t - 1)))
       << GetParam() << ": later outputs should change with the perturbed tokens";
