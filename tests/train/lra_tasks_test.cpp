@@ -6,6 +6,7 @@
 #include "attnkit/train/tasks.h"
 #include "attnkit/train/trainer.h"
 #include "support/idx_files.h"
+#include "support/run_configs.h"
 #include "support/test_files.h"
 
 #include <gtest/gtest.h>
@@ -25,17 +26,9 @@ using attnkit::testing::scratch_directory;
 using attnkit::testing::write_bytes;
 
 RunConfig tiny(const std::string& task) {
-  RunConfig c;
-  c.task.name = task;
-  c.task.batch_size = 8;
+  RunConfig c = attnkit::testing::quiet_tiny_run(task, 8, 16, 1, 2);
   c.task.train_examples = 16;
   c.task.eval_examples = 8;
-  c.model.hidden = 16;
-  c.model.layers = 1;
-  c.model.heads = 2;
-  c.model.dropout = 0.0;
-  c.trainer.quiet = true;
-  c.trainer.log_every = 1000;
   return c;
 }
 

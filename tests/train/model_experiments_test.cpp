@@ -9,6 +9,7 @@
 #include "attnkit/train/run_config.h"
 #include "attnkit/train/tasks.h"
 #include "attnkit/train/trainer.h"
+#include "support/run_configs.h"
 #include "support/test_files.h"
 
 #include <fmt/format.h>
@@ -44,18 +45,10 @@ void write_corpus(const fs::path& dir) {
 }
 
 RunConfig mlm_config(const fs::path& dir) {
-  RunConfig c;
-  c.task.name = "mlm";
+  RunConfig c = attnkit::testing::quiet_tiny_run("mlm", 8, 32, 3, 4);
   c.task.data = (dir / "train.txt").string();
   c.task.tokenizer = (dir / "vocab.txt").string();
-  c.task.batch_size = 8;
   c.task.truncate = 16;
-  c.model.hidden = 32;
-  c.model.layers = 3;
-  c.model.heads = 4;
-  c.model.dropout = 0.0;
-  c.trainer.quiet = true;
-  c.trainer.log_every = 1000;
   c.trainer.optimizer.learning_rate = 3e-3;
   return c;
 }
@@ -233,18 +226,10 @@ void write_labelled(const fs::path& dir) {
 }
 
 RunConfig conditional_config(const fs::path& dir) {
-  RunConfig c;
-  c.task.name = "conditional-lm";
+  RunConfig c = attnkit::testing::quiet_tiny_run("conditional-lm", 16, 32, 2, 4);
   c.task.data = (dir / "train.tsv").string();
   c.task.tokenizer = (dir / "vocab.txt").string();
-  c.task.batch_size = 16;
   c.task.truncate = 12;
-  c.model.hidden = 32;
-  c.model.layers = 2;
-  c.model.heads = 4;
-  c.model.dropout = 0.0;
-  c.trainer.quiet = true;
-  c.trainer.log_every = 1000;
   c.trainer.steps = 150;
   c.trainer.optimizer.learning_rate = 3e-3;
   c.trainer.schedule.warmup_steps = 10;

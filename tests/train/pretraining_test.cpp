@@ -11,6 +11,7 @@
 #include "attnkit/train/run_config.h"
 #include "attnkit/train/tasks.h"
 #include "attnkit/train/trainer.h"
+#include "support/run_configs.h"
 #include "support/statistics.h"
 #include "support/test_files.h"
 
@@ -173,18 +174,10 @@ TEST(Pretraining, BadMaskingSettingsAreOneLineErrors) {
 }
 
 RunConfig text_config(const std::string& task, const fs::path& data, const fs::path& vocab) {
-  RunConfig c;
-  c.task.name = task;
+  RunConfig c = attnkit::testing::quiet_tiny_run(task, 16, 32, 2, 4);
   c.task.data = data.string();
   c.task.tokenizer = vocab.string();
-  c.task.batch_size = 16;
   c.task.truncate = 16;
-  c.model.hidden = 32;
-  c.model.layers = 2;
-  c.model.heads = 4;
-  c.model.dropout = 0.0;
-  c.trainer.quiet = true;
-  c.trainer.log_every = 1000;
   c.trainer.optimizer.learning_rate = 3e-3;
   c.trainer.schedule.warmup_steps = 10;
   return c;

@@ -5,6 +5,7 @@
 #include "attnkit/train/run_config.h"
 #include "attnkit/train/tasks.h"
 #include "attnkit/train/trainer.h"
+#include "support/run_configs.h"
 #include "support/test_files.h"
 
 #include <gtest/gtest.h>
@@ -23,20 +24,12 @@ using attnkit::testing::scratch_directory;
 using attnkit::testing::write_bytes;
 
 RunConfig tiny(const std::string& task) {
-  RunConfig c;
-  c.task.name = task;
-  c.task.batch_size = 8;
+  RunConfig c = attnkit::testing::quiet_tiny_run(task, 8, 16, 1, 2);
   c.task.min_length = 4;
   c.task.max_length = 8;
   c.task.train_examples = 64;
   c.task.eval_examples = 16;
   c.task.symbols = 6;
-  c.model.hidden = 16;
-  c.model.layers = 1;
-  c.model.heads = 2;
-  c.model.dropout = 0.0;
-  c.trainer.quiet = true;
-  c.trainer.log_every = 1000;
   return c;
 }
 
