@@ -29,7 +29,13 @@ build: configure
 # ctest runs $(JOBS) test processes at once; OpenBLAS would give each of them a pool of $(JOBS)
 # spinning workers (it ignores LibTorch's thread setting), which made some tests 20x slower.
 # The ctest suite, then the Python package against the pinned PyTorch 2.x (test-python below).
-test: build
+# The Python package's venv (a ~2.5 GB download, little CPU) is made in the background while the
+# C++ build runs; test_python_package.sh waits for it (scripts/python_package_venv.sh's lock).
+test: configure
+	@mkdir -p $(BUILD)
+	@echo "make: making the Python package's venv in the background (log: $(BUILD)/python-package-venv.log)"
+	@(bash scripts/python_package_venv.sh > $(BUILD)/python-package-venv.log 2>&1 &)
+	cmake --build $(BUILD) -j $(JOBS)
 	OPENBLAS_NUM_THREADS=1 ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	bash scripts/test_python_package.sh
 

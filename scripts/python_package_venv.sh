@@ -16,6 +16,13 @@ REQUIREMENTS=(scripts/requirements-bench.txt scripts/requirements-python-package
 
 say() { echo "python_package_venv.sh: $*" >&2; }
 
+# One maker at a time: `make test` starts this script in the background while the C++ build runs
+# (the download is ~2.5 GB and takes no CPU to speak of); a second call (test_python_package.sh)
+# waits here for the first one, then finds the venv in place.
+mkdir -p "$CACHE"
+exec 9> "$CACHE/venv-py.lock"
+flock 9
+
 # The stamp (hash of both requirements files) is written last, so an interrupted install is redone
 # from scratch on the next run.
 stamp="$VENV/.attnkit-requirements.sha256"
@@ -25,7 +32,6 @@ if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want"
 else
   say "creating $VENV from ${REQUIREMENTS[*]} (PyTorch: about 2.5 GB to download unless pip's cache has it)"
   rm -rf "$VENV"
-  mkdir -p "$CACHE"
   /usr/bin/python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --no-deps --require-hashes \
     -r scripts/requirements-bench.txt -r scripts/requirements-python-package.txt >&2

@@ -17,7 +17,7 @@ namespace {
 using namespace attnkit;
 using decode::Strategy;
 
-models::TaskModel tiny_lm(bool causal = true, bool masked = false) {
+models::TaskModel tiny_run_lm(bool causal = true, bool masked = false) {
   auto config = models::TransformerConfig::gpt2(29, 16, 2, 2);
   config.attention.causal = causal;
   config.dropout = 0.0;
@@ -48,7 +48,7 @@ const std::vector<std::vector<int64_t>> kPrompts = {{3, 4, 5, 6, 7}, {8}, {10, 1
 
 TEST(GenerationRun, CallbackStreamsExactlyTheReturnedTokens) {
   for (Strategy strategy : {Strategy::Greedy, Strategy::Sample, Strategy::Beam}) {
-    auto r = request(tiny_lm(), kPrompts, strategy);
+    auto r = request(tiny_run_lm(), kPrompts, strategy);
     r.config.eos_token_ids = {2};  // rows may end early
     r.config.seed = 17;
     std::map<int64_t, std::vector<int64_t>> streamed;
@@ -65,7 +65,7 @@ TEST(GenerationRun, CallbackStreamsExactlyTheReturnedTokens) {
 }
 
 TEST(GenerationRun, BatchedPromptsGiveTheIdsOfOneAtATime) {
-  const auto model = tiny_lm();
+  const auto model = tiny_run_lm();
   for (Strategy strategy : {Strategy::Greedy, Strategy::Beam}) {
     const auto batched = decode::run_generation(request(model, kPrompts, strategy));
     for (size_t p = 0; p < kPrompts.size(); ++p) {
@@ -77,16 +77,16 @@ TEST(GenerationRun, BatchedPromptsGiveTheIdsOfOneAtATime) {
 }
 
 TEST(GenerationRun, BadPromptsAndModelsAreOneLineErrors) {
-  const auto model = tiny_lm();
+  const auto model = tiny_run_lm();
   EXPECT_THROW(decode::run_generation(request(model, {{3, 29}}, Strategy::Greedy)), Error);
   EXPECT_THROW(decode::run_generation(request(model, {{}}, Strategy::Greedy)), Error);
   try {
-    decode::language_model(tiny_lm(false, false), "dir");
+    decode::language_model(tiny_run_lm(false, false), "dir");
     FAIL() << "no LM head accepted";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "generate: dir has neither a causal-LM nor a masked-LM head");
   }
-  const auto unilm = tiny_lm(false, true);
+  const auto unilm = tiny_run_lm(false, true);
   EXPECT_TRUE(decode::decodes_as_unilm(unilm->heads()));
   EXPECT_STREQ(decode::default_end_token(unilm->heads()), "[SEP]");
   EXPECT_STREQ(decode::default_end_token(model->heads()), "<|endoftext|>");

@@ -13,9 +13,6 @@
 namespace attnkit::train::detail {
 namespace {
 
-// Evaluation masks the validation blocks with streams of their own, the same at every evaluation.
-constexpr uint64_t kEvaluationStream = uint64_t{1} << 62;
-
 class MaskedLanguageModelTask : public ModelTask {
  public:
   MaskedLanguageModelTask(models::TaskModel model, const RunConfig& config, TextBlocks blocks,

@@ -14,8 +14,6 @@
 namespace attnkit::train::detail {
 namespace {
 
-constexpr uint64_t kEvaluationStream = uint64_t{1} << 62;
-
 class PermutationLanguageModelTask : public ModelTask {
  public:
   PermutationLanguageModelTask(models::TaskModel model, const RunConfig& config, TextBlocks blocks)

@@ -27,6 +27,10 @@
 
 namespace attnkit::train::detail {
 
+// The random streams of evaluation (mlm, plm): validation blocks are masked or permuted with
+// streams of their own, the same at every evaluation.
+constexpr uint64_t kEvaluationStream = uint64_t{1} << 62;
+
 using Ids = std::vector<int64_t>;
 
 // Which examples micro-batch `index` of `rank` reads: positions g·B .. g·B+B-1 (g = index·world
