@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "attnkit/train/text_datasets.h"
+#include "attnkit/data/text_datasets.h"
 #include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -12,11 +12,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path =
       fuzz::write_scratch_file("data.jsonl", std::string_view(reinterpret_cast<const char*>(data), size));
   for (const bool skip : {false, true}) {
-    train::DataReadOptions options;
+    data::DataReadOptions options;
     options.skip_bad_lines = skip;
-    fuzz::expect_clean([&] { (void)train::read_classification_jsonl(path, {}, options); }, path);
-    fuzz::expect_clean([&] { (void)train::read_classification_jsonl(path, {"neg", "pos"}, options); }, path);
-    fuzz::expect_clean([&] { (void)train::read_tagging_jsonl(path, {}, options); }, path);
+    fuzz::expect_clean([&] { (void)data::read_classification_jsonl(path, {}, options); }, path);
+    fuzz::expect_clean([&] { (void)data::read_classification_jsonl(path, {"neg", "pos"}, options); }, path);
+    fuzz::expect_clean([&] { (void)data::read_tagging_jsonl(path, {}, options); }, path);
   }
   return 0;
 }

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "attnkit/train/text_datasets.h"
+#include "attnkit/data/text_datasets.h"
 #include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -14,13 +14,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fuzz::write_scratch_file("data.tsv", std::string_view(reinterpret_cast<const char*>(data), size));
   for (const bool header : {false, true}) {
     for (const bool skip : {false, true}) {
-      train::DataReadOptions options;
+      data::DataReadOptions options;
       options.header = header;
       options.skip_bad_lines = skip;
-      fuzz::expect_clean([&] { (void)train::read_classification_tsv(path, {}, options); }, path);
-      fuzz::expect_clean([&] { (void)train::read_classification_tsv(path, {"0", "1"}, options); }, path);
-      fuzz::expect_clean([&] { (void)train::read_tagging_tsv(path, {}, options); }, path);
-      fuzz::expect_clean([&] { (void)train::read_seq2seq_tsv(path, options); }, path);
+      fuzz::expect_clean([&] { (void)data::read_classification_tsv(path, {}, options); }, path);
+      fuzz::expect_clean([&] { (void)data::read_classification_tsv(path, {"0", "1"}, options); }, path);
+      fuzz::expect_clean([&] { (void)data::read_tagging_tsv(path, {}, options); }, path);
+      fuzz::expect_clean([&] { (void)data::read_seq2seq_tsv(path, options); }, path);
     }
   }
   return 0;

@@ -8,11 +8,12 @@
 #include "attnkit/demo/demo.h"
 #include "bench_output.h"
 #include "attnkit/error.h"
+#include "attnkit/data/listops.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/process.h"
 #include "attnkit/progress.h"
 #include "attnkit/report/head_plots.h"
-#include "attnkit/train/listops.h"
+#include "attnkit/train/data_tensors.h"
 #include "attnkit/train/run_config.h"
 
 #include <fmt/format.h>
@@ -55,11 +56,11 @@ report::Section heads_stage(const StageContext& context) {
 
   // Fresh ListOps expressions with the lengths the model was trained on (another seed than the
   // training and validation splits).
-  train::ListOpsOptions listops;
+  data::ListOpsOptions listops;
   listops.min_length = config.task.min_length;
   listops.max_length = config.task.max_length;
   const size_t examples = o.quick ? 200 : 1000;
-  const auto batch = train::make_listops_batch(train::generate_listops(listops, o.seed * 2 + 7, examples),
+  const auto batch = train::make_listops_batch(data::generate_listops(listops, o.seed * 2 + 7, examples),
                                                config.task.truncate);
   const auto mask = (at::arange(batch.ids.size(1)).unsqueeze(0) < batch.lengths.unsqueeze(1)).to(at::kLong);
   auto task = analysis::classification_task(loaded.task, batch.ids, mask, batch.labels, 50);
@@ -74,7 +75,7 @@ report::Section heads_stage(const StageContext& context) {
     inputs.input_ids = batch.ids;
     inputs.attention_mask = mask;
     inputs.labels = batch.labels;
-    inputs.label_count = train::ListOpsVocabulary::kNumClasses;
+    inputs.label_count = data::ListOpsVocabulary::kNumClasses;
     return inputs;
   };
   options.batch_size = 50;

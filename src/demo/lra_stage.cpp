@@ -13,7 +13,7 @@
 #include "attnkit/file.h"
 #include "attnkit/process.h"
 #include "attnkit/report/plot.h"
-#include "attnkit/train/pathfinder.h"
+#include "attnkit/data/pathfinder.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -156,9 +156,9 @@ report::Section lra_stage(const StageContext& context) {
   report::Section section;
 
   // 1. Samples.
-  auto images = train::generate_pathfinder(train::pathfinder_options(32), o.seed, 16);
+  auto images = data::generate_pathfinder(data::pathfinder_options(32), o.seed, 16);
   const fs::path sheet = context.dir / "pathfinder-samples.svg";
-  train::write_pathfinder_sheet(images, sheet.string());
+  data::write_pathfinder_sheet(images, sheet.string());
   section.blocks.push_back({
       "Pathfinder (docs/lra.md): does a path join the two circles? Sixteen 32×32 images of the hard setting from "
       "attnkit's generator (two contours of 14 paddles, five distractors of 4), each captioned with its label; the "

@@ -1,7 +1,7 @@
 // The LRA image tasks (lra-pathfinder, lra-image): pixel tokens from the split files or
 // Fashion-MNIST IDX files, their errors, and a tiny model that learns an easy Pathfinder.
 #include "attnkit/error.h"
-#include "attnkit/train/pathfinder.h"
+#include "attnkit/data/pathfinder.h"
 #include "attnkit/train/run_config.h"
 #include "attnkit/train/tasks.h"
 #include "attnkit/train/trainer.h"
@@ -79,12 +79,12 @@ TEST(LraTasks, ImageReadsFashionMnistFilesAsPixelTokens) {
 
 TEST(LraTasks, PathfinderReadsSplitFiles) {
   const auto dir = scratch_directory("lra_tasks");
-  PathfinderSplitOptions options;
-  options.generator = pathfinder_options(32);
+  data::PathfinderSplitOptions options;
+  options.generator = data::pathfinder_options(32);
   options.train_count = 12;
   options.validation_count = 6;
   options.test_count = 4;
-  const auto files = write_pathfinder_splits(options, (dir / "pf").string());
+  const auto files = data::write_pathfinder_splits(options, (dir / "pf").string());
   auto config = tiny("lra-pathfinder");
   config.task.data = (dir / "pf").string();
   auto task = make_task(config);
@@ -115,7 +115,7 @@ TEST(LraTasks, TinyModelLearnsAnEasyPathfinder) {
   // best threshold on that count reaches 0.81, so this test shows the task trains, not that a
   // model solves long-range connectivity.
   const auto dir = scratch_directory("lra_tasks");
-  PathfinderSplitOptions options;
+  data::PathfinderSplitOptions options;
   options.generator.size = 12;
   options.generator.paddles = 2;
   options.generator.distractors = 0;
@@ -124,7 +124,7 @@ TEST(LraTasks, TinyModelLearnsAnEasyPathfinder) {
   options.validation_count = 400;
   options.test_count = 2;
   options.seed = 1;
-  write_pathfinder_splits(options, dir.string());
+  data::write_pathfinder_splits(options, dir.string());
   auto config = tiny("lra-pathfinder");
   config.task.data = dir.string();
   config.task.batch_size = 32;

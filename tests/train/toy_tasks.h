@@ -5,8 +5,9 @@
 //   LinearRegressionTask a float64 linear model on a fixed data set (micro-batch i = examples
 //                       i·b .. i·b+b-1 of the rank's shard), exact enough for equivalence checks.
 // And run_test_child: this test binary run again as a child with a role in its environment.
+#include "attnkit/data/synthetic_tasks.h"
 #include "attnkit/models/transformer_model.h"
-#include "attnkit/train/synthetic_tasks.h"
+#include "attnkit/train/data_tensors.h"
 #include "attnkit/train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -43,22 +44,22 @@ TORCH_MODULE(TinyLm);
 class TinyLmTask : public train::TrainingTask {
  public:
   explicit TinyLmTask(int64_t batch_size = 4, uint64_t init_seed = 123) : batch_size_(batch_size) {
-    options_.task = train::SyntheticTask::kCopy;
+    options_.task = data::SyntheticTask::kCopy;
     options_.min_length = options_.max_length = 5;
     options_.num_symbols = 6;
-    config_ = models::TransformerConfig::bert(train::synthetic_vocab_size(options_), 16, 2, 2, 32);
+    config_ = models::TransformerConfig::bert(data::synthetic_vocab_size(options_), 16, 2, 2, 32);
     config_.max_positions = 16;
     config_.pooler = false;
     config_.type_vocab_size = 0;
     config_.dropout = 0.1;
     torch::manual_seed(init_seed);
     net_ = TinyLm(config_);
-    validation_ = train::make_synthetic_batch(train::generate_synthetic_task(options_, 777, 16));
+    validation_ = train::make_synthetic_batch(data::generate_synthetic_task(options_, 777, 16));
   }
   torch::nn::Module& module() override { return *net_; }
   train::MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
     const uint64_t seed = 1000 + static_cast<uint64_t>(index * world + rank);
-    auto batch = train::make_synthetic_batch(train::generate_synthetic_task(options_, seed, batch_size_));
+    auto batch = train::make_synthetic_batch(data::generate_synthetic_task(options_, seed, batch_size_));
     at::Tensor loss = loss_of(batch);
     if (index == nan_at_index) loss = loss * std::numeric_limits<double>::quiet_NaN();
     return {loss, batch.inputs.numel()};
@@ -83,7 +84,7 @@ class TinyLmTask : public train::TrainingTask {
         logits.reshape({-1, logits.size(-1)}), batch.targets.reshape({-1}),
         torch::nn::functional::CrossEntropyFuncOptions().ignore_index(train::SyntheticBatch::kIgnoreIndex));
   }
-  train::SyntheticTaskOptions options_;
+  data::SyntheticTaskOptions options_;
   models::TransformerConfig config_;
   int64_t batch_size_;
   TinyLm net_{nullptr};

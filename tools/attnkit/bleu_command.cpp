@@ -1,9 +1,9 @@
-// attnkit bleu: sacreBLEU's corpus BLEU and chrF (include/attnkit/train/metrics.h) of a file of
+// attnkit bleu: sacreBLEU's corpus BLEU and chrF (include/attnkit/metrics/metrics.h) of a file of
 // hypotheses against one or more reference files, one detokenised segment per line.
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/text/unicode.h"
-#include "attnkit/train/metrics.h"
+#include "attnkit/metrics/metrics.h"
 #include "command.h"
 
 #include <fmt/format.h>
@@ -47,8 +47,8 @@ int run_bleu(const BleuArguments& args) {
                               hypotheses.size()));
     for (size_t i = 0; i < lines.size(); ++i) references[i].push_back(lines[i]);
   }
-  fmt::print("{}\n{}\n", train::format_sacrebleu(train::sacrebleu_corpus_bleu(hypotheses, references)),
-             train::format_chrf(train::sacrebleu_corpus_chrf(hypotheses, references)));
+  fmt::print("{}\n{}\n", metrics::format_sacrebleu(metrics::sacrebleu_corpus_bleu(hypotheses, references)),
+             metrics::format_chrf(metrics::sacrebleu_corpus_chrf(hypotheses, references)));
   return 0;
 }
 

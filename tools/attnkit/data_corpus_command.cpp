@@ -1,8 +1,8 @@
 // attnkit data corpus: train.txt / valid.txt for the LM tasks from Debian's fortunes or any text file
-// (include/attnkit/train/corpus.h).
+// (include/attnkit/data/corpus.h).
 #include "command.h"
 
-#include "attnkit/train/corpus.h"
+#include "attnkit/data/corpus.h"
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@ namespace attnkit::cli {
 
 void add_data_corpus_command(CLI::App* data_cmd, GlobalOptions& global) {
   struct Args {
-    train::CorpusOptions options;
+    data::CorpusOptions options;
     std::string out, format = "paragraphs";
   };
   auto args = std::make_shared<Args>();
@@ -35,8 +35,8 @@ void add_data_corpus_command(CLI::App* data_cmd, GlobalOptions& global) {
   cmd->callback([args, &global] {
     global.action = [args, &global] {
       args->options.file_format =
-          args->format == "fortune" ? train::DocumentFormat::kFortune : train::DocumentFormat::kParagraphs;
-      const auto s = train::write_corpus(args->options, args->out);
+          args->format == "fortune" ? data::DocumentFormat::kFortune : data::DocumentFormat::kParagraphs;
+      const auto s = data::write_corpus(args->options, args->out);
       if (!global.quiet)
         fmt::print("read {} file(s); wrote {} ({} documents, {} bytes) and {} ({} documents, {} bytes)\n",
                    s.files.size(), s.train_path, s.train_documents, s.train_bytes, s.valid_path,

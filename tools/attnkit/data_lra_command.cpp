@@ -3,7 +3,7 @@
 #include "command.h"
 
 #include "attnkit/error.h"
-#include "attnkit/train/pathfinder.h"
+#include "attnkit/data/pathfinder.h"
 
 #include <fmt/format.h>
 
@@ -31,26 +31,26 @@ struct PathfinderArguments {
 
 int run_pathfinder(const PathfinderArguments& a, bool seed_given, const GlobalOptions& global) {
   if (a.out.empty() && a.samples.empty()) throw Error("data lra-pathfinder: give --out DIR, --samples FILE or both");
-  train::PathfinderSplitOptions options;
-  options.generator = train::pathfinder_options(a.size);
+  data::PathfinderSplitOptions options;
+  options.generator = data::pathfinder_options(a.size);
   if (a.paddles >= 0) options.generator.paddles = a.paddles;
   if (a.distractors >= 0) options.generator.distractors = a.distractors;
   if (a.distractor_paddles >= 0) options.generator.distractor_paddles = a.distractor_paddles;
   if (a.max_turn >= 0) options.generator.max_turn_degrees = a.max_turn;
-  train::check_pathfinder_options(options.generator);
+  data::check_pathfinder_options(options.generator);
   options.train_count = a.train;
   options.validation_count = a.val;
   options.test_count = a.test;
   options.seed = seed_given ? a.seed : global.seed;
   if (!a.samples.empty()) {
     // The first images of the training split's stream (the same seed).
-    auto images = train::generate_pathfinder(options.generator, options.seed * 4 + 1,
+    auto images = data::generate_pathfinder(options.generator, options.seed * 4 + 1,
                                              static_cast<size_t>(a.sample_count));
-    train::write_pathfinder_sheet(images, a.samples);
+    data::write_pathfinder_sheet(images, a.samples);
     if (!global.quiet) fmt::print("wrote {}\n", a.samples);
   }
   if (!a.out.empty()) {
-    auto files = train::write_pathfinder_splits(options, a.out);
+    auto files = data::write_pathfinder_splits(options, a.out);
     if (!global.quiet) fmt::print("wrote {}, {}, {}\n", files.train, files.validation, files.test);
   }
   return 0;

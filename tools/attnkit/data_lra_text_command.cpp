@@ -1,9 +1,9 @@
 // attnkit data lra-text / lra-retrieval: the Long-Range Arena's byte-level text tasks built from
-// Debian's fortunes (include/attnkit/train/lra_text.h).
+// Debian's fortunes (include/attnkit/data/lra_text.h).
 #include "command.h"
 
 #include "attnkit/error.h"
-#include "attnkit/train/lra_text.h"
+#include "attnkit/data/lra_text.h"
 
 #include <fmt/format.h>
 
@@ -16,12 +16,12 @@ namespace {
 struct TextArguments {
   std::string out;
   std::vector<std::string> categories;
-  train::LraTextOptions options;
+  data::LraTextOptions options;
 };
 
 void add_one(CLI::App* data_cmd, GlobalOptions& global, const std::string& name, bool retrieval) {
   auto args = std::make_shared<TextArguments>();
-  args->options = retrieval ? train::retrieval_text_options() : train::LraTextOptions{};
+  args->options = retrieval ? data::retrieval_text_options() : data::LraTextOptions{};
   args->categories = args->options.categories;
   auto* cmd = data_cmd->add_subcommand(
       name, retrieval ? "LRA Retrieval stand-in: pairs of fortune passages, same category or not "
@@ -43,11 +43,11 @@ void add_one(CLI::App* data_cmd, GlobalOptions& global, const std::string& name,
   cmd->callback([args, seed, retrieval, &global] {
     const bool seed_given = seed->count() > 0;
     global.action = [args, seed_given, retrieval, &global] {
-      train::LraTextOptions options = args->options;
+      data::LraTextOptions options = args->options;
       options.categories = args->categories;
       if (!seed_given) options.seed = global.seed;
-      const auto files = retrieval ? train::write_lra_retrieval(options, args->out)
-                                   : train::write_lra_text(options, args->out);
+      const auto files = retrieval ? data::write_lra_retrieval(options, args->out)
+                                   : data::write_lra_text(options, args->out);
       if (!global.quiet)
         fmt::print("wrote {} ({}), {} ({}), {} ({})\n", files.train, files.train_count, files.val, files.val_count,
                    files.test, files.test_count);

@@ -1,9 +1,9 @@
 // attnkit data parallel: source<TAB>target train / val / test files for translation, from two
 // SWORD Bible modules (verse-aligned, split by book) or from a user TSV of pairs
-// (include/attnkit/train/parallel_corpus.h).
+// (include/attnkit/data/parallel_corpus.h).
 #include "attnkit/error.h"
 #include "attnkit/parse.h"
-#include "attnkit/train/parallel_corpus.h"
+#include "attnkit/data/parallel_corpus.h"
 #include "command.h"
 
 #include <fmt/format.h>
@@ -44,26 +44,26 @@ std::vector<std::string> book_list(const std::string& text) {
 }
 
 int run_parallel(const ParallelArguments& args, const GlobalOptions& global) {
-  train::ParallelSplits splits;
+  data::ParallelSplits splits;
   std::string what;
   if (!args.pairs.empty()) {
-    splits = train::split_user_pairs(args.pairs, args.validation_fraction, args.test_fraction);
+    splits = data::split_user_pairs(args.pairs, args.validation_fraction, args.test_fraction);
     what = args.pairs;
   } else {
-    const auto validation = args.validation_books.empty() ? train::kDefaultValidationBooks
+    const auto validation = args.validation_books.empty() ? data::kDefaultValidationBooks
                                                           : book_list(args.validation_books);
-    const auto test = args.test_books.empty() ? train::kDefaultTestBooks : book_list(args.test_books);
-    const auto source = train::parse_mod2imp(train::export_sword_module(args.source_module));
-    const auto target = train::parse_mod2imp(train::export_sword_module(args.target_module));
-    const auto pairs = train::align_verses(source, target);
+    const auto test = args.test_books.empty() ? data::kDefaultTestBooks : book_list(args.test_books);
+    const auto source = data::parse_mod2imp(data::export_sword_module(args.source_module));
+    const auto target = data::parse_mod2imp(data::export_sword_module(args.target_module));
+    const auto pairs = data::align_verses(source, target);
     if (pairs.empty())
       throw Error(fmt::format("SWORD modules {} and {} have no verse in common", args.source_module,
                               args.target_module));
-    splits = train::split_by_book(pairs, validation, test);
+    splits = data::split_by_book(pairs, validation, test);
     what = fmt::format("{} -> {} ({} verse pairs; val: {}; test: {})", args.source_module,
                        args.target_module, pairs.size(), join(validation, ", "), join(test, ", "));
   }
-  const auto files = train::write_parallel_splits(splits, args.out);
+  const auto files = data::write_parallel_splits(splits, args.out);
   if (!global.quiet)
     fmt::print("{}\nwrote {} ({} pairs), {} ({}), {} ({})\n", what, files.train, splits.train.size(),
                files.validation, splits.validation.size(), files.test, splits.test.size());
@@ -86,7 +86,7 @@ void add_data_parallel_command(CLI::App* data_cmd, GlobalOptions& global) {
       "sides non-empty; errors name the line, nothing is written) and split in file order: the\n"
       "last --test-fraction of its lines is the test file, the --val-fraction before it the\n"
       "validation file.",
-      join(train::kDefaultValidationBooks, ", "), join(train::kDefaultTestBooks, ", ")));
+      join(data::kDefaultValidationBooks, ", "), join(data::kDefaultTestBooks, ", ")));
   cmd->add_option("--out", args->out, "output directory")->required();
   cmd->add_option("--source-module", args->source_module, "SWORD module of the source side")->capture_default_str();
   cmd->add_option("--target-module", args->target_module, "SWORD module of the target side")->capture_default_str();

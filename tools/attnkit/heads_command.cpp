@@ -5,6 +5,7 @@
 // analysis/heads_experiment.h's, the output folder report/head_plots.h's; this file keeps the
 // flags and the printing. See docs/analysis.md.
 #include "attnkit/analysis/heads_experiment.h"
+#include "attnkit/data/text_datasets.h"
 #include "attnkit/decode/generation_run.h"
 #include "attnkit/decode/language_models.h"
 #include "attnkit/models/batching.h"
@@ -15,8 +16,8 @@
 #include "attnkit/report/head_plots.h"
 #include "attnkit/text/marian_tokenizer.h"
 #include "attnkit/text/pretrained.h"
-#include "attnkit/train/metrics.h"
-#include "attnkit/train/text_datasets.h"
+#include "attnkit/metrics/metrics.h"
+#include "attnkit/train/data_tensors.h"
 #include "command.h"
 
 #include <ATen/ATen.h>
@@ -144,7 +145,7 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
   const int64_t start = model->decoder_start_token();  // the pad id unless the config names one
   const int64_t source_length = std::min(d.max_length, c.encoder.max_positions);
   const int64_t target_length = std::min(d.max_length, c.decoder.max_positions) - 1;
-  const auto pairs = train::read_seq2seq_tsv(path);
+  const auto pairs = data::read_seq2seq_tsv(path);
   std::vector<std::vector<int64_t>> sources, inputs, labels;
   auto references = std::make_shared<std::vector<std::vector<std::string>>>();
   int64_t longest = 1;
@@ -191,7 +192,7 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
         hypotheses.push_back(decode_ids(tokens));
       }
     }
-    return train::sacrebleu_corpus_bleu(hypotheses, *references).score;
+    return metrics::sacrebleu_corpus_bleu(hypotheses, *references).score;
   };
   return out;
 }
@@ -209,9 +210,9 @@ analysis::HeadsDataReader data_reader(const DataOptions& d) {
       // The token stream `attnkit train --task.name lm` trains on, in windows of `length` tokens
       // that share one token: every token after the first is predicted once, and a window's
       // predictions are the trainer's for a block of length - 1 inputs.
-      train::LanguageModelDataOptions options;
+      data::LanguageModelDataOptions options;
       options.block_size = size_t(length - 1);
-      const auto windows = train::read_language_model_data({path}, tokenizer, options);
+      const auto windows = data::read_language_model_data({path}, tokenizer, options);
       if (windows.blocks.empty())
         throw Error(fmt::format("--data {}: {} tokens, fewer than one window of {} tokens", path,
                                 windows.tokens, length));
@@ -221,7 +222,7 @@ analysis::HeadsDataReader data_reader(const DataOptions& d) {
       out.input_ids = at::tensor(ids, at::kLong).view({int64_t(windows.blocks.size()), length});
       return out;
     }
-    const auto data = train::read_classification(path);
+    const auto data = data::read_classification(path);
     auto t = train::classification_tensors(data, tokenizer, length, loaded.config.pad_token_id);
     analysis::HeadsInputs out;
     out.input_ids = t.input_ids;

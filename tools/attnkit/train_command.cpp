@@ -5,7 +5,7 @@
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/train/checkpoint.h"
 #include "attnkit/train/distributed.h"
-#include "attnkit/train/listops.h"
+#include "attnkit/data/listops.h"
 #include "attnkit/train/run_config.h"
 #include "attnkit/train/tasks.h"
 #include "attnkit/train/trainer.h"
@@ -205,7 +205,7 @@ void register_train_commands(CLI::App& app, GlobalOptions& global) {
 
   auto* data_cmd = app.add_subcommand("data", "write data sets");
   data_cmd->require_subcommand(1);
-  auto listops = std::make_shared<train::ListOpsSplitOptions>();
+  auto listops = std::make_shared<data::ListOpsSplitOptions>();
   auto listops_out = std::make_shared<std::string>();
   auto* listops_cmd = data_cmd->add_subcommand(
       "listops", "LRA ListOps splits: basic_train.tsv, basic_val.tsv, basic_test.tsv");
@@ -220,7 +220,7 @@ void register_train_commands(CLI::App& app, GlobalOptions& global) {
   listops_cmd->add_option("--max-depth", listops->generator.max_depth, "deepest nesting")->capture_default_str();
   listops_cmd->callback([listops, listops_out, &global] {
     global.action = [listops, listops_out, &global] {
-      auto files = train::write_listops_splits(*listops, *listops_out);
+      auto files = data::write_listops_splits(*listops, *listops_out);
       if (!global.quiet) fmt::print("wrote {}, {}, {}\n", files.train, files.validation, files.test);
       return 0;
     };

@@ -8,8 +8,8 @@
 //   prune_model           physical head pruning of a model directory (given heads, or a fraction
 //                         of the least important ones) written in either layout.
 // How a data file becomes tensors is the caller's (HeadsDataReader: the CLI tokenises with
-// train::classification_tensors for a classifier and train::read_language_model_data for a
-// language model, a layer this one may not use). to_json gives heads.json and
+// train::classification_tensors for a classifier and data::read_language_model_data for a
+// language model, layers this one does not use). to_json gives heads.json and
 // heads_over_training.json; the figures are report/head_plots.h's write_heads_outputs.
 #include "attnkit/analysis/heads.h"
 #include "attnkit/io/model_directory.h"

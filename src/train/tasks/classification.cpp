@@ -12,12 +12,12 @@ std::unique_ptr<TrainingTask> make_text_classification(const RunConfig& config) 
   if (t.data.empty()) throw Error("task 'classification' needs task.data (the training file)");
   auto tokenizer = task_tokenizer(config);
   const auto options = read_options(config);
-  auto train = read_reported<ClassificationData>(
-      t.data, [&](const std::string& p) { return read_classification(p, {}, options); });
-  auto val = read_reported<ClassificationData>(evaluation_path(t.data, t.eval_split), [&](const std::string& p) {
-    return read_classification(p, train.labels, options);
+  auto train = read_reported<data::ClassificationData>(
+      t.data, [&](const std::string& p) { return data::read_classification(p, {}, options); });
+  auto val = read_reported<data::ClassificationData>(evaluation_path(t.data, t.eval_split), [&](const std::string& p) {
+    return data::read_classification(p, train.labels, options);
   });
-  auto encode = [&](const ClassificationData& data, std::vector<Ids>& ids, std::vector<int64_t>& labels,
+  auto encode = [&](const data::ClassificationData& data, std::vector<Ids>& ids, std::vector<int64_t>& labels,
                     int64_t limit) {
     for (const auto& e : data.examples) {
       if (limit > 0 && static_cast<int64_t>(ids.size()) >= limit) break;

@@ -20,10 +20,10 @@ std::unique_ptr<TrainingTask> make_conditional_lm(const RunConfig& config) {
   if (t.truncate < 2) throw Error(fmt::format("task 'conditional-lm': task.truncate {} leaves no room for text", t.truncate));
   auto tokenizer = task_tokenizer(config);
   const auto options = read_options(config);
-  auto train_data = read_reported<ClassificationData>(
-      t.data, [&](const std::string& p) { return read_classification(p, {}, options); });
-  auto val_data = read_reported<ClassificationData>(evaluation_path(t.data, t.eval_split), [&](const std::string& p) {
-    return read_classification(p, train_data.labels, options);
+  auto train_data = read_reported<data::ClassificationData>(
+      t.data, [&](const std::string& p) { return data::read_classification(p, {}, options); });
+  auto val_data = read_reported<data::ClassificationData>(evaluation_path(t.data, t.eval_split), [&](const std::string& p) {
+    return data::read_classification(p, train_data.labels, options);
   });
   // Each row starts at a start token (what generation is prompted with) and ends at an end token.
   const auto start = special_id(tokenizer, {"<|endoftext|>", "[CLS]", "<s>", "[SEP]"});
@@ -31,7 +31,7 @@ std::unique_ptr<TrainingTask> make_conditional_lm(const RunConfig& config) {
   if (!start || !end)
     throw Error("task 'conditional-lm': the tokenizer has no start or end token (<|endoftext|>, [CLS] / [SEP], "
                 "<s> / </s>)");
-  auto rows = [&](const ClassificationData& data, int64_t limit) {
+  auto rows = [&](const data::ClassificationData& data, int64_t limit) {
     std::vector<LmRow> out;
     for (const auto& e : data.examples) {
       if (limit > 0 && static_cast<int64_t>(out.size()) >= limit) break;

@@ -3,7 +3,7 @@
 #include "task_common.h"
 
 #include "attnkit/error.h"
-#include "attnkit/train/listops.h"
+#include "attnkit/data/listops.h"
 
 #include <fmt/format.h>
 
@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 std::unique_ptr<TrainingTask> make_listops(const RunConfig& config) {
   const auto& t = config.task;
-  std::vector<ListOpsExample> train, val;
+  std::vector<data::ListOpsExample> train, val;
   if (!t.data.empty()) {
     auto file = [&](const char* split) {
       for (const char* prefix : {"basic_", ""}) {
@@ -25,23 +25,23 @@ std::unique_ptr<TrainingTask> make_listops(const RunConfig& config) {
       throw Error(fmt::format("{}: no basic_{}.tsv (write it with `attnkit data listops --out {}`)",
                               t.data, split, t.data));
     };
-    train = read_listops_tsv(file("train"));
-    val = read_listops_tsv(file(t.eval_split.c_str()));
+    train = data::read_listops_tsv(file("train"));
+    val = data::read_listops_tsv(file(t.eval_split.c_str()));
     if (t.eval_examples > 0 && static_cast<int64_t>(val.size()) > t.eval_examples) val.resize(t.eval_examples);
   } else {
-    ListOpsOptions options;
+    data::ListOpsOptions options;
     options.min_length = t.min_length;
     options.max_length = t.max_length;
-    ListOpsGenerator train_generator(options, config.trainer.seed * 2 + 1);
+    data::ListOpsGenerator train_generator(options, config.trainer.seed * 2 + 1);
     for (int64_t i = 0; i < t.train_examples; ++i) train.push_back(train_generator.next());
-    ListOpsGenerator val_generator(options, config.trainer.seed * 2 + 2);
+    data::ListOpsGenerator val_generator(options, config.trainer.seed * 2 + 2);
     val_generator.avoid(train_generator.fingerprints());
     for (int64_t i = 0; i < t.eval_examples; ++i) val.push_back(val_generator.next());
   }
-  auto encode = [&](const std::vector<ListOpsExample>& examples, std::vector<Ids>& ids,
+  auto encode = [&](const std::vector<data::ListOpsExample>& examples, std::vector<Ids>& ids,
                     std::vector<int64_t>& labels) {
     for (const auto& e : examples) {
-      auto row = ListOpsVocabulary::encode(e.source);
+      auto row = data::ListOpsVocabulary::encode(e.source);
       if (static_cast<int64_t>(row.size()) > t.truncate) row.resize(t.truncate);
       ids.push_back(std::move(row));
       labels.push_back(e.target);
@@ -54,11 +54,11 @@ std::unique_ptr<TrainingTask> make_listops(const RunConfig& config) {
   int64_t longest = 1;
   for (const auto* set : {&train_ids, &val_ids})
     for (const auto& r : *set) longest = std::max<int64_t>(longest, r.size());
-  auto model = build_model(config, ListOpsVocabulary::kSize, longest, false,
-                           classification_heads(config, ListOpsVocabulary::kNumClasses));
+  auto model = build_model(config, data::ListOpsVocabulary::kSize, longest, false,
+                           classification_heads(config, data::ListOpsVocabulary::kNumClasses));
   return std::make_unique<ClassificationTask>(model, config, std::move(train_ids), std::move(train_labels),
                                               std::move(val_ids), std::move(val_labels),
-                                              ListOpsVocabulary::kPad);
+                                              data::ListOpsVocabulary::kPad);
 }
 
 }  // namespace attnkit::train::detail

@@ -6,8 +6,8 @@
 #include "task_common.h"
 
 #include "attnkit/error.h"
-#include "attnkit/train/idx.h"
-#include "attnkit/train/pathfinder.h"
+#include "attnkit/data/idx.h"
+#include "attnkit/data/pathfinder.h"
 
 #include <fmt/format.h>
 
@@ -92,7 +92,7 @@ std::unique_ptr<TrainingTask> make_pixel_task(const RunConfig& config, PixelSet 
   return std::make_unique<PixelClassificationTask>(model, config, std::move(train), std::move(val));
 }
 
-PixelSet from_pathfinder(PathfinderSet set) {
+PixelSet from_pathfinder(data::PathfinderSet set) {
   PixelSet out;
   out.length = static_cast<int64_t>(set.size) * set.size;
   out.pixels = std::move(set.pixels);
@@ -100,10 +100,10 @@ PixelSet from_pathfinder(PathfinderSet set) {
   return out;
 }
 
-PixelSet generated_pathfinder(const PathfinderOptions& options, uint64_t seed, int64_t count) {
-  PathfinderSet set;
+PixelSet generated_pathfinder(const data::PathfinderOptions& options, uint64_t seed, int64_t count) {
+  data::PathfinderSet set;
   set.size = options.size;
-  PathfinderGenerator generator(options, seed);
+  data::PathfinderGenerator generator(options, seed);
   for (int64_t i = 0; i < count; ++i) {
     auto image = generator.next();
     set.labels.push_back(static_cast<uint8_t>(image.label));
@@ -139,8 +139,8 @@ std::unique_ptr<TrainingTask> make_lra_pathfinder(const RunConfig& config) {
   PixelSet train, val;
   if (!t.data.empty()) {
     const std::string train_file = pathfinder_training_file(t.data);
-    PathfinderSet train_set = read_pathfinder_file(train_file);
-    PathfinderSet val_set = read_pathfinder_file(evaluation_path(train_file, t.eval_split));
+    data::PathfinderSet train_set = data::read_pathfinder_file(train_file);
+    data::PathfinderSet val_set = data::read_pathfinder_file(evaluation_path(train_file, t.eval_split));
     if (val_set.size != train_set.size)
       throw Error(fmt::format("{}: {}x{} images, the training file's are {}x{}", evaluation_path(train_file, t.eval_split),
                               val_set.size, val_set.size, train_set.size, train_set.size));
@@ -149,7 +149,7 @@ std::unique_ptr<TrainingTask> make_lra_pathfinder(const RunConfig& config) {
   } else {
     if (t.image_size != 0 && t.image_size != 32 && t.image_size != 128)
       throw Error(fmt::format("task.image_size: lra-pathfinder generates 32 (0) or 128, got {}", t.image_size));
-    const auto options = pathfinder_options(t.image_size == 0 ? 32 : static_cast<int>(t.image_size));
+    const auto options = data::pathfinder_options(t.image_size == 0 ? 32 : static_cast<int>(t.image_size));
     train = generated_pathfinder(options, config.trainer.seed * 4 + 1, t.train_examples);
     val = generated_pathfinder(options, config.trainer.seed * 4 + 2, t.eval_examples);
   }
@@ -160,12 +160,12 @@ std::unique_ptr<TrainingTask> make_lra_image(const RunConfig& config) {
   const auto& t = config.task;
   if (t.data.empty())
     throw Error(fmt::format("task 'lra-image' needs task.data (the Fashion-MNIST directory, e.g. {})",
-                            kFashionMnistDirectory));
+                            data::kFashionMnistDirectory));
   if (t.image_size != 0 && t.image_size != 28 && t.image_size != 32)
     throw Error(fmt::format("task.image_size: lra-image takes 28 (0) or 32 (padded), got {}", t.image_size));
   // Validation: the last twelfth of the training images (5,000 of Fashion-MNIST's 60,000), never
   // trained on; test: the test files.
-  const LabelledImages train_all = read_fashion_mnist(t.data, "train");
+  const data::LabelledImages train_all = data::read_fashion_mnist(t.data, "train");
   const size_t held_out = train_all.count() / 12;
   if (held_out == 0)
     throw Error(fmt::format("{}: {} training images, too few to hold out a validation twelfth", t.data, train_all.count()));
@@ -174,7 +174,7 @@ std::unique_ptr<TrainingTask> make_lra_image(const RunConfig& config) {
     throw Error(fmt::format("task.image_size {} is smaller than the images ({}x{})", side, train_all.rows,
                             train_all.columns));
   // Images centred on a side×side black canvas (LRA's CIFAR-10 is 32×32 = 1024 tokens).
-  auto convert = [&](const LabelledImages& images, size_t first, size_t end) {
+  auto convert = [&](const data::LabelledImages& images, size_t first, size_t end) {
     PixelSet set;
     set.length = side * side;
     set.pixels.assign((end - first) * static_cast<size_t>(set.length), 0);
@@ -193,7 +193,7 @@ std::unique_ptr<TrainingTask> make_lra_image(const RunConfig& config) {
   PixelSet train = convert(train_all, 0, split);
   PixelSet val;
   if (t.eval_split == "test") {
-    const LabelledImages test = read_fashion_mnist(t.data, "test");
+    const data::LabelledImages test = data::read_fashion_mnist(t.data, "test");
     if (test.rows != train_all.rows || test.columns != train_all.columns)
       throw Error(fmt::format("{}: test images are {}x{}, training images {}x{}", t.data, test.rows, test.columns,
                               train_all.rows, train_all.columns));
@@ -201,7 +201,7 @@ std::unique_ptr<TrainingTask> make_lra_image(const RunConfig& config) {
   } else {
     val = convert(train_all, split, train_all.count());
   }
-  return make_pixel_task(config, std::move(train), std::move(val), kFashionMnistClasses);
+  return make_pixel_task(config, std::move(train), std::move(val), data::kFashionMnistClasses);
 }
 
 }  // namespace attnkit::train::detail

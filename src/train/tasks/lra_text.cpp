@@ -1,11 +1,11 @@
 // lra-text and lra-retrieval: the Long-Range Arena's byte-level text tasks on Debian's fortunes
-// (include/attnkit/train/lra_text.h), stand-ins for IMDB and the ACL Anthology. Bytes are the
+// (include/attnkit/data/lra_text.h), stand-ins for IMDB and the ACL Anthology. Bytes are the
 // tokens: ids 0..255, padding 256 (a vocabulary of 257; no [CLS], the model pools over the bytes,
 // model.pooling, mean for LRA). Inputs longer than task.truncate bytes are cut.
 #include "task_common.h"
 
 #include "attnkit/error.h"
-#include "attnkit/train/lra_text.h"
+#include "attnkit/data/lra_text.h"
 #include "attnkit/train/tasks.h"
 
 #include <fmt/format.h>
@@ -98,9 +98,9 @@ class PairClassificationTask : public ModelTask {
 std::unique_ptr<TrainingTask> make_lra_text(const RunConfig& config) {
   const auto& t = config.task;
   const std::string train_path = training_file(config, "text");
-  const LabelledTexts train = read_lra_text_file(train_path);
+  const data::LabelledTexts train = data::read_lra_text_file(train_path);
   const std::string val_path = evaluation_path(train_path, t.eval_split);
-  const LabelledTexts val = read_lra_text_file(val_path);
+  const data::LabelledTexts val = data::read_lra_text_file(val_path);
   if (train.texts.empty()) throw Error(fmt::format("{}: no passages", train_path));
   if (val.texts.empty()) throw Error(fmt::format("{}: no passages", val_path));
   // Classes: the categories of the training file, sorted.
@@ -109,7 +109,7 @@ std::unique_ptr<TrainingTask> make_lra_text(const RunConfig& config) {
   if (classes.size() < 2) throw Error(fmt::format("{}: {} category, need at least 2", train_path, classes.size()));
   int64_t next = 0;
   for (auto& [name, id] : classes) id = next++;
-  auto encode = [&](const LabelledTexts& set, const std::string& path, std::vector<Ids>& ids,
+  auto encode = [&](const data::LabelledTexts& set, const std::string& path, std::vector<Ids>& ids,
                     std::vector<int64_t>& labels, int64_t limit) {
     for (size_t i = 0; i < set.texts.size() && (limit <= 0 || static_cast<int64_t>(i) < limit); ++i) {
       auto it = classes.find(set.labels[i]);
@@ -135,12 +135,12 @@ std::unique_ptr<TrainingTask> make_lra_text(const RunConfig& config) {
 std::unique_ptr<TrainingTask> make_lra_retrieval(const RunConfig& config) {
   const auto& t = config.task;
   const std::string train_path = training_file(config, "retrieval");
-  const auto train = read_lra_retrieval_file(train_path);
+  const auto train = data::read_lra_retrieval_file(train_path);
   const std::string val_path = evaluation_path(train_path, t.eval_split);
-  const auto val = read_lra_retrieval_file(val_path);
+  const auto val = data::read_lra_retrieval_file(val_path);
   if (train.empty()) throw Error(fmt::format("{}: no pairs", train_path));
   if (val.empty()) throw Error(fmt::format("{}: no pairs", val_path));
-  auto convert = [&](const std::vector<TextPair>& pairs, int64_t limit) {
+  auto convert = [&](const std::vector<data::TextPair>& pairs, int64_t limit) {
     std::vector<PairClassificationTask::Pair> out;
     for (size_t i = 0; i < pairs.size() && (limit <= 0 || static_cast<int64_t>(i) < limit); ++i)
       out.push_back({byte_ids(pairs[i].left, t.truncate), byte_ids(pairs[i].right, t.truncate), pairs[i].label});

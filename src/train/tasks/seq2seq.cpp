@@ -3,7 +3,7 @@
 
 #include "attnkit/decode/language_models.h"
 #include "attnkit/error.h"
-#include "attnkit/train/metrics.h"
+#include "attnkit/metrics/metrics.h"
 
 #include <fmt/format.h>
 
@@ -61,7 +61,7 @@ class Seq2SeqTask : public ModelTask {
     return {{"loss", loss},
             {"perplexity", std::exp(loss)},
             {"token_accuracy", metrics.accuracy()},
-            {"bleu", corpus_bleu(hypotheses, references).score}};
+            {"bleu", metrics::corpus_bleu(hypotheses, references).score}};
   }
   std::string primary_metric() const override { return "bleu"; }
   bool higher_is_better() const override { return true; }

@@ -2,7 +2,7 @@
 #include "task_common.h"
 
 #include "attnkit/error.h"
-#include "attnkit/train/metrics.h"
+#include "attnkit/metrics/metrics.h"
 
 #include <fmt/format.h>
 
@@ -20,7 +20,7 @@ struct SpanRow {
   int64_t start = 0, end = 0;
   std::vector<std::pair<uint32_t, uint32_t>> offsets;  // per token, characters of the context
   std::vector<int32_t> sequence_ids;
-  const SquadExample* example = nullptr;
+  const data::SquadExample* example = nullptr;
 };
 
 // Characters [begin, end) (Unicode code points) of UTF-8 text.
@@ -42,7 +42,7 @@ class SpanTask : public ModelTask {
  public:
   static constexpr int64_t kMaxAnswerTokens = 30;
 
-  SpanTask(models::TaskModel model, const RunConfig& config, SquadData train, SquadData val,
+  SpanTask(models::TaskModel model, const RunConfig& config, data::SquadData train, data::SquadData val,
            std::vector<SpanRow> train_rows, std::vector<SpanRow> val_rows, int64_t pad)
       : ModelTask(std::move(model), config), train_data_(std::move(train)), val_data_(std::move(val)),
         train_(std::move(train_rows)), val_(std::move(val_rows)), pad_(pad),
@@ -72,7 +72,7 @@ class SpanTask : public ModelTask {
         gold.push_back(std::move(answers));
       }
     });
-    const auto scores = squad_scores(predictions, gold);
+    const auto scores = metrics::squad_scores(predictions, gold);
     return {{"loss", loss / static_cast<double>(val_.size())},
             {"exact_match", scores.exact_match},
             {"f1", scores.f1}};
@@ -120,7 +120,7 @@ class SpanTask : public ModelTask {
     const auto blocked = mask.eq(0);
     return {out.start_logits.masked_fill(blocked, -1e4), out.end_logits.masked_fill(blocked, -1e4), mask};
   }
-  SquadData train_data_, val_data_;  // the rows point into these
+  data::SquadData train_data_, val_data_;  // the rows point into these
   std::vector<SpanRow> train_, val_;
   int64_t pad_;
   BatchOrder order_;
@@ -138,15 +138,15 @@ std::unique_ptr<TrainingTask> make_span(const RunConfig& config) {
   tokenizer.set_truncation(truncation);
   tokenizer.set_padding(std::nullopt);
   const auto options = read_options(config);
-  auto train = read_reported<SquadData>(t.data, [&](const std::string& p) { return read_squad_json(p, options); });
-  auto val = read_reported<SquadData>(evaluation_path(t.data, t.eval_split),
-                                      [&](const std::string& p) { return read_squad_json(p, options); });
+  auto train = read_reported<data::SquadData>(t.data, [&](const std::string& p) { return data::read_squad_json(p, options); });
+  auto val = read_reported<data::SquadData>(evaluation_path(t.data, t.eval_split),
+                                      [&](const std::string& p) { return data::read_squad_json(p, options); });
   if (t.eval_examples > 0 && static_cast<int64_t>(val.examples.size()) > t.eval_examples)
     val.examples.resize(t.eval_examples);
-  auto features = [&](const SquadData& data) {
+  auto features = [&](const data::SquadData& data) {
     std::vector<SpanRow> rows;
     for (const auto& example : data.examples) {
-      const auto f = make_squad_feature(tokenizer, example);
+      const auto f = data::make_squad_feature(tokenizer, example);
       SpanRow row;
       row.ids.assign(f.encoding.ids.begin(), f.encoding.ids.end());
       row.start = static_cast<int64_t>(f.start_position);

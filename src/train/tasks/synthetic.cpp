@@ -2,14 +2,15 @@
 // that predicts the target part.
 #include "task_common.h"
 
-#include "attnkit/train/synthetic_tasks.h"
+#include "attnkit/data/synthetic_tasks.h"
+#include "attnkit/train/data_tensors.h"
 
 namespace attnkit::train::detail {
 
 std::unique_ptr<TrainingTask> make_synthetic(const RunConfig& config) {
   const auto& t = config.task;
-  SyntheticTaskOptions options;
-  options.task = synthetic_task_from_string(t.name);
+  data::SyntheticTaskOptions options;
+  options.task = data::synthetic_task_from_string(t.name);
   options.min_length = t.min_length;
   options.max_length = t.max_length;
   options.num_symbols = t.symbols;
@@ -17,7 +18,7 @@ std::unique_ptr<TrainingTask> make_synthetic(const RunConfig& config) {
   options.num_keys = std::max<int64_t>(options.num_keys, t.max_length);
   auto rows = [&](uint64_t seed, int64_t count) {
     std::vector<LmRow> out;
-    for (const auto& e : generate_synthetic_task(options, seed, count)) {
+    for (const auto& e : data::generate_synthetic_task(options, seed, count)) {
       auto batch = make_synthetic_batch({e});
       auto in = batch.inputs[0], target = batch.targets[0];
       out.push_back({Ids(in.data_ptr<int64_t>(), in.data_ptr<int64_t>() + in.numel()),
@@ -32,9 +33,9 @@ std::unique_ptr<TrainingTask> make_synthetic(const RunConfig& config) {
     for (const auto& r : *set) longest = std::max<int64_t>(longest, r.input.size());
   models::HeadsConfig heads;
   heads.causal_lm = true;
-  auto model = build_model(config, synthetic_vocab_size(options), longest, true, heads);
+  auto model = build_model(config, data::synthetic_vocab_size(options), longest, true, heads);
   return std::make_unique<LanguageModelTask>(model, config, std::move(train), std::move(val),
-                                             SyntheticVocabulary::kPad, true);
+                                             data::SyntheticVocabulary::kPad, true);
 }
 
 }  // namespace attnkit::train::detail

@@ -2,7 +2,7 @@
 #include "task_common.h"
 
 #include "attnkit/error.h"
-#include "attnkit/train/metrics.h"
+#include "attnkit/metrics/metrics.h"
 
 #include <fmt/format.h>
 
@@ -44,11 +44,11 @@ class TaggingTask : public ModelTask {
         std::vector<int64_t> words;
         for (size_t t = 0; t < rows[b]->labels.size(); ++t)
           if (rows[b]->labels[t] != models::kIgnoreLabel) words.push_back(best[b][t].item<int64_t>());
-        predicted.push_back(tag_names(words, tag_names_));
-        gold.push_back(tag_names(rows[b]->tags, tag_names_));
+        predicted.push_back(data::tag_names(words, tag_names_));
+        gold.push_back(data::tag_names(rows[b]->tags, tag_names_));
       }
     });
-    const auto scores = tagging_scores(predicted, gold);
+    const auto scores = metrics::tagging_scores(predicted, gold);
     return {{"loss", loss / static_cast<double>(val_.size())},
             {"f1", scores.entities.f1},
             {"precision", scores.entities.precision},
@@ -84,13 +84,13 @@ std::unique_ptr<TrainingTask> make_tagging(const RunConfig& config) {
   if (t.data.empty()) throw Error("task 'tagging' needs task.data (the training file)");
   auto tokenizer = task_tokenizer(config);
   const auto options = read_options(config);
-  auto train = read_reported<TaggingData>(t.data, [&](const std::string& p) { return read_tagging(p, {}, options); });
-  auto val = read_reported<TaggingData>(evaluation_path(t.data, t.eval_split), [&](const std::string& p) {
-    return read_tagging(p, train.tags, options);
+  auto train = read_reported<data::TaggingData>(t.data, [&](const std::string& p) { return data::read_tagging(p, {}, options); });
+  auto val = read_reported<data::TaggingData>(evaluation_path(t.data, t.eval_split), [&](const std::string& p) {
+    return data::read_tagging(p, train.tags, options);
   });
   const auto cls = special_id(tokenizer, {"[CLS]", "<s>"});
   const auto sep = special_id(tokenizer, {"[SEP]", "</s>"});
-  auto encode = [&](const TaggingData& data, int64_t limit) {
+  auto encode = [&](const data::TaggingData& data, int64_t limit) {
     std::vector<TaggedRow> rows;
     for (const auto& e : data.examples) {
       if (limit > 0 && static_cast<int64_t>(rows.size()) >= limit) break;

@@ -163,13 +163,13 @@ std::optional<int64_t> special_id(const text::Tokenizer& tokenizer, std::initial
   return std::nullopt;
 }
 
-DataReadOptions read_options(const RunConfig& config) {
-  DataReadOptions options;
+data::DataReadOptions read_options(const RunConfig& config) {
+  data::DataReadOptions options;
   options.skip_bad_lines = config.task.skip_bad_lines;
   return options;
 }
 
-void report_skipped(const std::string& what, const DataReadStats& stats) {
+void report_skipped(const std::string& what, const data::DataReadStats& stats) {
   if (stats.skipped == 0) return;
   fmt::print(stderr, "{}: skipped {} bad line(s) (task.skip_bad_lines), e.g. {}\n", what, stats.skipped,
              stats.skipped_messages.empty() ? std::string("?") : stats.skipped_messages.front());
@@ -180,8 +180,8 @@ std::pair<std::vector<EncodedPair>, std::vector<EncodedPair>> encoded_pair_files
     bool source_special_tokens) {
   const auto& t = config.task;
   const auto options = read_options(config);
-  auto read = [&](const std::string& p) { return read_seq2seq_tsv(p, options); };
-  auto encode = [&](const Seq2SeqData& data, int64_t limit) {
+  auto read = [&](const std::string& p) { return data::read_seq2seq_tsv(p, options); };
+  auto encode = [&](const data::Seq2SeqData& data, int64_t limit) {
     std::vector<EncodedPair> rows;
     for (const auto& e : data.examples) {
       if (limit > 0 && static_cast<int64_t>(rows.size()) >= limit) break;
@@ -192,8 +192,8 @@ std::pair<std::vector<EncodedPair>, std::vector<EncodedPair>> encoded_pair_files
     }
     return rows;
   };
-  auto train = encode(read_reported<Seq2SeqData>(t.data, read), 0);
-  auto val = encode(read_reported<Seq2SeqData>(evaluation_path(t.data, t.eval_split), read), t.eval_examples);
+  auto train = encode(read_reported<data::Seq2SeqData>(t.data, read), 0);
+  auto val = encode(read_reported<data::Seq2SeqData>(evaluation_path(t.data, t.eval_split), read), t.eval_examples);
   if (train.empty() || val.empty())
     throw Error(fmt::format("task '{}': no pair of {} or its evaluation file has tokens on both sides", task, t.data));
   return {std::move(train), std::move(val)};
@@ -209,7 +209,7 @@ std::string evaluation_path(const std::string& train_path, const std::string& sp
   return path.replace(at, 5, split);
 }
 
-LanguageModelData read_text_files(const RunConfig& config, const text::Tokenizer& tokenizer, size_t block,
+data::LanguageModelData read_text_files(const RunConfig& config, const text::Tokenizer& tokenizer, size_t block,
                                   std::optional<int64_t> separator, size_t* files) {
   const auto& t = config.task;
   std::vector<std::string> paths;
@@ -218,12 +218,12 @@ LanguageModelData read_text_files(const RunConfig& config, const text::Tokenizer
   while (std::getline(list, path, ','))
     if (!path.empty()) paths.push_back(path);
   if (files) *files = paths.size();
-  LanguageModelDataOptions options;
+  data::LanguageModelDataOptions options;
   options.block_size = block;
   options.threads = 0;
   options.skip_bad_lines = t.skip_bad_lines;
   if (separator) options.end_of_text_id = static_cast<uint32_t>(*separator);
-  auto data = read_language_model_data(paths, tokenizer, options);
+  auto data = data::read_language_model_data(paths, tokenizer, options);
   report_skipped(t.data, data.stats);
   return data;
 }

@@ -9,7 +9,7 @@
 #include "attnkit/models/prediction_metrics.h"
 #include "attnkit/text/tokenizer.h"
 #include "attnkit/train/run_config.h"
-#include "attnkit/train/text_datasets.h"
+#include "attnkit/data/text_datasets.h"
 #include "attnkit/train/trainer.h"
 
 #include <torch/torch.h>
@@ -244,9 +244,9 @@ int64_t pad_id(const text::Tokenizer& tokenizer);
 std::optional<int64_t> special_id(const text::Tokenizer& tokenizer, std::initializer_list<const char*> names);
 
 // Reading options from the run config; with task.skip_bad_lines, what was skipped is reported.
-DataReadOptions read_options(const RunConfig& config);
+data::DataReadOptions read_options(const RunConfig& config);
 
-void report_skipped(const std::string& what, const DataReadStats& stats);
+void report_skipped(const std::string& what, const data::DataReadStats& stats);
 
 template <typename Data, typename Read>
 Data read_reported(const std::string& path, Read read) {
@@ -287,7 +287,7 @@ std::unique_ptr<TrainingTask> make_conditional_lm(const RunConfig& config);     
 // The text files of task.data (separated by commas) through read_language_model_data with blocks
 // of `block` (+ 1) tokens and `separator` after each file when set (task.skip_bad_lines applied and
 // reported); `files` receives how many files were named.
-LanguageModelData read_text_files(const RunConfig& config, const text::Tokenizer& tokenizer, size_t block,
+data::LanguageModelData read_text_files(const RunConfig& config, const text::Tokenizer& tokenizer, size_t block,
                                   std::optional<int64_t> separator = std::nullopt, size_t* files = nullptr);
 
 // Pretraining text (mlm, plm): the files of task.data (separated by commas) tokenised without

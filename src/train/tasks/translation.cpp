@@ -8,7 +8,7 @@
 #include "attnkit/layers/embeddings.h"
 #include "attnkit/models/encoder_decoder.h"
 #include "attnkit/train/memory_budget.h"
-#include "attnkit/train/metrics.h"
+#include "attnkit/metrics/metrics.h"
 
 #include <fmt/format.h>
 
@@ -80,8 +80,8 @@ class TranslationTask : public TrainingTask {
     return {{"loss", loss},
             {"perplexity", std::exp(loss)},
             {"token_accuracy", metrics.accuracy()},
-            {"bleu", sacrebleu_corpus_bleu(hypotheses, references).score},
-            {"chrf", sacrebleu_corpus_chrf(hypotheses, references).score}};
+            {"bleu", metrics::sacrebleu_corpus_bleu(hypotheses, references).score},
+            {"chrf", metrics::sacrebleu_corpus_chrf(hypotheses, references).score}};
   }
   std::string primary_metric() const override { return "bleu"; }
   bool higher_is_better() const override { return true; }
