@@ -67,6 +67,7 @@ TransformerConfig random_stack_config(const std::string& preset_or_file, const S
                                       int64_t seq_len) {
   TransformerConfig config;
   if (models::is_preset(preset_or_file)) {
+    const models::ModelFamily family = models::parse_model_family(preset_or_file);
     models::PresetSizes preset;
     if (sizes.hidden > 0) preset.hidden = sizes.hidden;
     if (sizes.layers > 0) preset.layers = sizes.layers;
@@ -74,8 +75,8 @@ TransformerConfig random_stack_config(const std::string& preset_or_file, const S
     if (sizes.vocab_size > 0) preset.vocab_size = sizes.vocab_size;
     preset.intermediate = sizes.intermediate;
     // A factorised embedding, as ALBERT's own configs have (E < H).
-    if (preset_or_file == "albert") preset.embedding_size = std::max<int64_t>(preset.hidden / 2, 8);
-    config = models::preset(preset_or_file, preset);
+    if (family == models::ModelFamily::Albert) preset.embedding_size = std::max<int64_t>(preset.hidden / 2, 8);
+    config = models::preset(family, preset);
   } else {
     config = config_file(preset_or_file);
     if (sizes.layers > 0) config.layers = sizes.layers;

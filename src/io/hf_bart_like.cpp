@@ -3,7 +3,7 @@
 // modeling code as a copy of BART's, so one set of functions serves both; the differences are
 // the positions (Marian: a fixed sinusoid in halves, not stored; BART: a learned table offset by
 // 2), BART's LayerNorm after the embeddings, and Marian's optional separate decoder vocabulary.
-// The loader and saver are huggingface_encoder_decoder.cpp's.
+// The loader and saver are huggingface.cpp's.
 #include "hf_family.h"
 
 #include <cmath>
@@ -147,10 +147,10 @@ json bart_like_config_to_json(const EncoderDecoderConfig& config, bool bart) {
 std::vector<NameRule> bart_like_rules(const EncoderDecoderConfig& c, bool bart) {
   std::vector<NameRule> r;
   if (c.share_embeddings) {
-    r.push_back({"shared.weight", "encoder.embeddings.token.weight"});
+    r.push_back({"shared.weight", "embeddings.token.weight", Stack::Encoder});
   } else {
-    r.push_back({"encoder.embed_tokens.weight", "encoder.embeddings.token.weight"});
-    r.push_back({"decoder.embed_tokens.weight", "decoder.embeddings.token.weight"});
+    r.push_back({"encoder.embed_tokens.weight", "embeddings.token.weight", Stack::Encoder});
+    r.push_back({"decoder.embed_tokens.weight", "embeddings.token.weight", Stack::Decoder});
   }
   struct Part {
     const char* hf;
@@ -165,18 +165,20 @@ std::vector<NameRule> bart_like_rules(const EncoderDecoderConfig& c, bool bart) 
       {"encoder_attn.out_proj", "cross_attention.o", true}, {"encoder_attn_layer_norm", "ln_cross", true},
       {"fc1", "ffn.fc_in", false},                       {"fc2", "ffn.fc_out", false},
       {"final_layer_norm", "ln_ffn", false}};
-  for (const std::string side : {"encoder", "decoder"}) {
+  for (const Stack stack : {Stack::Encoder, Stack::Decoder}) {
+    const std::string side = stack == Stack::Decoder ? "decoder" : "encoder";
     if (bart) {
-      r.push_back({side + ".embed_positions.weight", side + ".embeddings.position.weight"});
-      add_dense(r, side + ".layernorm_embedding", side + ".embeddings.norm");
+      r.push_back({side + ".embed_positions.weight", "embeddings.position.weight", stack});
+      add_dense(r, side + ".layernorm_embedding", "embeddings.norm", stack);
     }
     for (const Part& part : kParts)
-      if (!part.decoder_only || side == "decoder")
-        add_dense(r, side + ".layers.{layer}." + part.hf, side + ".blocks.{layer}." + part.ours);
+      if (!part.decoder_only || stack == Stack::Decoder)
+        add_dense(r, side + ".layers.{layer}." + part.hf, std::string("blocks.{layer}.") + part.ours, stack);
   }
-  if (!c.tie_output) r.push_back({"lm_head.weight", "lm_head", TensorLayout::Same, RuleScope::Head});
+  if (!c.tie_output) r.push_back({"lm_head.weight", "lm_head", Stack::Heads});
+  // transformers itself starts a missing final_logits_bias at zeros.
   if (c.final_logits_bias)
-    r.push_back({"final_logits_bias", "final_logits_bias", TensorLayout::Same, RuleScope::Head});
+    r.push_back({"final_logits_bias", "final_logits_bias", Stack::Heads, TensorLayout::Same, true});
   return r;
 }
 
@@ -194,26 +196,19 @@ std::vector<TiedAlias> bart_like_aliases(const EncoderDecoderConfig& c) {
 
 template <bool Bart>
 const HuggingFaceFamily& bart_like_family() {
-  static const EncoderDecoderFamily hooks{
-      [](const json& j) { return bart_like_config_from_json(j, Bart); },
-      [](const EncoderDecoderConfig& c) { return bart_like_config_to_json(c, Bart); },
-      [](const EncoderDecoderConfig& c) { return bart_like_rules(c, Bart); },
-      bart_like_aliases,
-      // Marian's sinusoid, which older saves stored (attnkit computes the same table).
-      Bart ? "^$" : R"(^(encoder|decoder)\.embed_positions\.weight$)",
-  };
   static const HuggingFaceFamily family{
       Bart ? "bart" : "marian",
-      models::ModelFamily::Custom,
       {Bart ? "Bart" : "Marian"},
       "model.",
+      {Stack::Encoder, Stack::Decoder, Stack::Heads},
+      HeadPruning::Zeroed,
+      [](const json& j) { return HuggingFaceConfig{{}, {}, bart_like_config_from_json(j, Bart)}; },
+      [](const HuggingFaceConfig& c) { return bart_like_config_to_json(c.encoder_decoder, Bart); },
+      [](const HuggingFaceConfig& c) { return bart_like_rules(c.encoder_decoder, Bart); },
+      [](const HuggingFaceConfig& c) { return bart_like_aliases(c.encoder_decoder); },
+      // Marian's sinusoid, which older saves stored (attnkit computes the same table).
+      Bart ? "^$" : R"(^(encoder|decoder)\.embed_positions\.weight$)",
       nullptr,
-      nullptr,
-      nullptr,
-      nullptr,
-      "",
-      nullptr,
-      &hooks,
   };
   return family;
 }

@@ -76,11 +76,12 @@ json bert_like_config_to_json(const TransformerConfig& c, const HeadsConfig& h, 
 
 std::vector<NameRule> bert_like_rules(const TransformerConfig& c, const HeadsConfig& h, bool albert) {
   std::vector<NameRule> r;
-  r.push_back({"embeddings.word_embeddings.weight", "embeddings.token.weight"});
-  r.push_back({"embeddings.position_embeddings.weight", "embeddings.position.weight"});
+  const auto body = Stack::Encoder;
+  r.push_back({"embeddings.word_embeddings.weight", "embeddings.token.weight", body});
+  r.push_back({"embeddings.position_embeddings.weight", "embeddings.position.weight", body});
   if (c.type_vocab_size > 0)
-    r.push_back({"embeddings.token_type_embeddings.weight", "embeddings.token_type.weight"});
-  add_dense(r, "embeddings.LayerNorm", "embeddings.norm");
+    r.push_back({"embeddings.token_type_embeddings.weight", "embeddings.token_type.weight", body});
+  add_dense(r, "embeddings.LayerNorm", "embeddings.norm", body);
   // attnkit's names of a block's parts, and each family's names of the same parts in that order.
   static constexpr std::array<const char*, 8> kOurs{"attention.q",  "attention.k", "attention.v",
                                                     "attention.o",  "ln_attention", "ffn.fc_in",
@@ -100,26 +101,24 @@ std::vector<NameRule> bert_like_rules(const TransformerConfig& c, const HeadsCon
       {"attention.query", "attention.key", "attention.value", "attention.dense", "attention.LayerNorm",
        "ffn", "ffn_output", "full_layer_layer_norm"},
       "pooler"};
-  if (albert) add_dense(r, "encoder.embedding_hidden_mapping_in", "embeddings.projection");
+  if (albert) add_dense(r, "encoder.embedding_hidden_mapping_in", "embeddings.projection", body);
   const BlockNames& names = albert ? kAlbert : kBert;
   for (size_t i = 0; i < kOurs.size(); ++i)
-    add_dense(r, std::string(names.layer) + names.parts[i], std::string("blocks.{layer}.") + kOurs[i]);
-  if (c.pooler) add_dense(r, names.pooler, "pooler");
-  const auto same = TensorLayout::Same;
-  const auto head = RuleScope::Head;
+    add_dense(r, std::string(names.layer) + names.parts[i], std::string("blocks.{layer}.") + kOurs[i], body);
+  if (c.pooler) add_dense(r, names.pooler, "pooler", body);
+  const auto head = Stack::Heads;
   if (h.masked_lm) {
     const std::string mlm = albert ? "predictions." : "cls.predictions.";
-    add_dense(r, mlm + (albert ? "dense" : "transform.dense"), "masked_lm.dense", same, head);
-    add_dense(r, mlm + (albert ? "LayerNorm" : "transform.LayerNorm"), "masked_lm.norm", same, head);
-    r.push_back({mlm + "bias", "masked_lm.bias", same, head});
-    if (!h.tie_lm) r.push_back({mlm + "decoder.weight", "masked_lm.decoder", same, head});
+    add_dense(r, mlm + (albert ? "dense" : "transform.dense"), "masked_lm.dense", head);
+    add_dense(r, mlm + (albert ? "LayerNorm" : "transform.LayerNorm"), "masked_lm.norm", head);
+    r.push_back({mlm + "bias", "masked_lm.bias", head});
+    if (!h.tie_lm) r.push_back({mlm + "decoder.weight", "masked_lm.decoder", head});
   }
   if (h.next_sentence > 0)
-    add_dense(r, albert ? "sop_classifier.classifier" : "cls.seq_relationship", "next_sentence",
-              same, head);
-  if (h.sequence_labels > 0) add_dense(r, "classifier", "classifier", same, head);
-  if (h.token_labels > 0) add_dense(r, "classifier", "tagger", same, head);
-  if (h.span) add_dense(r, "qa_outputs", "span", same, head);
+    add_dense(r, albert ? "sop_classifier.classifier" : "cls.seq_relationship", "next_sentence", head);
+  if (h.sequence_labels > 0) add_dense(r, "classifier", "classifier", head);
+  if (h.token_labels > 0) add_dense(r, "classifier", "tagger", head);
+  if (h.span) add_dense(r, "qa_outputs", "span", head);
   return r;
 }
 

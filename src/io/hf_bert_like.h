@@ -21,24 +21,23 @@ inline constexpr const char* kBertLikeBuffers = R"(^embeddings\.(position_ids|to
 // The record of BERT (Albert = false) or ALBERT (true): the functions above with the flag bound.
 template <bool Albert>
 HuggingFaceFamily bert_like_family() {
-  return HuggingFaceFamily{
+  HuggingFaceFamily family{
       Albert ? "albert" : "bert",
-      Albert ? models::ModelFamily::Albert : models::ModelFamily::Bert,
       {Albert ? "Albert" : "Bert"},
       Albert ? "albert." : "bert.",
-      [](const nlohmann::json& j) { return bert_like_config_from_json(j, Albert); },
-      [](const models::TransformerConfig& c, const models::HeadsConfig& h) {
-        return bert_like_config_to_json(c, h, Albert);
-      },
-      [](const models::TransformerConfig& c, const models::HeadsConfig& h) {
-        return bert_like_rules(c, h, Albert);
-      },
-      [](const models::HeadsConfig& h) { return bert_like_aliases(h, Albert); },
+      {Stack::Encoder, Stack::Heads},
+      HeadPruning::InConfig,
+      [](const nlohmann::json& j) { return HuggingFaceConfig{bert_like_config_from_json(j, Albert)}; },
+      [](const HuggingFaceConfig& c) { return bert_like_config_to_json(c.stack, c.heads, Albert); },
+      [](const HuggingFaceConfig& c) { return bert_like_rules(c.stack, c.heads, Albert); },
+      [](const HuggingFaceConfig& c) { return bert_like_aliases(c.heads, Albert); },
       kBertLikeBuffers,
-      [](const CheckpointContents& contents, const nlohmann::json& j, models::TransformerConfig& c,
-         models::HeadsConfig& h) { bert_like_detect_heads(contents, j, c, h, Albert); },
-      nullptr,
+      [](const CheckpointContents& contents, const nlohmann::json& j, HuggingFaceConfig& c) {
+        bert_like_detect_heads(contents, j, c.stack, c.heads, Albert);
+      },
   };
+  if (Albert) family.next_sentence_output = "sop_logits";  // AlbertForPreTraining's name
+  return family;
 }
 
 }  // namespace attnkit::io::detail

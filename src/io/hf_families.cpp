@@ -3,9 +3,20 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace attnkit::io::detail {
 
 using nlohmann::json;
+
+// The records, one file each (hf_bert.cpp, hf_albert.cpp, hf_gpt2.cpp, hf_roberta.cpp; Marian and
+// BART share hf_bart_like.cpp). A family = its file + its line here + its row below.
+const HuggingFaceFamily& bert_family();
+const HuggingFaceFamily& albert_family();
+const HuggingFaceFamily& gpt2_family();
+const HuggingFaceFamily& marian_family();
+const HuggingFaceFamily& bart_family();
+const HuggingFaceFamily& roberta_family();
 
 const std::vector<const HuggingFaceFamily*>& huggingface_families() {
   static const std::vector<const HuggingFaceFamily*> families = {
@@ -26,12 +37,6 @@ std::string huggingface_model_types() {
   return names;
 }
 
-const HuggingFaceFamily* huggingface_family(models::ModelFamily family) {
-  for (const HuggingFaceFamily* candidate : huggingface_families())
-    if (candidate->family == family && !candidate->encoder_decoder) return candidate;
-  return nullptr;
-}
-
 const HuggingFaceFamily& huggingface_family_named(const std::string& model_type) {
   for (const HuggingFaceFamily* family : huggingface_families())
     if (model_type == family->model_type) return *family;
@@ -39,10 +44,39 @@ const HuggingFaceFamily& huggingface_family_named(const std::string& model_type)
                           quoted(model_type), huggingface_model_types()));
 }
 
-void add_dense(std::vector<NameRule>& rules, const std::string& hf, const std::string& ours,
-               TensorLayout layout, RuleScope scope, bool bias) {
-  rules.push_back({hf + ".weight", ours + ".weight", layout, scope});
-  if (bias) rules.push_back({hf + ".bias", ours + ".bias", layout, scope});
+const HuggingFaceFamily& detect_family(const json& j) {
+  if (!j.is_object()) throw Error("config.json: expected a JSON object");
+  if (j.contains("model_type") && j["model_type"].is_string())
+    return huggingface_family_named(j["model_type"].get<std::string>());
+  if (j.contains("architectures") && j["architectures"].is_array())
+    for (const auto& a : j["architectures"]) {
+      const auto name = a.is_string() ? a.get<std::string>() : "";
+      for (const HuggingFaceFamily* family : huggingface_families())
+        for (const auto& prefix : family->architecture_prefixes)
+          if (name.rfind(prefix, 0) == 0) return *family;
+    }
+  std::string prefixes;
+  for (const HuggingFaceFamily* family : huggingface_families())
+    for (const auto& prefix : family->architecture_prefixes)
+      prefixes += (prefixes.empty() ? "" : ", ") + prefix;
+  throw Error(fmt::format("config.json: no 'model_type' (and no architectures naming {}; attnkit "
+                          "reads {})", prefixes, huggingface_model_types()));
+}
+
+bool HuggingFaceFamily::has(Stack stack) const {
+  return std::find(stacks.begin(), stacks.end(), stack) != stacks.end();
+}
+
+void add_dense(std::vector<NameRule>& rules, const std::string& hf, const std::string& ours, Stack stack,
+               TensorLayout layout, bool bias) {
+  rules.push_back({hf + ".weight", ours + ".weight", stack, layout});
+  if (bias) rules.push_back({hf + ".bias", ours + ".bias", stack, layout});
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
 }
 
 const json& require(const json& j, const char* key) {
@@ -85,7 +119,7 @@ json label_maps(int64_t labels) {
 void require_expressible(bool ok, const models::TransformerConfig& config, const char* what) {
   if (!ok)
     throw Error(fmt::format("cannot write a Hugging Face '{}' config: {}",
-                            models::model_family_name(config.family), what));
+                            config.family.name(), what));
 }
 
 }  // namespace attnkit::io::detail

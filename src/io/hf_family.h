@@ -1,10 +1,10 @@
 #pragma once
-// One Hugging Face model family as data (private to io): how config.json names it, how its config
-// maps to and from TransformerConfig + HeadsConfig, its checkpoint name table, tied aliases,
-// buffers to skip and which heads a checkpoint holds. huggingface.cpp's loader and saver are
-// generic over these records; huggingface_families() (hf_families.cpp) is the table they read.
-// Adding a family = one file defining its record (a function returning it, declared below) + one
-// row in that table.
+// One Hugging Face model family as data (private to io): how config.json names it, which stacks
+// its checkpoints hold, how its config maps to and from attnkit's model config, its checkpoint
+// name table, tied aliases, buffers to skip, which heads a checkpoint holds and how pruned heads
+// are stored. huggingface.cpp's one loader and one saver are generic over these records;
+// huggingface_families() (hf_families.cpp) is the table they read. Adding a family = one file
+// defining its record (a function returning it, declared below) + one row in that table.
 #include "attnkit/error.h"
 #include "attnkit/models/encoder_decoder.h"
 #include "attnkit/models/task_model.h"
@@ -21,34 +21,49 @@
 namespace attnkit::io::detail {
 
 // ------------------------------------------------------------------------------------------
-// Name tables. A rule binds one HF tensor to one attnkit parameter (or three, for GPT-2's fused
-// c_attn). Base rules are relative to the base prefix on the HF side and to "transformer." on
-// ours; head rules are absolute on both sides. "{layer}" is the block index.
+// What a family's checkpoints hold. A record lists its stacks: an encoder (encoder-only families,
+// read as a TaskModel whose attention site is "encoder.self"), a decoder (decoder-only families:
+// "decoder.self"), or both (encoder-decoder families, read as an EncoderDecoderModel); a stack's
+// rules cover its embeddings too. Heads are what lies outside the stacks (task heads, LM head,
+// final_logits_bias).
+enum class Stack { Encoder, Decoder, Heads };
 
+// Name tables. A rule binds one HF tensor to one attnkit tensor (or three, for GPT-2's fused
+// c_attn). A stack's rules are relative to the base prefix on the HF side and to the stack's
+// module on ours ("transformer." in a TaskModel, "encoder." / "decoder." in an
+// EncoderDecoderModel), and "{layer}" is a block of that stack; Heads rules are absolute on both
+// sides.
 enum class TensorLayout {
   Same,        // the same shape and values
   Transposed,  // Conv1D's [in, out] against Linear's [out, in]
   FusedQkv,    // q|k|v side by side in one Conv1D ([in, 3 out]); `ours` contains "{qkv}"
 };
-enum class RuleScope { Base, Head };
 
 struct NameRule {
   std::string hf;
   std::string ours;
+  Stack stack;
   TensorLayout layout = TensorLayout::Same;
-  RuleScope scope = RuleScope::Base;
+  bool optional = false;  // a checkpoint may lack it: the tensor keeps its initial value
 };
 
 // Rules for one module's weight and (when `bias`) bias.
-void add_dense(std::vector<NameRule>& rules, const std::string& hf, const std::string& ours,
-               TensorLayout layout = TensorLayout::Same, RuleScope scope = RuleScope::Base,
-               bool bias = true);
+void add_dense(std::vector<NameRule>& rules, const std::string& hf, const std::string& ours, Stack stack,
+               TensorLayout layout = TensorLayout::Same, bool bias = true);
 
-// A tensor a checkpoint may hold that repeats another: `alias` (an absolute HF name) repeats
-// `canonical` (absolute, or relative to the base prefix when it starts with '@').
+// A tensor a checkpoint may hold that repeats another: `alias` repeats `canonical`; either is
+// absolute, or relative to the base prefix when it starts with '@'.
 struct TiedAlias {
   std::string alias;
   std::string canonical;
+};
+
+// The model a config.json describes, in attnkit's terms: the one stack with its task heads (a
+// family with an encoder or a decoder), or the encoder-decoder's config (a family with both).
+struct HuggingFaceConfig {
+  models::TransformerConfig stack{};
+  models::HeadsConfig heads{};
+  models::EncoderDecoderConfig encoder_decoder{};
 };
 
 // The tensors of a checkpoint, as a family's head detection sees them: canonical names (LayerNorm
@@ -66,81 +81,58 @@ class CheckpointContents {
   virtual std::string base(const std::string& name) const = 0;
 };
 
-// An encoder-decoder family (Marian, BART): the hooks huggingface_encoder_decoder.cpp's loader
-// and saver read. Base rules are relative to the base prefix ("model.") on the HF side; every
-// rule's `ours` is a parameter or buffer name of models::EncoderDecoderModel. In `hf`, "{layer}"
-// is a layer of the stack the name starts with ("encoder." or "decoder.").
-struct EncoderDecoderFamily {
-  // config.json -> the model config; throws "config.json: ..." naming the key.
-  models::EncoderDecoderConfig (*config_from_json)(const nlohmann::json& config_json);
-  // The config.json of a model (its architecture, sizes and conventions) for a fresh save;
-  // throws (require_expressible) for a config the family cannot express.
-  nlohmann::json (*config_to_json)(const models::EncoderDecoderConfig& config);
-  std::vector<NameRule> (*name_rules)(const models::EncoderDecoderConfig& config);
-  std::vector<TiedAlias> (*tied_aliases)(const models::EncoderDecoderConfig& config);
-  const char* buffer_names;  // regex over base names of tensors recognised and not loaded
+// How pruned heads are stored.
+enum class HeadPruning {
+  // transformers prunes the family's heads: config.json's "pruned_heads" ({layer: [heads]}) and
+  // tensors of the kept heads only.
+  InConfig,
+  // transformers cannot (config.json's pruned_heads would make from_pretrained fail): tensors at
+  // full size, the removed heads' slices zero, and the heads by site under "attnkit_pruned_heads"
+  // ({"encoder.self": {layer: [heads]}, ...}), which loading prunes again.
+  Zeroed,
 };
 
 struct HuggingFaceFamily {
   const char* model_type;                          // config.json's "model_type", e.g. "bert"
-  models::ModelFamily family;                      // TransformerConfig::family it maps to
   std::vector<std::string> architecture_prefixes;  // "architectures" names it is detected by
   const char* base_prefix;                         // base names' prefix in *For* checkpoints
-  // config.json (the family's own keys; pruned_heads is read by the caller) -> TransformerConfig.
+  std::vector<Stack> stacks;                       // what its checkpoints hold (see Stack)
+  HeadPruning pruning;
+  // config.json (the family's own keys; pruned heads are read by the caller) -> the model.
   // Throws attnkit::Error "config.json: ..." naming the key, for a feature attnkit lacks.
-  models::TransformerConfig (*config_from_json)(const nlohmann::json& config_json);
-  // TransformerConfig + heads -> the config.json save_pretrained writes (without pruned_heads
-  // and torch_dtype, which the caller adds, after checking what every family needs: softmax
-  // attention, learned positions, no cross attention). Throws (require_expressible) for a config
-  // the family cannot express.
-  nlohmann::json (*config_to_json)(const models::TransformerConfig& config,
-                                   const models::HeadsConfig& heads);
-  std::vector<NameRule> (*name_rules)(const models::TransformerConfig& config,
-                                      const models::HeadsConfig& heads);
-  std::vector<TiedAlias> (*tied_aliases)(const models::HeadsConfig& heads);
-  const char* buffer_names;  // regex (ECMAScript) over base names of buffers to skip on loading
+  HuggingFaceConfig (*config_from_json)(const nlohmann::json& config_json);
+  // The model -> the config.json save_pretrained writes (without pruned heads and torch_dtype,
+  // which the caller adds, after checking, for a one-stack family, what every such family needs:
+  // softmax attention, learned positions, no cross attention). Throws (require_expressible) for
+  // a config the family cannot express.
+  nlohmann::json (*config_to_json)(const HuggingFaceConfig& config);
+  std::vector<NameRule> (*name_rules)(const HuggingFaceConfig& config);
+  std::vector<TiedAlias> (*tied_aliases)(const HuggingFaceConfig& config);
+  const char* buffer_names;  // regex (ECMAScript) over base names of tensors recognised and skipped
   // Which heads and optional parts (pooler, token types) the checkpoint holds; `config` arrives
-  // as config_from_json made it.
+  // as config_from_json made it. nullptr: the config says it all.
   void (*detect_heads)(const CheckpointContents& contents, const nlohmann::json& config_json,
-                       models::TransformerConfig& config, models::HeadsConfig& heads);
-  // Encoder-decoder families: their hooks (the single-stack ones above are then null, and
-  // `family` is Custom); nullptr for the single-stack families.
-  const EncoderDecoderFamily* encoder_decoder;
+                       HuggingFaceConfig& config);
+  // The output name of the next-sentence head in the family's Hugging Face models.
+  const char* next_sentence_output = "seq_relationship_logits";
+
+  bool has(Stack stack) const;
+  bool encoder_decoder() const { return has(Stack::Encoder) && has(Stack::Decoder); }
 };
-
-// The records, one file each (hf_bert.cpp, hf_albert.cpp, hf_gpt2.cpp, hf_roberta.cpp; Marian and
-// BART share hf_bart_like.cpp).
-const HuggingFaceFamily& bert_family();
-const HuggingFaceFamily& albert_family();
-const HuggingFaceFamily& gpt2_family();
-const HuggingFaceFamily& marian_family();
-const HuggingFaceFamily& bart_family();
-const HuggingFaceFamily& roberta_family();
-
-// The family config.json names: its "model_type", else the first "architectures" name that
-// starts with a family's prefix (huggingface.cpp). Throws attnkit::Error "config.json: ...".
-const HuggingFaceFamily& detect_family(const nlohmann::json& config_json);
-
-// A Hugging Face directory's files (huggingface.cpp): DIR/config.json, parsed, and
-// DIR/model.safetensors, which must exist (a pytorch_model.bin alone is refused with the
-// save_pretrained hint). One-line errors naming the path.
-struct HuggingFaceFiles {
-  std::string config_path, weights_path;
-  nlohmann::json config_json;
-};
-HuggingFaceFiles huggingface_files(const std::string& directory);
-// A config reader's "config.json: WHAT" error as "CONFIG_PATH: WHAT".
-Error naming_config_file(const Error& e, const std::string& config_path);
 
 // The table of families (hf_families.cpp), in the order errors list them.
 const std::vector<const HuggingFaceFamily*>& huggingface_families();
 // "bert, albert, gpt2, marian, bart, roberta": the model types of the table.
 std::string huggingface_model_types();
-// The single-stack family of a TransformerConfig::family, or nullptr (Custom).
-const HuggingFaceFamily* huggingface_family(models::ModelFamily family);
 // The family of a config.json "model_type"; throws attnkit::Error "config.json: model_type 'X' is
 // not supported (attnkit reads bert, albert, gpt2, marian, bart, roberta)", X on one line.
 const HuggingFaceFamily& huggingface_family_named(const std::string& model_type);
+// The family config.json names: its "model_type", else the first "architectures" name that
+// starts with a family's prefix. Throws attnkit::Error "config.json: ...".
+const HuggingFaceFamily& detect_family(const nlohmann::json& config_json);
+
+// `s` with every `from` replaced by `to`.
+std::string replace_all(std::string s, const std::string& from, const std::string& to);
 
 // ------------------------------------------------------------------------------------------
 // config.json readers for the families: errors are one line, "config.json: ..." naming the key.

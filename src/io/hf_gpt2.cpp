@@ -47,33 +47,34 @@ json gpt2_config_to_json(const TransformerConfig& c, const HeadsConfig& h) {
   return j;
 }
 
-std::vector<NameRule> gpt2_rules(const TransformerConfig&, const HeadsConfig& h) {
+std::vector<NameRule> gpt2_rules(const HuggingFaceConfig& c) {
+  const HeadsConfig& h = c.heads;
+  const auto body = Stack::Decoder;
   std::vector<NameRule> r;
-  r.push_back({"wte.weight", "embeddings.token.weight"});
-  r.push_back({"wpe.weight", "embeddings.position.weight"});
+  r.push_back({"wte.weight", "embeddings.token.weight", body});
+  r.push_back({"wpe.weight", "embeddings.position.weight", body});
   const std::string layer = "h.{layer}.", block = "blocks.{layer}.";
-  add_dense(r, layer + "ln_1", block + "ln_attention");
-  add_dense(r, layer + "attn.c_attn", block + "attention.{qkv}", TensorLayout::FusedQkv);
-  add_dense(r, layer + "attn.c_proj", block + "attention.o", TensorLayout::Transposed);
-  add_dense(r, layer + "ln_2", block + "ln_ffn");
-  add_dense(r, layer + "mlp.c_fc", block + "ffn.fc_in", TensorLayout::Transposed);
-  add_dense(r, layer + "mlp.c_proj", block + "ffn.fc_out", TensorLayout::Transposed);
-  add_dense(r, "ln_f", "final_norm");
-  if (h.causal_lm && !h.tie_lm)
-    r.push_back({"lm_head.weight", "lm_head", TensorLayout::Same, RuleScope::Head});
-  if (h.sequence_labels > 0)
-    add_dense(r, "score", "classifier", TensorLayout::Same, RuleScope::Head, h.sequence_bias);
+  add_dense(r, layer + "ln_1", block + "ln_attention", body);
+  add_dense(r, layer + "attn.c_attn", block + "attention.{qkv}", body, TensorLayout::FusedQkv);
+  add_dense(r, layer + "attn.c_proj", block + "attention.o", body, TensorLayout::Transposed);
+  add_dense(r, layer + "ln_2", block + "ln_ffn", body);
+  add_dense(r, layer + "mlp.c_fc", block + "ffn.fc_in", body, TensorLayout::Transposed);
+  add_dense(r, layer + "mlp.c_proj", block + "ffn.fc_out", body, TensorLayout::Transposed);
+  add_dense(r, "ln_f", "final_norm", body);
+  if (h.causal_lm && !h.tie_lm) r.push_back({"lm_head.weight", "lm_head", Stack::Heads});
+  if (h.sequence_labels > 0) add_dense(r, "score", "classifier", Stack::Heads, TensorLayout::Same, h.sequence_bias);
   return r;
 }
 
-std::vector<TiedAlias> gpt2_aliases(const HeadsConfig& h) {
+std::vector<TiedAlias> gpt2_aliases(const HuggingFaceConfig& c) {
+  const HeadsConfig& h = c.heads;
   std::vector<TiedAlias> aliases;
   if (h.causal_lm && h.tie_lm) aliases.push_back({"lm_head.weight", "@wte.weight"});
   return aliases;
 }
 
-void gpt2_detect_heads(const CheckpointContents& contents, const json&, TransformerConfig&,
-                       HeadsConfig& h) {
+void gpt2_detect_heads(const CheckpointContents& contents, const json&, HuggingFaceConfig& c) {
+  HeadsConfig& h = c.heads;
   h.causal_lm = true;
   if (contents.has("lm_head.weight") && contents.has(contents.base("wte.weight")))
     h.tie_lm = contents.same_values("lm_head.weight", contents.base("wte.weight"));
@@ -89,16 +90,16 @@ void gpt2_detect_heads(const CheckpointContents& contents, const json&, Transfor
 const HuggingFaceFamily& gpt2_family() {
   static const HuggingFaceFamily family{
       "gpt2",
-      models::ModelFamily::Gpt2,
       {"GPT2"},
       "transformer.",
-      gpt2_config_from_json,
-      gpt2_config_to_json,
+      {Stack::Decoder, Stack::Heads},
+      HeadPruning::InConfig,
+      [](const json& j) { return HuggingFaceConfig{gpt2_config_from_json(j)}; },
+      [](const HuggingFaceConfig& c) { return gpt2_config_to_json(c.stack, c.heads); },
       gpt2_rules,
       gpt2_aliases,
       R"(^h\.\d+\.attn\.(bias|masked_bias)$)",  // the causal mask buffers
       gpt2_detect_heads,
-      nullptr,
   };
   return family;
 }

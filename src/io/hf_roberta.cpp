@@ -21,7 +21,6 @@ using nlohmann::json;
 
 TransformerConfig roberta_config_from_json(const json& j) {
   TransformerConfig c = bert_like_config_from_json(j, false);
-  c.family = models::ModelFamily::Roberta;
   c.padding_positions = true;
   c.set_pad_token_id(value_or<int64_t>(j, "pad_token_id", 1));
   if (c.pad_token_id < 0)
@@ -61,21 +60,20 @@ std::vector<NameRule> roberta_rules(const TransformerConfig& c, const HeadsConfi
   TransformerConfig body = c;
   body.pooler = false;
   std::vector<NameRule> r = bert_like_rules(body, HeadsConfig{}, false);
-  const auto same = TensorLayout::Same;
-  const auto head = RuleScope::Head;
+  const auto head = Stack::Heads;
   const bool classifier = h.sequence_labels > 0;
   // RobertaClassificationHead's dense + tanh over the first token is attnkit's pooler.
-  if (c.pooler && classifier) add_dense(r, "classifier.dense", "transformer.pooler", same, head);
-  else if (c.pooler) add_dense(r, "pooler.dense", "pooler");
+  if (c.pooler && classifier) add_dense(r, "classifier.dense", "transformer.pooler", head);
+  else if (c.pooler) add_dense(r, "pooler.dense", "pooler", Stack::Encoder);
   if (h.masked_lm) {
-    add_dense(r, "lm_head.dense", "masked_lm.dense", same, head);
-    add_dense(r, "lm_head.layer_norm", "masked_lm.norm", same, head);
-    r.push_back({"lm_head.bias", "masked_lm.bias", same, head});
-    if (!h.tie_lm) r.push_back({"lm_head.decoder.weight", "masked_lm.decoder", same, head});
+    add_dense(r, "lm_head.dense", "masked_lm.dense", head);
+    add_dense(r, "lm_head.layer_norm", "masked_lm.norm", head);
+    r.push_back({"lm_head.bias", "masked_lm.bias", head});
+    if (!h.tie_lm) r.push_back({"lm_head.decoder.weight", "masked_lm.decoder", head});
   }
-  if (classifier) add_dense(r, "classifier.out_proj", "classifier", same, head);
-  if (h.token_labels > 0) add_dense(r, "classifier", "tagger", same, head);
-  if (h.span) add_dense(r, "qa_outputs", "span", same, head);
+  if (classifier) add_dense(r, "classifier.out_proj", "classifier", head);
+  if (h.token_labels > 0) add_dense(r, "classifier", "tagger", head);
+  if (h.span) add_dense(r, "qa_outputs", "span", head);
   return r;
 }
 
@@ -87,8 +85,9 @@ std::vector<TiedAlias> roberta_aliases(const HeadsConfig& h) {
   return a;
 }
 
-void roberta_detect_heads(const CheckpointContents& contents, const json& cj, TransformerConfig& c,
-                          HeadsConfig& h) {
+void roberta_detect_heads(const CheckpointContents& contents, const json& cj, HuggingFaceConfig& config) {
+  TransformerConfig& c = config.stack;
+  HeadsConfig& h = config.heads;
   c.type_vocab_size =
       contents.has(contents.base("embeddings.token_type_embeddings.weight")) ? c.type_vocab_size : 0;
   h.masked_lm = contents.has_any_with_prefix("lm_head.");
@@ -117,16 +116,16 @@ void roberta_detect_heads(const CheckpointContents& contents, const json& cj, Tr
 const HuggingFaceFamily& roberta_family() {
   static const HuggingFaceFamily family{
       "roberta",
-      models::ModelFamily::Roberta,
       {"Roberta"},
       "roberta.",
-      roberta_config_from_json,
-      roberta_config_to_json,
-      roberta_rules,
-      roberta_aliases,
+      {Stack::Encoder, Stack::Heads},
+      HeadPruning::InConfig,
+      [](const json& j) { return HuggingFaceConfig{roberta_config_from_json(j)}; },
+      [](const HuggingFaceConfig& c) { return roberta_config_to_json(c.stack, c.heads); },
+      [](const HuggingFaceConfig& c) { return roberta_rules(c.stack, c.heads); },
+      [](const HuggingFaceConfig& c) { return roberta_aliases(c.heads); },
       kBertLikeBuffers,
       roberta_detect_heads,
-      nullptr,
   };
   return family;
 }

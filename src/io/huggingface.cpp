@@ -1,3 +1,7 @@
+// The one Hugging Face loader and saver (io/huggingface.h), generic over the family records of
+// hf_family.h: which stacks a family's checkpoints hold decides the model built (a TaskModel for
+// one stack, an EncoderDecoderModel for an encoder and a decoder); names, layouts, tied aliases,
+// skipped buffers, head detection and the way pruned heads are stored come from the record.
 #include "attnkit/io/huggingface.h"
 
 #include "attnkit/error.h"
@@ -12,46 +16,180 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <set>
 
 namespace attnkit::io {
 namespace {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 using models::HeadsConfig;
 using models::TransformerConfig;
+using detail::HeadPruning;
+using detail::HuggingFaceConfig;
 using detail::HuggingFaceFamily;
+using detail::Stack;
 using detail::TensorLayout;
 
-// A name rule of the family's table instantiated for one block: full HF name and the attnkit
-// parameter name(s).
+constexpr const char* kPrunedKey = "attnkit_pruned_heads";
+const char* const kSites[] = {"encoder.self", "decoder.self", "decoder.cross"};
+
+// ------------------------------------------------------------------------------------------
+// config.json
+
+// The config of a family that stores pruned heads in config.json: its one stack's. A family that
+// stores them at full size refuses "pruned_heads" and checks "attnkit_pruned_heads" (applied
+// after loading).
+std::map<std::string, models::HeadIndices> pruned_from_json(const json& j) {
+  std::map<std::string, models::HeadIndices> out;
+  if (!j.contains(kPrunedKey) || j[kPrunedKey].is_null()) return out;
+  const json& by_site = j[kPrunedKey];
+  if (!by_site.is_object())
+    throw Error(fmt::format("config.json: '{}' must be an object of sites", kPrunedKey));
+  for (auto it = by_site.begin(); it != by_site.end(); ++it) {
+    if (std::find(std::begin(kSites), std::end(kSites), it.key()) == std::end(kSites))
+      throw Error(fmt::format("config.json: {}: unknown site {} (sites: encoder.self, "
+                              "decoder.self, decoder.cross)", kPrunedKey, detail::quoted(it.key())));
+    out[it.key()] = models::head_indices_from_json(*it, std::string("config.json: ") + kPrunedKey + ": " + it.key());
+  }
+  return out;
+}
+
+// config.json -> the model `family` reads from it, pruned heads recorded (InConfig) or checked
+// (Zeroed), validated. Throws attnkit::Error "config.json: ...".
+HuggingFaceConfig read_config(const HuggingFaceFamily& family, const json& j) {
+  const bool zeroed = family.pruning == HeadPruning::Zeroed;
+  if (zeroed && j.contains("pruned_heads") && !j["pruned_heads"].is_null() &&
+      !(j["pruned_heads"].is_object() && j["pruned_heads"].empty()))
+    throw Error(fmt::format("config.json: 'pruned_heads' is not supported for {} (transformers cannot "
+                            "prune its heads; attnkit writes '{}')", family.model_type, kPrunedKey));
+  HuggingFaceConfig c = family.config_from_json(j);
+  if (!family.encoder_decoder()) c.stack.family = models::ModelFamily::named(family.model_type);
+  if (zeroed) pruned_from_json(j);
+  else if (j.contains("pruned_heads") && !j["pruned_heads"].is_null())
+    c.stack.pruned_heads = models::head_indices_from_json(j["pruned_heads"], "config.json: pruned_heads");
+  if (family.encoder_decoder()) c.encoder_decoder.validate();
+  else c.stack.validate();
+  return c;
+}
+
+// The one-stack family named `name`, or nullptr.
+const HuggingFaceFamily* one_stack_family_named(const std::string& name) {
+  for (const HuggingFaceFamily* family : detail::huggingface_families())
+    if (name == family->model_type && !family->encoder_decoder()) return family;
+  return nullptr;
+}
+
+// The family a layout names for `model` (a table entry whose stacks are the model's; anything
+// else is a caller's error).
+const HuggingFaceFamily& layout_family(const HuggingFaceLayout& layout, const models::Model& model) {
+  const HuggingFaceFamily* family = nullptr;
+  try {
+    family = &detail::huggingface_family_named(layout.model_type);
+  } catch (const Error&) {
+    throw Error(fmt::format("Hugging Face layout: model_type {} is not one of {}",
+                            detail::quoted(layout.model_type), detail::huggingface_model_types()));
+  }
+  const bool encoder_decoder = model.shape() == models::ModelShape::EncoderDecoder;
+  if (family->encoder_decoder() != encoder_decoder)
+    throw Error(fmt::format("Hugging Face layout: model_type '{}' is {}an encoder-decoder family", family->model_type,
+                            encoder_decoder ? "not " : ""));
+  return *family;
+}
+
+// The model's config as the records take it.
+HuggingFaceConfig config_of(models::Model& model) {
+  HuggingFaceConfig c;
+  if (model.shape() == models::ModelShape::EncoderDecoder) {
+    c.encoder_decoder = model.encoder_decoder("writing the Hugging Face layout").config();
+  } else {
+    auto& task = model.task_model("writing the Hugging Face layout");
+    c.stack = task.config();
+    c.heads = task.heads();
+  }
+  return c;
+}
+
+// A fresh config.json (and its layout) for a model read from no Hugging Face directory:
+// `layout.model_type`'s family when given, else a one-stack model's own family, else the first
+// encoder-decoder family of the table that can express the model (the first one's refusal when
+// none can).
+json fresh_config(models::Model& model, const HuggingFaceConfig& c, HuggingFaceLayout& layout) {
+  if (model.shape() != models::ModelShape::EncoderDecoder) {
+    json config = config_to_huggingface(c.stack, c.heads);
+    if (layout.model_type.empty()) layout = default_layout(c.stack, c.heads);
+    return config;
+  }
+  const HuggingFaceFamily* chosen = nullptr;
+  json config;
+  if (!layout.model_type.empty()) {
+    chosen = &layout_family(layout, model);
+    config = chosen->config_to_json(c);
+  } else {
+    std::optional<Error> first_refusal;
+    for (const HuggingFaceFamily* family : detail::huggingface_families()) {
+      if (!family->encoder_decoder()) continue;
+      try {
+        config = family->config_to_json(c);
+        chosen = family;
+        break;
+      } catch (const Error& e) {
+        if (!first_refusal) first_refusal = e;
+      }
+    }
+    if (!chosen) throw *first_refusal;
+  }
+  config["torch_dtype"] = "float32";
+  layout.model_type = chosen->model_type;
+  layout.prefixed = true;  // save_pretrained's names for *ForConditionalGeneration / MarianMTModel
+  return config;
+}
+
+// ------------------------------------------------------------------------------------------
+// Name tables instantiated for one model
+
+// A rule bound to one model: the full HF name (canonical: LayerNorm weight/bias, with the base
+// prefix when the checkpoint has it) and attnkit's tensor name(s).
 struct Binding {
   std::string hf;
   std::vector<std::string> ours;
-  TensorLayout layout;
+  TensorLayout layout = TensorLayout::Same;
+  bool optional = false;
+  std::string stack_prefix;                             // "transformer.", "encoder.", ... ("" for heads)
+  const TransformerConfig* stack_config = nullptr;      // its stack's config (pruned heads)
 };
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
+// The name under which `root` holds `stack`, with a trailing dot.
+std::string module_prefix(const torch::nn::Module& root, const models::TransformerModel& stack) {
+  for (const auto& child : root.named_children())
+    if (child.value().get() == static_cast<const torch::nn::Module*>(stack.ptr().get())) return child.key() + ".";
+  throw Error("internal: a layer stack that is not a child of its model");
 }
 
-std::vector<Binding> bindings(const HuggingFaceFamily& family, const TransformerConfig& c,
-                              const HeadsConfig& h, bool prefixed, int64_t blocks) {
+std::vector<Binding> bindings(const HuggingFaceFamily& family, const HuggingFaceConfig& config,
+                              const models::Model& model, const std::string& hf_prefix) {
   std::vector<Binding> out;
-  for (const auto& rule : family.name_rules(c, h)) {
+  for (const auto& rule : family.name_rules(config)) {
+    Binding proto;
+    proto.layout = rule.layout;
+    proto.optional = rule.optional;
+    int64_t blocks = 1;
+    if (rule.stack != Stack::Heads) {
+      const auto site = model.attention_site(rule.stack == Stack::Decoder ? "decoder.self" : "encoder.self");
+      proto.stack_prefix = module_prefix(model.module(), site.stack);
+      proto.stack_config = &site.stack->config();
+      blocks = site.stack->block_count();
+    }
     const bool per_block = rule.hf.find("{layer}") != std::string::npos;
-    const bool base = rule.scope == detail::RuleScope::Base;
     for (int64_t b = 0; b < (per_block ? blocks : 1); ++b) {
       const std::string index = std::to_string(b);
-      Binding binding;
-      binding.layout = rule.layout;
-      binding.hf = (base && prefixed ? family.base_prefix : "") + replace_all(rule.hf, "{layer}", index);
-      const std::string ours = (base ? "transformer." : "") + replace_all(rule.ours, "{layer}", index);
+      Binding binding = proto;
+      binding.hf = (rule.stack != Stack::Heads ? hf_prefix : "") + detail::replace_all(rule.hf, "{layer}", index);
+      const std::string ours = proto.stack_prefix + detail::replace_all(rule.ours, "{layer}", index);
       if (rule.layout == TensorLayout::FusedQkv) {
-        for (const char* part : {"q", "k", "v"}) binding.ours.push_back(replace_all(ours, "{qkv}", part));
+        for (const char* part : {"q", "k", "v"}) binding.ours.push_back(detail::replace_all(ours, "{qkv}", part));
       } else {
         binding.ours.push_back(ours);
       }
@@ -61,115 +199,28 @@ std::vector<Binding> bindings(const HuggingFaceFamily& family, const Transformer
   return out;
 }
 
-// A tied alias's canonical name in a checkpoint with (or without) the base prefix `prefix`.
-std::string canonical_of(const detail::TiedAlias& alias, const std::string& prefix) {
-  return alias.canonical[0] == '@' ? prefix + alias.canonical.substr(1) : alias.canonical;
+// A tied alias's name in a checkpoint with (or without) the base prefix `prefix`.
+std::string with_prefix(const std::string& name, const std::string& prefix) {
+  return name[0] == '@' ? prefix + name.substr(1) : name;
 }
 
-std::string shape_string(at::IntArrayRef shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
-
-std::string list_names(const std::vector<std::string>& names, size_t limit = 12) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + one_line(names[i]);
-  if (names.size() > limit) out += fmt::format(", ... ({} in all)", names.size());
+// The model's parameters and buffers by name.
+std::map<std::string, at::Tensor> tensors_by_name(torch::nn::Module& model) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : model.named_parameters(true)) out[item.key()] = item.value();
+  for (const auto& item : model.named_buffers(true)) out[item.key()] = item.value();
   return out;
 }
 
-// ------------------------------------------------------------------------------------------
-// config.json
-
-}  // namespace
-
-namespace detail {
-const HuggingFaceFamily& detect_family(const json& j) {
-  if (!j.is_object()) throw Error("config.json: expected a JSON object");
-  if (j.contains("model_type") && j["model_type"].is_string())
-    return detail::huggingface_family_named(j["model_type"].get<std::string>());
-  if (j.contains("architectures") && j["architectures"].is_array())
-    for (const auto& a : j["architectures"]) {
-      const auto name = a.is_string() ? a.get<std::string>() : "";
-      for (const HuggingFaceFamily* family : detail::huggingface_families())
-        for (const auto& prefix : family->architecture_prefixes)
-          if (name.rfind(prefix, 0) == 0) return *family;
-    }
-  std::string prefixes;
-  for (const HuggingFaceFamily* family : detail::huggingface_families())
-    for (const auto& prefix : family->architecture_prefixes)
-      prefixes += (prefixes.empty() ? "" : ", ") + prefix;
-  throw Error(fmt::format("config.json: no 'model_type' (and no architectures naming {}; attnkit "
-                          "reads {})", prefixes, detail::huggingface_model_types()));
-}
-}  // namespace detail
-
-namespace {
-using detail::detect_family;
-
-// The family a layout names (a table entry; anything else is a caller's error).
-const HuggingFaceFamily& layout_family(const HuggingFaceLayout& layout) {
-  try {
-    return detail::huggingface_family_named(layout.model_type);
-  } catch (const Error&) {
-    throw Error(fmt::format("Hugging Face layout: model_type {} is not one of {}",
-                            detail::quoted(layout.model_type), detail::huggingface_model_types()));
-  }
-}
-
-}  // namespace
-
-TransformerConfig config_from_huggingface(const json& j, std::string* model_type_out) {
-  const HuggingFaceFamily& family = detect_family(j);
-  if (family.encoder_decoder)
-    throw Error(fmt::format("config.json: model_type '{}' is an encoder-decoder, not a single "
-                            "stack (io::load_model reads it as models::EncoderDecoderModel)",
-                            family.model_type));
-  if (model_type_out) *model_type_out = family.model_type;
-  TransformerConfig c = family.config_from_json(j);
-  if (j.contains("pruned_heads") && !j["pruned_heads"].is_null())
-    c.pruned_heads = models::head_indices_from_json(j["pruned_heads"], "config.json: pruned_heads");
-  c.validate();
-  return c;
-}
-
-json config_to_huggingface(const TransformerConfig& c, const HeadsConfig& h) {
-  using detail::require_expressible;
-  require_expressible(c.attention.kind == layers::AttentionKind::Softmax && !c.attention.talking_heads &&
-                          c.attention.key_size == 0 && c.attention.value_size == 0,
-                      c, "HF models use plain softmax attention with key_size = hidden / heads");
-  require_expressible(!c.cross_attention && c.condition_size == 0, c,
-                      "cross attention and Conditional LayerNorm have no HF equivalent here");
-  require_expressible(c.positions == layers::PositionEncoding::Learned, c,
-                      "HF models use learned absolute positions");
-  const HuggingFaceFamily* family = detail::huggingface_family(c.family);
-  require_expressible(family != nullptr, c,
-                      fmt::format("family must be one of {}", detail::huggingface_model_types()).c_str());
-  json j = family->config_to_json(c, h);
-  if (!c.pruned_heads.empty()) j["pruned_heads"] = models::head_indices_to_json(c.pruned_heads);
-  j["torch_dtype"] = "float32";
-  return j;
-}
-
-HuggingFaceLayout default_layout(const TransformerConfig& c, const HeadsConfig& h) {
-  HuggingFaceLayout layout;
-  const HuggingFaceFamily* family = detail::huggingface_family(c.family);
-  layout.model_type = family ? family->model_type : models::model_family_name(c.family);
-  layout.prefixed = h.any();  // *ForPreTraining, GPT2LMHeadModel, ...: save_pretrained's names
-  return layout;
-}
-
-// ------------------------------------------------------------------------------------------
-// Loading
-
-namespace {
-
-// Parameters by name; throws if a rule names one the model lacks (a table bug, not user input).
-at::Tensor parameter(std::map<std::string, at::Tensor>& params, const std::string& name) {
-  auto it = params.find(name);
-  if (it == params.end()) throw Error(fmt::format("internal: attnkit has no parameter '{}'", name));
+// Tensors by name; throws if a rule names one the model lacks (a table bug, not user input).
+at::Tensor tensor_named(std::map<std::string, at::Tensor>& tensors, const std::string& name) {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) throw Error(fmt::format("internal: attnkit has no tensor '{}'", name));
   return it->second;
 }
 
-std::vector<int64_t> expected_hf_shape(const Binding& b, std::map<std::string, at::Tensor>& params) {
-  auto ours = parameter(params, b.ours[0]).sizes().vec();
+std::vector<int64_t> expected_hf_shape(const Binding& b, std::map<std::string, at::Tensor>& tensors) {
+  auto ours = tensor_named(tensors, b.ours[0]).sizes().vec();
   if (b.layout == TensorLayout::Same) return ours;
   if (b.layout == TensorLayout::Transposed) {
     if (ours.size() == 2) std::swap(ours[0], ours[1]);
@@ -180,32 +231,67 @@ std::vector<int64_t> expected_hf_shape(const Binding& b, std::map<std::string, a
   return {3 * ours[0]};
 }
 
-void assign(const Binding& b, const at::Tensor& hf, std::map<std::string, at::Tensor>& params) {
+void assign(const Binding& b, const at::Tensor& hf, std::map<std::string, at::Tensor>& tensors) {
   torch::NoGradGuard no_grad;
   auto value = hf.to(at::kFloat);
   switch (b.layout) {
-    case TensorLayout::Same: parameter(params, b.ours[0]).copy_(value); break;
+    case TensorLayout::Same: tensor_named(tensors, b.ours[0]).copy_(value); break;
     case TensorLayout::Transposed:
-      parameter(params, b.ours[0]).copy_(value.dim() == 2 ? value.t() : value);
+      tensor_named(tensors, b.ours[0]).copy_(value.dim() == 2 ? value.t() : value);
       break;
     case TensorLayout::FusedQkv: {
       auto parts = (value.dim() == 2 ? value.t() : value).chunk(3, 0);
-      for (int i = 0; i < 3; ++i) parameter(params, b.ours[i]).copy_(parts[i]);
+      for (int i = 0; i < 3; ++i) tensor_named(tensors, b.ours[i]).copy_(parts[i]);
       break;
     }
   }
 }
 
-at::Tensor hf_value(const Binding& b, std::map<std::string, at::Tensor>& params) {
+// `t` (rows or, for the output projection, columns of the kept heads) at its unpruned size,
+// the removed heads' slices zero.
+at::Tensor unpruned(const at::Tensor& t, int64_t dim, int64_t heads, const std::vector<int64_t>& removed) {
+  const int64_t kept = heads - static_cast<int64_t>(removed.size());
+  if (kept <= 0 || t.size(dim) % kept != 0) return t;
+  const int64_t size = t.size(dim) / kept;
+  std::vector<int64_t> shape = t.sizes().vec();
+  shape[dim] = heads * size;
+  at::Tensor full = at::zeros(shape, t.options());
+  int64_t j = 0;
+  for (int64_t h = 0; h < heads; ++h) {
+    if (std::binary_search(removed.begin(), removed.end(), h)) continue;
+    full.narrow(dim, h * size, size).copy_(t.narrow(dim, j * size, size));
+    ++j;
+  }
+  return full;
+}
+
+// Our tensor `name` of binding `b` as a family that stores pruned heads at full size writes it:
+// a pruned attention projection expanded with zeros.
+at::Tensor full_size(const Binding& b, const std::string& name, const at::Tensor& ours) {
+  static const std::regex attention(R"(^blocks\.(\d+)\.(attention|cross_attention)\.([qkvo])\.(weight|bias)$)");
+  std::smatch m;
+  const std::string relative = name.substr(b.stack_prefix.size());
+  if (!b.stack_config || !std::regex_match(relative, m, attention)) return ours;
+  const models::HeadIndices& pruned =
+      m[2] == "attention" ? b.stack_config->pruned_heads : b.stack_config->pruned_cross_heads;
+  auto it = pruned.find(std::stoll(m[1]));
+  if (it == pruned.end() || it->second.empty()) return ours;
+  const bool output = m[3] == "o";
+  if (output && m[4] == "bias") return ours;  // the output bias is not per head
+  return unpruned(ours, output ? 1 : 0, b.stack_config->heads, it->second);
+}
+
+at::Tensor hf_value(const Binding& b, std::map<std::string, at::Tensor>& tensors, bool zeroed) {
+  std::vector<at::Tensor> parts;
+  for (const auto& name : b.ours) {
+    auto t = tensor_named(tensors, name).detach();
+    parts.push_back(zeroed ? full_size(b, name, t) : t);
+  }
   switch (b.layout) {
-    case TensorLayout::Same: return parameter(params, b.ours[0]).detach().clone();
-    case TensorLayout::Transposed: {
-      auto p = parameter(params, b.ours[0]).detach();
-      return (p.dim() == 2 ? p.t() : p).contiguous();
-    }
+    case TensorLayout::Same: return parts[0].contiguous().clone();
+    case TensorLayout::Transposed: return (parts[0].dim() == 2 ? parts[0].t() : parts[0]).contiguous();
     case TensorLayout::FusedQkv: {
-      auto fused = at::cat({parameter(params, b.ours[0]).detach(), parameter(params, b.ours[1]).detach(),
-                            parameter(params, b.ours[2]).detach()}, 0);
+      auto fused = at::cat(parts, 0);
       return (fused.dim() == 2 ? fused.t() : fused).contiguous();
     }
   }
@@ -219,6 +305,13 @@ std::string canonical_name(std::string name) {
   return std::regex_replace(name, beta, ".bias");
 }
 
+std::string list_names(const std::vector<std::string>& names, size_t limit = 12) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + one_line(names[i]);
+  if (names.size() > limit) out += fmt::format(", ... ({} in all)", names.size());
+  return out;
+}
+
 json read_json_file(const std::string& path) {
   const std::string text = read_file(path);
   try {
@@ -226,6 +319,13 @@ json read_json_file(const std::string& path) {
   } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     throw Error(fmt::format("{}: not valid JSON ({})", path, e.what()));
   }
+}
+
+// A config reader's "config.json: WHAT" error as "CONFIG_PATH: WHAT".
+Error naming_config_file(const Error& e, const std::string& config_path) {
+  // The readers' messages say "config.json: ..."; name the file the user gave (fuzz finding).
+  const std::string what = e.what(), prefix = "config.json: ";
+  return Error(config_path + ": " + (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what));
 }
 
 // A safetensors file's tensors under their canonical names, for a family's head detection.
@@ -259,47 +359,94 @@ class FileContents final : public detail::CheckpointContents {
 
 }  // namespace
 
-namespace detail {
+// ------------------------------------------------------------------------------------------
+// config.json, public
 
-HuggingFaceFiles huggingface_files(const std::string& directory) {
-  namespace fs = std::filesystem;
-  HuggingFaceFiles files;
-  files.config_path = (fs::path(directory) / "config.json").string();
-  files.weights_path = (fs::path(directory) / "model.safetensors").string();
-  if (!fs::exists(files.config_path)) throw Error(fmt::format("{}: no config.json", directory));
-  if (!fs::exists(files.weights_path)) {
+TransformerConfig config_from_huggingface(const json& j, std::string* model_type_out) {
+  const HuggingFaceFamily& family = detail::detect_family(j);
+  if (family.encoder_decoder())
+    throw Error(fmt::format("config.json: model_type '{}' is an encoder-decoder, not a single "
+                            "stack (io::load_model reads it as models::EncoderDecoderModel)",
+                            family.model_type));
+  if (model_type_out) *model_type_out = family.model_type;
+  return read_config(family, j).stack;
+}
+
+bool is_huggingface_encoder_decoder(const json& config_json) {
+  try {
+    return detail::detect_family(config_json).encoder_decoder();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+models::EncoderDecoderConfig encoder_decoder_config_from_huggingface(const json& j, std::string* model_type) {
+  const HuggingFaceFamily& family = detail::detect_family(j);
+  if (!family.encoder_decoder())
+    throw Error(fmt::format("config.json: model_type '{}' is not an encoder-decoder", family.model_type));
+  if (model_type) *model_type = family.model_type;
+  return read_config(family, j).encoder_decoder;
+}
+
+json config_to_huggingface(const TransformerConfig& c, const HeadsConfig& h) {
+  using detail::require_expressible;
+  require_expressible(c.attention.kind == layers::AttentionKind::Softmax && !c.attention.talking_heads &&
+                          c.attention.key_size == 0 && c.attention.value_size == 0,
+                      c, "HF models use plain softmax attention with key_size = hidden / heads");
+  require_expressible(!c.cross_attention && c.condition_size == 0, c,
+                      "cross attention and Conditional LayerNorm have no HF equivalent here");
+  require_expressible(c.positions == layers::PositionEncoding::Learned, c,
+                      "HF models use learned absolute positions");
+  const HuggingFaceFamily* family = one_stack_family_named(c.family.name());
+  require_expressible(family != nullptr, c,
+                      fmt::format("family must be one of {}", detail::huggingface_model_types()).c_str());
+  json j = family->config_to_json({c, h});
+  if (!c.pruned_heads.empty()) j["pruned_heads"] = models::head_indices_to_json(c.pruned_heads);
+  j["torch_dtype"] = "float32";
+  return j;
+}
+
+HuggingFaceLayout default_layout(const TransformerConfig& c, const HeadsConfig& h) {
+  HuggingFaceLayout layout;
+  layout.model_type = c.family.name();
+  layout.prefixed = h.any();  // *ForPreTraining, GPT2LMHeadModel, ...: save_pretrained's names
+  return layout;
+}
+
+const char* next_sentence_output_name(const models::ModelFamily& family) {
+  const HuggingFaceFamily* record = one_stack_family_named(family.name());
+  return record ? record->next_sentence_output : HuggingFaceFamily{}.next_sentence_output;
+}
+
+// ------------------------------------------------------------------------------------------
+// Loading
+
+std::shared_ptr<models::Model> load_huggingface(const std::string& directory, HuggingFaceModel* info_out) {
+  const std::string config_path = (fs::path(directory) / "config.json").string();
+  const std::string weights_path = (fs::path(directory) / "model.safetensors").string();
+  if (!fs::exists(config_path)) throw Error(fmt::format("{}: no config.json", directory));
+  if (!fs::exists(weights_path)) {
     if (fs::exists(fs::path(directory) / "pytorch_model.bin"))
       throw Error(fmt::format("{}: only pytorch_model.bin (pickle) found; attnkit reads "
                               "model.safetensors (convert it with transformers' save_pretrained("
                               "safe_serialization=True))", directory));
     throw Error(fmt::format("{}: no model.safetensors", directory));
   }
-  files.config_json = read_json_file(files.config_path);
-  return files;
-}
-
-Error naming_config_file(const Error& e, const std::string& config_path) {
-  // The readers' messages say "config.json: ..."; name the file the user gave (fuzz finding).
-  const std::string what = e.what(), prefix = "config.json: ";
-  return Error(config_path + ": " + (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what));
-}
-
-}  // namespace detail
-
-models::TaskModel load_huggingface(const std::string& directory, HuggingFaceModel* info_out) {
-  detail::HuggingFaceFiles files = detail::huggingface_files(directory);
-  const std::string config_path = files.config_path, weights_path = files.weights_path;
   HuggingFaceModel info;
-  info.config_json = std::move(files.config_json);
-  std::string model_type;
+  info.config_json = read_json_file(config_path);
+  const HuggingFaceFamily* found = nullptr;
+  HuggingFaceConfig config;
+  std::map<std::string, models::HeadIndices> pruned;  // Zeroed families: pruned after loading
   try {
-    info.config = config_from_huggingface(info.config_json, &model_type);
+    found = &detail::detect_family(info.config_json);
+    config = read_config(*found, info.config_json);
+    if (found->pruning == HeadPruning::Zeroed) pruned = pruned_from_json(info.config_json);
   } catch (const Error& e) {
-    throw detail::naming_config_file(e, config_path);
+    throw naming_config_file(e, config_path);
   }
-  const HuggingFaceFamily& family = detail::huggingface_family_named(model_type);
-  auto& layout = info.layout;
-  layout.model_type = model_type;
+  const HuggingFaceFamily& family = *found;
+  HuggingFaceLayout& layout = info.layout;
+  layout.model_type = family.model_type;
 
   auto file = SafetensorsFile::open(weights_path);
   // Canonical name -> name in the file.
@@ -310,67 +457,75 @@ models::TaskModel load_huggingface(const std::string& directory, HuggingFaceMode
       throw Error(fmt::format("{}: '{}' appears twice (as gamma/beta and weight/bias)",
                               weights_path, canonical));
   }
-  const std::string prefix = family.base_prefix;
+  const std::string base_prefix = family.base_prefix;
   layout.prefixed = std::any_of(by_name.begin(), by_name.end(), [&](const auto& kv) {
-    return kv.first.rfind(prefix, 0) == 0;
+    return kv.first.rfind(base_prefix, 0) == 0;
   });
-  const FileContents contents(file, by_name, layout.prefixed ? prefix : "", weights_path);
+  const std::string prefix = layout.prefixed ? base_prefix : "";
+  const FileContents contents(file, by_name, prefix, weights_path);
   auto has = [&](const std::string& name) { return contents.has(name); };
-  auto tensor = [&](const std::string& name) { return file.tensor(by_name.at(name)); };
 
   // Which heads and optional parts the checkpoint holds.
-  auto& c = info.config;
-  auto& h = info.heads;
-  family.detect_heads(contents, info.config_json, c, h);
+  if (family.detect_heads) family.detect_heads(contents, info.config_json, config);
+  const TransformerConfig& c = config.stack;
+  const HeadsConfig& h = config.heads;
   if ((h.next_sentence > 0 || (h.sequence_labels > 0 && h.sequence_pooling == models::Pooling::Pooler)) &&
       !c.pooler)
     throw Error(fmt::format("{}: the checkpoint has a classifier over the pooled output but no "
                             "pooler weights", weights_path));
 
-  detail::check_config_fits_weights(c, h, file, config_path);
-  models::TaskModel model(c, h);
-  model->eval();
-  auto params = model->named_parameters(true);
-  std::map<std::string, at::Tensor> by_ours;
-  for (const auto& item : params) by_ours[item.key()] = item.value();
-
-  std::set<std::string> used;
-  std::vector<std::string> missing, mismatched;
-  const auto table = bindings(family, c, h, layout.prefixed, model->transformer->block_count());
-  for (const auto& b : table) {
-    if (!has(b.hf)) {
-      missing.push_back(b.hf);
-      continue;
-    }
-    const auto& entry = file.entry(by_name.at(b.hf));
-    const auto expected = expected_hf_shape(b, by_ours);
-    if (entry.shape != expected) {
-      mismatched.push_back(fmt::format("{}: expected {}, got {}", b.hf, shape_string(expected),
-                                       shape_string(entry.shape)));
-      continue;
-    }
-    assign(b, file.tensor(entry.name), by_ours);
-    used.insert(b.hf);
-    if (entry.dtype != "F32") layout.dtypes[b.hf] = entry.dtype;
+  std::shared_ptr<models::Model> model;
+  if (family.encoder_decoder()) {
+    const auto& e = config.encoder_decoder;
+    detail::check_config_fits_weights({{e.encoder, {}}, {e.decoder, {}}}, file, config_path);
+    model = models::EncoderDecoderModel(e).ptr();
+  } else {
+    detail::check_config_fits_weights(c, h, file, config_path);
+    model = models::TaskModel(c, h).ptr();
   }
-  // Tied copies and aliases: when present they must repeat their canonical tensor.
-  for (const auto& tied : family.tied_aliases(h)) {
-    const std::string& alias = tied.alias;
-    const std::string canonical = canonical_of(tied, contents.base(""));
-    if (!has(alias)) continue;
-    if (!has(canonical)) {
-      // Only the alias was stored (e.g. cls.predictions.decoder.bias without cls.predictions.bias).
-      auto it = std::find(missing.begin(), missing.end(), canonical);
-      if (it == missing.end()) continue;
-      missing.erase(it);
-      for (const auto& b : table)
-        if (b.hf == canonical) assign(b, tensor(alias), by_ours);
-      layout.alias_only.push_back(canonical);
+  model->module().eval();
+  auto ours = tensors_by_name(model->module());
+
+  const auto table = bindings(family, config, *model, prefix);
+  const auto aliases = family.tied_aliases(config);
+  std::set<std::string> used, served_by_alias;
+  std::vector<std::string> missing, mismatched;
+  for (const auto& b : table) {
+    std::string stored = b.hf;
+    if (!has(stored)) {
+      // Only a tied copy was stored (e.g. cls.predictions.decoder.bias without
+      // cls.predictions.bias, encoder.embed_tokens.weight without shared.weight).
+      for (const auto& a : aliases)
+        if (with_prefix(a.canonical, prefix) == b.hf && has(with_prefix(a.alias, prefix))) {
+          stored = with_prefix(a.alias, prefix);
+          layout.alias_only.push_back(b.hf);
+          served_by_alias.insert(b.hf);
+          break;
+        }
     }
+    if (!has(stored)) {
+      if (!b.optional) missing.push_back(b.hf);
+      continue;
+    }
+    const auto& entry = file.entry(by_name.at(stored));
+    const auto expected = expected_hf_shape(b, ours);
+    if (entry.shape != expected) {
+      mismatched.push_back(fmt::format("{}: expected [{}], got [{}]", stored, fmt::join(expected, ", "),
+                                       fmt::join(entry.shape, ", ")));
+      continue;
+    }
+    assign(b, file.tensor(entry.name), ours);
+    used.insert(stored);
+    if (entry.dtype != "F32") layout.dtypes[stored] = entry.dtype;
+  }
+  // Tied copies: written back on saving from their canonical tensor.
+  for (const auto& a : aliases) {
+    const std::string alias = with_prefix(a.alias, prefix), canonical = with_prefix(a.canonical, prefix);
+    if (!has(alias) || (!has(canonical) && !served_by_alias.count(canonical))) continue;
     used.insert(alias);
     layout.tied_copies.push_back(alias);
-    const auto& alias_entry = file.entry(by_name.at(alias));
-    if (alias_entry.dtype != "F32") layout.dtypes[alias] = alias_entry.dtype;
+    const auto& entry = file.entry(by_name.at(alias));
+    if (entry.dtype != "F32") layout.dtypes[alias] = entry.dtype;
   }
   if (!mismatched.empty())
     throw Error(fmt::format("{}: shape mismatch: {}", weights_path, list_names(mismatched, 4)));
@@ -390,31 +545,46 @@ models::TaskModel load_huggingface(const std::string& directory, HuggingFaceMode
   }
   if (!unknown.empty())
     throw Error(fmt::format("{}: unknown tensors (not part of a {} model attnkit knows): {}",
-                            weights_path, model_type, list_names(unknown)));
+                            weights_path, family.model_type, list_names(unknown)));
+  for (const char* site : kSites) {
+    auto it = pruned.find(site);
+    if (it == pruned.end() || it->second.empty()) continue;
+    try {
+      model->prune_heads(site, it->second);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}: {}", config_path, kPrunedKey, e.what()));
+    }
+  }
+  if (!family.encoder_decoder()) {
+    info.config = c;
+    info.heads = h;
+  }
   if (info_out) *info_out = std::move(info);
   return model;
 }
 
-NamedTensors huggingface_tensors(models::TaskModel& model, const HuggingFaceLayout& layout) {
-  const auto& c = model->config();
-  const auto& h = model->heads();
-  std::map<std::string, at::Tensor> by_ours;
-  for (const auto& item : model->named_parameters(true)) by_ours[item.key()] = item.value();
-  const HuggingFaceFamily& family = layout_family(layout);
+// ------------------------------------------------------------------------------------------
+// Saving
+
+NamedTensors huggingface_tensors(models::Model& model, const HuggingFaceLayout& layout) {
+  const HuggingFaceFamily& family = layout_family(layout, model);
+  const HuggingFaceConfig config = config_of(model);
   const std::string prefix = layout.prefixed ? family.base_prefix : "";
+  auto ours = tensors_by_name(model.module());
   std::map<std::string, at::Tensor> out;
-  for (const auto& b : bindings(family, c, h, layout.prefixed, model->transformer->block_count()))
-    out[b.hf] = hf_value(b, by_ours);
+  for (const auto& b : bindings(family, config, model, prefix))
+    out[b.hf] = hf_value(b, ours, family.pruning == HeadPruning::Zeroed);
+  const auto aliases = family.tied_aliases(config);
   for (const auto& alias : layout.tied_copies)
-    for (const auto& tied : family.tied_aliases(h))
-      if (tied.alias == alias) out[alias] = out.at(canonical_of(tied, prefix)).clone();
+    for (const auto& a : aliases)
+      if (with_prefix(a.alias, prefix) == alias) out[alias] = out.at(with_prefix(a.canonical, prefix)).clone();
   for (const auto& canonical : layout.alias_only) out.erase(canonical);
   NamedTensors tensors;
+  const std::map<std::string, at::ScalarType> types{
+      {"F64", at::kDouble}, {"F16", at::kHalf}, {"BF16", at::kBFloat16}, {"F32", at::kFloat}};
   for (auto& [name, t] : out) {
     auto it = layout.dtypes.find(name);
     if (it != layout.dtypes.end()) {
-      const std::map<std::string, at::ScalarType> types{
-          {"F64", at::kDouble}, {"F16", at::kHalf}, {"BF16", at::kBFloat16}, {"F32", at::kFloat}};
       auto type = types.find(it->second);
       if (type != types.end()) t = t.to(type->second);
     }
@@ -423,22 +593,31 @@ NamedTensors huggingface_tensors(models::TaskModel& model, const HuggingFaceLayo
   return tensors;
 }
 
-void save_huggingface(models::TaskModel& model, const HuggingFaceModel& info,
-                      const std::string& directory) {
-  namespace fs = std::filesystem;
+void save_huggingface(models::Model& model, const HuggingFaceModel& info, const std::string& directory) {
   std::error_code ec;
   fs::create_directories(directory, ec);
   if (ec) throw Error(fmt::format("{}: cannot create directory ({})", directory, ec.message()));
-  json config = info.config_json.is_null() ? config_to_huggingface(model->config(), model->heads())
-                                           : info.config_json;
-  // Heads pruned since loading: the config records them as save_pretrained does.
-  const auto& pruned = model->config().pruned_heads;
-  if (!pruned.empty()) config["pruned_heads"] = models::head_indices_to_json(pruned);
-  else if (config.contains("pruned_heads")) config["pruned_heads"] = json::object();
+  HuggingFaceLayout layout = info.layout;
+  const HuggingFaceConfig c = config_of(model);
+  json config = info.config_json.is_null() ? fresh_config(model, c, layout) : info.config_json;
+  if (layout_family(layout, model).pruning == HeadPruning::InConfig) {
+    // Heads pruned since loading: the config records them as save_pretrained does.
+    if (!c.stack.pruned_heads.empty()) config["pruned_heads"] = models::head_indices_to_json(c.stack.pruned_heads);
+    else if (config.contains("pruned_heads")) config["pruned_heads"] = json::object();
+  } else {
+    json pruned = json::object();
+    for (const auto& site : model.attention_sites()) {
+      const auto& stack = site.stack->config();
+      const auto& heads = site.attention == models::AttentionSite::Cross ? stack.pruned_cross_heads : stack.pruned_heads;
+      if (!heads.empty()) pruned[site.name] = models::head_indices_to_json(heads);
+    }
+    if (!pruned.empty()) config[kPrunedKey] = pruned;
+    else config.erase(kPrunedKey);
+  }
   // HF writes config.json with indent 2 and sorted keys (nlohmann's objects are sorted).
   write_file_atomically((fs::path(directory) / "config.json").string(), config.dump(2) + "\n");
-  save_safetensors((fs::path(directory) / "model.safetensors").string(),
-                   huggingface_tensors(model, info.layout), {{"format", "pt"}});
+  save_safetensors((fs::path(directory) / "model.safetensors").string(), huggingface_tensors(model, layout),
+                   {{"format", "pt"}});
 }
 
 }  // namespace attnkit::io

@@ -184,14 +184,7 @@ LoadedModel load_model(const std::string& given) {
     return load_attnkit(weights_path, &config, config_path, path);
   }
   HuggingFaceModel info;
-  if (is_huggingface_encoder_decoder(config)) {
-    auto model = load_huggingface_encoder_decoder(path, &info);
-    auto out = finish(model.ptr(), path, "huggingface");
-    out.huggingface = std::move(info);
-    return out;
-  }
-  auto task = load_huggingface(path, &info);
-  auto out = finish(task.ptr(), path, "huggingface");
+  auto out = finish(load_huggingface(path, &info), path, "huggingface");
   out.huggingface = std::move(info);
   return out;
 }
@@ -225,26 +218,10 @@ void save_model(LoadedModel& model, const std::string& to, const std::string& fo
     throw Error(fmt::format("format must be 'attnkit' or 'huggingface' (got '{}')", format));
   if (format == "attnkit") {
     save_attnkit_model(*model.model, to);
-  } else if (model.model->shape() == models::ModelShape::EncoderDecoder) {
-    // Marian or BART: the layout it was read with, else a fresh Marian config (bart when
-    // the model has BART's learned, offset positions).
-    HuggingFaceModel info;
-    if (model.format == "huggingface") {
-      info = model.huggingface;
-    } else {
-      const auto& c = model.model->encoder_decoder("writing the Hugging Face layout").config();
-      info.layout.model_type = c.encoder.positions == layers::PositionEncoding::Learned ? "bart" : "marian";
-    }
-    save_huggingface_encoder_decoder(model.model->encoder_decoder("writing the Hugging Face layout"),
-                                     info, to);
   } else {
-    model.task_model("writing the Hugging Face layout");
-    HuggingFaceModel info = model.huggingface;
-    if (model.format != "huggingface") {
-      info.config_json = config_to_huggingface(model.task->config(), model.heads);
-      info.layout = default_layout(model.task->config(), model.heads);
-    }
-    save_huggingface(model.task, info, to);
+    // A Hugging Face input keeps its config.json and layout; any other gets a fresh config of the
+    // family that expresses the model (io/huggingface.h's save_huggingface).
+    save_huggingface(*model.model, model.format == "huggingface" ? model.huggingface : HuggingFaceModel{}, to);
   }
   if (!fs::is_directory(model.path)) return;
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <set>
 
 namespace attnkit::models {
 namespace {
@@ -37,23 +39,24 @@ void read_name(StrictReader& r, const char* key, Enum& value, Parse parse, Name 
 
 }  // namespace
 
-const char* model_family_name(ModelFamily family) {
-  switch (family) {
-    case ModelFamily::Bert: return "bert";
-    case ModelFamily::Albert: return "albert";
-    case ModelFamily::Gpt2: return "gpt2";
-    case ModelFamily::Custom: return "custom";
-    case ModelFamily::Roberta: return "roberta";
-  }
-  return "?";
+ModelFamily ModelFamily::named(std::string_view name) {
+  // Interned: a family is a name for the life of the process (configs copy it freely).
+  static std::mutex mutex;
+  static std::set<std::string, std::less<>> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = names.find(name);
+  if (it == names.end()) it = names.emplace(name).first;
+  return ModelFamily(it->c_str());
 }
 
 ModelFamily parse_model_family(std::string_view name) {
-  for (ModelFamily family : {ModelFamily::Bert, ModelFamily::Albert, ModelFamily::Gpt2,
-                             ModelFamily::Roberta, ModelFamily::Custom})
-    if (name == model_family_name(family)) return family;
-  throw Error(fmt::format("unknown model family '{}' (known: bert, albert, gpt2, roberta, custom)",
-                          one_line(name)));
+  const bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
+  });
+  if (!valid)
+    throw Error(fmt::format("unknown model family '{}' (a family name is lower-case letters, digits, '-' "
+                            "and '_')", one_line(name)));
+  return ModelFamily::named(name);
 }
 
 void to_json(json& j, const TransformerConfig& c) {
@@ -277,35 +280,78 @@ void TransformerConfig::set_pad_token_id(int64_t id) {
   if (padding_positions) position_id_offset = id + 1;
 }
 
+namespace {
+
+// The presets: a family and its conventions at given sizes.
+struct Preset {
+  ModelFamily family;
+  TransformerConfig (*make)(const PresetSizes& sizes, int64_t intermediate);
+};
+
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> table = {
+      {ModelFamily::Bert,
+       [](const PresetSizes& s, int64_t intermediate) {
+         return TransformerConfig::bert(s.vocab_size, s.hidden, s.layers, s.heads, intermediate);
+       }},
+      {ModelFamily::Albert,
+       [](const PresetSizes& s, int64_t intermediate) {
+         return TransformerConfig::albert(s.vocab_size, s.embedding_size > 0 ? s.embedding_size : s.hidden,
+                                          s.hidden, s.layers, s.heads, intermediate);
+       }},
+      {ModelFamily::Gpt2,
+       [](const PresetSizes& s, int64_t intermediate) {
+         TransformerConfig c = TransformerConfig::gpt2(s.vocab_size, s.hidden, s.layers, s.heads);
+         c.intermediate = intermediate;
+         return c;
+       }},
+      {ModelFamily::Roberta,
+       [](const PresetSizes& s, int64_t intermediate) {
+         return TransformerConfig::roberta(s.vocab_size, s.hidden, s.layers, s.heads, intermediate);
+       }},
+  };
+  return table;
+}
+
+const Preset* find_preset(ModelFamily family) {
+  for (const Preset& p : presets())
+    if (p.family == family) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
 const std::vector<std::string>& preset_names() {
-  static const std::vector<std::string> names = {"bert", "albert", "gpt2", "roberta"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Preset& p : presets()) out.emplace_back(p.family.name());
+    return out;
+  }();
   return names;
 }
+
+bool is_preset(ModelFamily family) { return find_preset(family) != nullptr; }
 
 bool is_preset(std::string_view name) {
   const auto& names = preset_names();
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-TransformerConfig preset(std::string_view name, const PresetSizes& s) {
-  const int64_t intermediate = s.intermediate > 0 ? s.intermediate : 4 * s.hidden;
-  TransformerConfig c;
-  if (name == "bert") {
-    c = TransformerConfig::bert(s.vocab_size, s.hidden, s.layers, s.heads, intermediate);
-  } else if (name == "albert") {
-    c = TransformerConfig::albert(s.vocab_size, s.embedding_size > 0 ? s.embedding_size : s.hidden,
-                                  s.hidden, s.layers, s.heads, intermediate);
-  } else if (name == "gpt2") {
-    c = TransformerConfig::gpt2(s.vocab_size, s.hidden, s.layers, s.heads);
-    c.intermediate = intermediate;
-  } else if (name == "roberta") {
-    c = TransformerConfig::roberta(s.vocab_size, s.hidden, s.layers, s.heads, intermediate);
-  } else {
-    throw Error(fmt::format("unknown model preset '{}' (presets: {})", name,
+TransformerConfig preset(ModelFamily family, const PresetSizes& s) {
+  const Preset* p = find_preset(family);
+  if (!p)
+    throw Error(fmt::format("unknown model preset '{}' (presets: {})", family.name(),
                             fmt::join(preset_names(), ", ")));
-  }
+  TransformerConfig c = p->make(s, s.intermediate > 0 ? s.intermediate : 4 * s.hidden);
   if (s.embedding_size > 0) c.embedding_size = s.embedding_size;
   return c;
+}
+
+TransformerConfig preset(std::string_view name, const PresetSizes& s) {
+  if (!is_preset(name))
+    throw Error(fmt::format("unknown model preset '{}' (presets: {})", name,
+                            fmt::join(preset_names(), ", ")));
+  return preset(ModelFamily::named(name), s);
 }
 
 }  // namespace attnkit::models

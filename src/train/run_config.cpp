@@ -66,7 +66,8 @@ Setting typed(std::string section, std::string key, std::string help, Access acc
     if constexpr (std::is_same_v<T, int64_t>) return std::to_string(field);
     else if constexpr (std::is_same_v<T, double>) return format_double(field);
     else if constexpr (std::is_same_v<T, bool>) return std::string(field ? "true" : "false");
-    else return quote(field);
+    else if constexpr (std::is_same_v<T, std::string>) return quote(field);
+    else return quote(field.text());  // a ParsedSetting: as written
   };
   return s;
 }
@@ -119,17 +120,17 @@ const std::vector<Setting>& settings() {
         ATTNKIT_FIELD(std::string, "task", "word_list",
                       "mlm: Chinese word list (UTF-8, one word per line) for whole-word masking by longest match; implies whole_word",
                       c.task.word_list),
-        ATTNKIT_FIELD(std::string, "model", "family", "bert | albert | gpt2 | roberta (default by task)", c.model.family),
+        ATTNKIT_FIELD(decltype(ModelSettings::family), "model", "family", "bert | albert | gpt2 | roberta (default by task)", c.model.family),
         ATTNKIT_FIELD(int64_t, "model", "hidden", "hidden size", c.model.hidden),
         ATTNKIT_FIELD(int64_t, "model", "layers", "layers", c.model.layers),
         ATTNKIT_FIELD(int64_t, "model", "heads", "attention heads", c.model.heads),
         ATTNKIT_FIELD(int64_t, "model", "intermediate", "feed-forward size (0 = 4 x hidden)", c.model.intermediate),
         ATTNKIT_FIELD(int64_t, "model", "embedding_size", "ALBERT's factorised embedding size (0 = hidden)", c.model.embedding_size),
-        ATTNKIT_FIELD(std::string, "model", "attention", "attention kind, e.g. softmax, linear:elu, cosformer", c.model.attention),
-        ATTNKIT_FIELD(std::string, "model", "positions", "learned | sinusoidal | none", c.model.positions),
+        ATTNKIT_FIELD(decltype(ModelSettings::attention), "model", "attention", "attention kind, e.g. softmax, linear:elu, cosformer", c.model.attention),
+        ATTNKIT_FIELD(decltype(ModelSettings::positions), "model", "positions", "learned | sinusoidal | none", c.model.positions),
         ATTNKIT_FIELD(double, "model", "dropout", "dropout on embeddings and sub-layer outputs", c.model.dropout),
         ATTNKIT_FIELD(int64_t, "model", "max_positions", "position table size (0 = from the data)", c.model.max_positions),
-        ATTNKIT_FIELD(std::string, "model", "pooling", "classification pooling: pooler | first | last | mean", c.model.pooling),
+        ATTNKIT_FIELD(decltype(ModelSettings::pooling), "model", "pooling", "classification pooling: pooler | first | last | mean", c.model.pooling),
         ATTNKIT_FIELD(std::string, "model", "init", "model directory to fine-tune from (attnkit or Hugging Face layout; also --init)", c.model.init),
         ATTNKIT_FIELD(bool, "model", "unshare", "ALBERT: give each layer its own copy of the shared block after loading (fine-tune un-shared)", c.model.unshare),
         ATTNKIT_FIELD(int64_t, "model", "key_size", "per-head width of queries and keys (0 = hidden / heads)", c.model.key_size),
@@ -147,7 +148,7 @@ const std::vector<Setting>& settings() {
         ATTNKIT_FIELD(double, "task", "length_penalty", "translation: beam search length penalty (HF generate)", c.task.length_penalty),
         ATTNKIT_FIELD(bool, "model", "pre_ln", "translation: pre-LN blocks (default post-LN)", c.model.pre_ln),
         ATTNKIT_FIELD(bool, "model", "share_embeddings", "translation: one embedding for source, target and output", c.model.share_embeddings),
-        ATTNKIT_FIELD(std::string, "model", "cross_attention", "translation: cross attention kind (default: model.attention)", c.model.cross_attention),
+        ATTNKIT_FIELD(decltype(ModelSettings::cross_attention), "model", "cross_attention", "translation: cross attention kind (default: model.attention)", c.model.cross_attention),
     };
     Setting optimizer;
     optimizer.info = {"optimizer", "name", "adamw | adam | sgd"};
@@ -251,7 +252,48 @@ void reject_non_ascii_outside_strings(std::string_view text, const std::string& 
   }
 }
 
+// parse(text), its error prefixed with the setting's name.
+template <typename Parse>
+auto parsed_as(const char* setting, const std::string& text, Parse parse) -> decltype(parse(text)) {
+  try {
+    return parse(text);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", setting, e.what()));
+  }
+}
+
 }  // namespace
+
+ModelFamilyChoice parse_model_family_setting(const std::string& text) {
+  ModelFamilyChoice choice;
+  if (text.empty()) return choice;
+  if (text == "transformer") {
+    choice.encoder_decoder = true;
+    return choice;
+  }
+  if (!models::is_preset(text))
+    throw Error(fmt::format("model.family: '{}' is not one of {}", one_line(text),
+                            fmt::join(models::preset_names(), ", ")));
+  choice.preset = models::parse_model_family(text);
+  return choice;
+}
+
+layers::AttentionSpec parse_attention_setting(const std::string& text) {
+  return parsed_as("model.attention", text, [](const std::string& t) { return layers::AttentionSpec::parse(t); });
+}
+
+std::optional<layers::AttentionSpec> parse_cross_attention_setting(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  return parsed_as("model.cross_attention", text, [](const std::string& t) { return layers::AttentionSpec::parse(t); });
+}
+
+layers::PositionEncoding parse_positions_setting(const std::string& text) {
+  return parsed_as("model.positions", text, layers::parse_position_encoding);
+}
+
+models::Pooling parse_pooling_setting(const std::string& text) {
+  return parsed_as("model.pooling", text, models::parse_pooling);
+}
 
 const std::vector<SettingInfo>& run_settings() {
   static const std::vector<SettingInfo> infos = [] {

@@ -53,7 +53,7 @@ TEST(EncoderDecoderHf, FreshSaveReadsBackAsTheSameModel) {
     const auto dir = testing::scratch_directory("io") / (bart ? "fresh-bart" : "fresh-marian");
     io::HuggingFaceModel info;  // no config.json to keep: the family writes a fresh one
     info.layout.model_type = bart ? "bart" : "marian";
-    io::save_huggingface_encoder_decoder(*model, info, dir.string());
+    io::save_huggingface(*model, info, dir.string());
     const auto config = nlohmann::json::parse(read_file(dir / "config.json"));
     EXPECT_EQ(config["model_type"], bart ? "bart" : "marian");
     EXPECT_EQ(config["d_model"], 16);
@@ -76,7 +76,7 @@ TEST(EncoderDecoderHf, ConventionsTheFamilyLacksAreOneLineRefusals) {
   models::EncoderDecoderModel model(models::EncoderDecoderConfig::transformer(30, 30, 16, 1, 2, 32));
   const auto dir = testing::scratch_directory("io") / "not-marian";
   const std::string message = testing::error_of(
-      [&] { io::save_huggingface_encoder_decoder(*model, io::HuggingFaceModel{}, dir.string()); });
+      [&] { io::save_huggingface(*model, io::HuggingFaceModel{}, dir.string()); });
   EXPECT_NE(message.find("cannot write a Hugging Face"), std::string::npos) << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   EXPECT_FALSE(fs::exists(dir / "model.safetensors"));

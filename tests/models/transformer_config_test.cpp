@@ -107,7 +107,7 @@ TEST(Presets, UnknownNameListsThePresets) {
   EXPECT_EQ(error_of([] { preset("bart"); }), "unknown model preset 'bart' (presets: bert, albert, gpt2, roberta)");
 }
 
-// family, positions and activation are enums written under the names checkpoints have always
+// family (a name), positions and activation (enums) are written under the names checkpoints have always
 // held; an unknown name is a one-line error naming the key.
 TEST(ConfigJson, EnumsAreWrittenAndReadByName) {
   using attnkit::layers::Activation;
@@ -128,6 +128,18 @@ TEST(ConfigJson, EnumsAreWrittenAndReadByName) {
        {ModelFamily::Bert, ModelFamily::Albert, ModelFamily::Gpt2, ModelFamily::Roberta,
         ModelFamily::Custom})
     EXPECT_EQ(parse_model_family(model_family_name(family)), family);
+  // A family models/ has no preset for (a Hugging Face family's model_type) is kept by name.
+  {
+    TransformerConfig marian;
+    marian.family = parse_model_family("marian");
+    nlohmann::json j;
+    to_json(j, marian);
+    EXPECT_EQ(j["family"], "marian");
+    TransformerConfig back;
+    from_json(j, back);
+    EXPECT_EQ(back.family, ModelFamily::named("marian"));
+    EXPECT_NE(back.family, ModelFamily::Custom);
+  }
   TransformerConfig c;
   c.family = ModelFamily::Custom;
   c.positions = PositionEncoding::Sinusoidal;
@@ -143,7 +155,8 @@ TEST(ConfigJson, EnumsAreWrittenAndReadByName) {
   from_json(j, absolute);
   EXPECT_EQ(absolute.positions, PositionEncoding::Learned);
   for (const auto& [key, expected] : std::vector<std::pair<std::string, std::string>>{
-           {"family", "config: family: unknown model family 'al\\nbert' (known: bert, albert, gpt2, roberta, custom)"},
+           {"family", "config: family: unknown model family 'al\\nbert' (a family name is lower-case letters, "
+                      "digits, '-' and '_')"},
            {"positions", "config: positions: unknown position encoding 'al\\nbert' (known: learned, sinusoidal, none, "
                           "sinusoidal-halves)"},
            {"activation", "config: activation: unknown activation 'al\\nbert' (known: gelu, gelu_new, "

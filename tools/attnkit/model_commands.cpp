@@ -153,8 +153,7 @@ int run_encode(const EncodeOptions& o, const GlobalOptions& global) {
   if (out.base.pooled.defined()) tensors.emplace_back("pooler_output", out.base.pooled);
   if (out.masked_lm_logits.defined()) tensors.emplace_back("mlm_logits", out.masked_lm_logits);
   if (out.next_sentence_logits.defined())
-    tensors.emplace_back(c.family == models::ModelFamily::Albert ? "sop_logits" : "seq_relationship_logits",
-                         out.next_sentence_logits);
+    tensors.emplace_back(io::next_sentence_output_name(c.family), out.next_sentence_logits);
   if (out.causal_lm_logits.defined()) tensors.emplace_back("logits", out.causal_lm_logits);
   if (out.sequence_logits.defined()) tensors.emplace_back("sequence_logits", out.sequence_logits);
   if (out.token_logits.defined()) tensors.emplace_back("token_logits", out.token_logits);

@@ -1,8 +1,9 @@
 #pragma once
-// Hugging Face interop for BERT, ALBERT and GPT-2: config.json <-> TransformerConfig + HeadsConfig,
-// and checkpoint tensor names <-> attnkit module names through one name table per family
-// (`{layer}` = block index; ALBERT's blocks are its layer groups). Each family is one record of
-// the table in src/io/hf_families.cpp (src/io/hf_family.h); the functions here are generic.
+// Hugging Face interop (BERT, ALBERT, GPT-2, RoBERTa, Marian, BART): config.json <-> attnkit's
+// model config, and checkpoint tensor names <-> attnkit tensor names through one name table per
+// family (`{layer}` = a block of the rule's stack; ALBERT's blocks are its layer groups). Each
+// family is one record of the table in src/io/hf_families.cpp (src/io/hf_family.h); one loader
+// and one saver (src/io/huggingface.cpp) read the records and never name a family.
 //
 // Loading accepts what save_pretrained and older releases wrote: names with or without the base
 // prefix ("bert." / "albert." / "transformer."), LayerNorm ".gamma"/".beta", non-parameter buffers
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,7 @@ namespace attnkit::io {
 
 // How a checkpoint was laid out, so saving can write the same layout back.
 struct HuggingFaceLayout {
-  std::string model_type;                        // a family of the table: bert | albert | gpt2
+  std::string model_type;                        // a family of the table (its model_type)
   bool prefixed = false;                         // base names carry "bert." etc.
   std::map<std::string, std::string> dtypes;     // HF name -> safetensors dtype (F32 default)
   std::vector<std::string> tied_copies;          // tied aliases the file held (re-written)
@@ -51,19 +53,29 @@ models::TransformerConfig config_from_huggingface(const nlohmann::json& config_j
 nlohmann::json config_to_huggingface(const models::TransformerConfig& config,
                                      const models::HeadsConfig& heads);
 
-// Reads config.json + model.safetensors from `directory`, builds the TaskModel with the heads
-// the checkpoint holds (MLM, NSP/SOP, causal LM, classifier, token classifier, QA span) and loads
-// every tensor. Unknown or missing tensors are errors listing the names; a shape mismatch names
-// the tensor, the expected and the actual shape.
-models::TaskModel load_huggingface(const std::string& directory, HuggingFaceModel* info = nullptr);
+// Reads config.json + model.safetensors from `directory` (any family of the table), builds the
+// model its family's stacks make -- a TaskModel with the heads the checkpoint holds (MLM,
+// NSP/SOP, causal LM, classifier, token classifier, QA span) for an encoder or a decoder, an
+// EncoderDecoderModel for both -- and loads every tensor. Unknown or missing tensors are errors
+// listing the names; a shape mismatch names the tensor, the expected and the actual shape; a
+// config.json error names the file and the key, on one line.
+std::shared_ptr<models::Model> load_huggingface(const std::string& directory, HuggingFaceModel* info = nullptr);
 
-// The checkpoint tensors of `model` under Hugging Face names, as `layout` says (prefix, dtypes,
-// tied copies). Parameters stay float32 unless the layout names another dtype.
-NamedTensors huggingface_tensors(models::TaskModel& model, const HuggingFaceLayout& layout);
+// The checkpoint tensors of `model` under Hugging Face names, as `layout` says (family, prefix,
+// dtypes, tied copies). Tensors stay float32 unless the layout names another dtype; an
+// encoder-decoder's pruned heads are written back at full size with zeros.
+NamedTensors huggingface_tensors(models::Model& model, const HuggingFaceLayout& layout);
 
 // Writes config.json + model.safetensors (metadata {"format": "pt"}) to `directory` atomically.
-void save_huggingface(models::TaskModel& model, const HuggingFaceModel& info,
-                      const std::string& directory);
+// info.config_json is written back with the pruned heads updated (pruned_heads, or an
+// encoder-decoder's attnkit_pruned_heads); when it is null a fresh config is written: the family
+// info.layout.model_type names, else a one-stack model's own family (default_layout), else the
+// first encoder-decoder family of the table that can express the model (Marian, BART).
+void save_huggingface(models::Model& model, const HuggingFaceModel& info, const std::string& directory);
+inline void save_huggingface(models::TaskModel& model, const HuggingFaceModel& info,
+                             const std::string& directory) {
+  save_huggingface(*model, info, directory);
+}
 
 // The layout a fresh save uses for a model of this family (prefix when the model has heads).
 HuggingFaceLayout default_layout(const models::TransformerConfig& config,
@@ -89,18 +101,9 @@ bool is_huggingface_encoder_decoder(const nlohmann::json& config_json);
 // "config.json: ..." naming the key that is missing, of the wrong type or not supported.
 models::EncoderDecoderConfig encoder_decoder_config_from_huggingface(const nlohmann::json& config_json,
                                                                      std::string* model_type = nullptr);
-// Reads config.json + model.safetensors (with or without the "model." prefix; tied copies of
-// shared.weight present or not; Marian's stored sinusoid skipped) and loads every tensor; errors
-// name the file and the tensor or key, on one line.
-models::EncoderDecoderModel load_huggingface_encoder_decoder(const std::string& directory,
-                                                             HuggingFaceModel* info = nullptr);
-// The model's tensors under the family's names, as `layout` says (layout.model_type: marian or
-// bart); pruned heads are written back at full size with zeros.
-NamedTensors huggingface_encoder_decoder_tensors(models::EncoderDecoderModelImpl& model,
-                                                 const HuggingFaceLayout& layout);
-// Writes config.json (info.config_json updated: attnkit_pruned_heads; a fresh config when it is
-// null) + model.safetensors to `directory`, atomically.
-void save_huggingface_encoder_decoder(models::EncoderDecoderModelImpl& model,
-                                      const HuggingFaceModel& info, const std::string& directory);
+
+// The name the family's Hugging Face models give the next-sentence (sentence-order) logits:
+// ALBERT's "sop_logits", else "seq_relationship_logits".
+const char* next_sentence_output_name(const models::ModelFamily& family);
 
 }  // namespace attnkit::io

@@ -67,8 +67,9 @@ inline void save_attnkit_model(models::TaskModel& model, const std::string& dire
 }
 
 // Writes `model` (as it is now, e.g. pruned) to `to` in `format` ("attnkit" | "huggingface"; a
-// Hugging Face input keeps its layout details; an encoder-decoder is written as Marian, or as
-// BART when it has learned positions, in its Hugging Face layout), copying the tokenizer files of
+// Hugging Face input keeps its layout details; another model gets a fresh config of its family,
+// an encoder-decoder that of the first family of the table that expresses it: Marian, else BART;
+// io::save_huggingface), copying the tokenizer files of
 // the directory it was read from (model.path: tokenizer.json, vocab.txt, vocab.json, merges.txt,
 // Marian's source.spm / target.spm, generation_config.json, ...) along.
 void save_model(LoadedModel& model, const std::string& to, const std::string& format);

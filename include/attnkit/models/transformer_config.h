@@ -21,13 +21,33 @@ namespace attnkit::models {
 // `pruned_heads` in config.json). With shared layers (ALBERT) the key is the shared block.
 using HeadIndices = std::map<int64_t, std::vector<int64_t>>;
 
-// Which family's conventions a config follows: informational, and the Hugging Face family a
-// model is saved as (io/huggingface.h). Custom: none (e.g. the encoder-decoder's stacks).
-enum class ModelFamily { Bert, Albert, Gpt2, Custom, Roberta };
-// "bert", "albert", "gpt2", "custom", "roberta"
-const char* model_family_name(ModelFamily family);
-// The inverse of model_family_name; throws attnkit::Error "unknown model family 'NAME' (known:
-// bert, albert, gpt2, roberta, custom)", NAME on one line.
+// Which family's conventions a config follows, by name: informational to the model code, and the
+// Hugging Face family a model is saved as (io/huggingface.h, whose family records carry their
+// names; models/ does not know them). The constants are the presets' families below and Custom
+// (none: e.g. the encoder-decoder's stacks); a family read from a file is ModelFamily::named.
+class ModelFamily {
+ public:
+  static const ModelFamily Bert, Albert, Gpt2, Roberta, Custom;
+  // The family called `name` (kept for the life of the process).
+  static ModelFamily named(std::string_view name);
+  constexpr const char* name() const { return name_; }
+  friend bool operator==(ModelFamily a, ModelFamily b) { return std::string_view(a.name_) == b.name_; }
+  friend bool operator!=(ModelFamily a, ModelFamily b) { return !(a == b); }
+
+ private:
+  constexpr explicit ModelFamily(const char* name) : name_(name) {}
+  const char* name_;
+};
+inline constexpr ModelFamily ModelFamily::Bert{"bert"};
+inline constexpr ModelFamily ModelFamily::Albert{"albert"};
+inline constexpr ModelFamily ModelFamily::Gpt2{"gpt2"};
+inline constexpr ModelFamily ModelFamily::Roberta{"roberta"};
+inline constexpr ModelFamily ModelFamily::Custom{"custom"};
+// family.name(): "bert", "albert", "gpt2", "roberta", "custom", "marian", ...
+inline const char* model_family_name(ModelFamily family) { return family.name(); }
+// The family called `name`: lower-case ASCII letters, digits, '-' and '_'. Throws attnkit::Error
+// "unknown model family 'NAME' (a family name is lower-case letters, digits, '-' and '_')", NAME
+// on one line, for anything else.
 ModelFamily parse_model_family(std::string_view name);
 
 struct TransformerConfig {
@@ -103,7 +123,9 @@ struct PresetSizes {
 };
 const std::vector<std::string>& preset_names();  // bert, albert, gpt2, roberta
 bool is_preset(std::string_view name);
+bool is_preset(ModelFamily family);
 // Throws attnkit::Error "unknown model preset 'NAME' (presets: bert, albert, gpt2, roberta)".
+TransformerConfig preset(ModelFamily family, const PresetSizes& sizes = {});
 TransformerConfig preset(std::string_view name, const PresetSizes& sizes = {});
 
 void to_json(nlohmann::json& j, const TransformerConfig& config);

@@ -21,7 +21,9 @@
 #include "attnkit/train/trainer.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnkit::train {
@@ -61,18 +63,51 @@ struct TaskConfig {
   std::string word_list;
 };
 
+// A setting parsed into its typed value once, when it is set (from the TOML file, the command line,
+// or code assigning its text): the code reads value(), config.toml writes text() back as it was
+// written. An invalid text throws attnkit::Error (one line, naming the setting).
+template <typename T, T (*Parse)(const std::string&)>
+class ParsedSetting {
+ public:
+  ParsedSetting(const char* text) : ParsedSetting(std::string(text)) {}
+  ParsedSetting(std::string text) : value_(Parse(text)), text_(std::move(text)) {}
+  const T& value() const { return value_; }
+  const T* operator->() const { return &value_; }
+  const std::string& text() const { return text_; }
+
+ private:
+  T value_;
+  std::string text_;
+};
+
+// model.family: a preset's family (models::preset: bert | albert | gpt2 | roberta), "transformer"
+// (the encoder-decoder of task translation), or "" (the task's default).
+struct ModelFamilyChoice {
+  std::optional<models::ModelFamily> preset;
+  bool encoder_decoder = false;
+  bool task_default() const { return !preset && !encoder_decoder; }
+};
+// The parsers of the typed model settings; errors name the setting ("model.family: ...").
+ModelFamilyChoice parse_model_family_setting(const std::string& text);
+layers::AttentionSpec parse_attention_setting(const std::string& text);
+std::optional<layers::AttentionSpec> parse_cross_attention_setting(const std::string& text);  // "" = none
+layers::PositionEncoding parse_positions_setting(const std::string& text);
+models::Pooling parse_pooling_setting(const std::string& text);
+
 struct ModelSettings {
-  std::string family = "";  // default: bert for classification, gpt2 for LM tasks
+  // default: bert for classification, gpt2 for LM tasks
+  ParsedSetting<ModelFamilyChoice, parse_model_family_setting> family = "";
   int64_t hidden = 128;
   int64_t layers = 4;
   int64_t heads = 4;
   int64_t intermediate = 0;  // 0 = 4 * hidden
   int64_t embedding_size = 0;
-  std::string attention = "softmax";
-  std::string positions = "learned";
+  ParsedSetting<layers::AttentionSpec, parse_attention_setting> attention = "softmax";
+  ParsedSetting<layers::PositionEncoding, parse_positions_setting> positions = "learned";
   double dropout = 0.1;
   int64_t max_positions = 0;  // 0 = from the task's longest input
-  std::string pooling = "mean";  // classification: pooler | first | last | mean
+  // classification: pooler | first | last | mean
+  ParsedSetting<models::Pooling, parse_pooling_setting> pooling = "mean";
   // A model directory (attnkit or Hugging Face layout) to start from: its architecture and
   // weights replace the settings above; the task's heads not in it are new (`attnkit train --init`).
   std::string init;
@@ -81,7 +116,7 @@ struct ModelSettings {
   // ("" = model.attention).
   bool pre_ln = false;
   bool share_embeddings = true;
-  std::string cross_attention;
+  ParsedSetting<std::optional<layers::AttentionSpec>, parse_cross_attention_setting> cross_attention = "";
   // ALBERT un-sharing: give each layer its own copy of the shared block (TransformerModel::
   // unshare) once the weights are loaded, so the layers train apart (an error for a model that
   // does not share its layers).

@@ -154,7 +154,7 @@ std::unique_ptr<TrainingTask> make_lra_retrieval(const RunConfig& config) {
       longest = std::max<int64_t>({longest, static_cast<int64_t>(p.left.size()), static_cast<int64_t>(p.right.size())});
   models::HeadsConfig heads;
   heads.pair_labels = 2;
-  heads.sequence_pooling = models::parse_pooling(config.model.pooling);
+  heads.sequence_pooling = config.model.pooling.value();
   heads.classifier_dropout = config.model.dropout;
   auto model = build_model(config, kByteVocabulary, longest, false, heads);
   return std::make_unique<PairClassificationTask>(model, config, std::move(train_pairs), std::move(val_pairs));

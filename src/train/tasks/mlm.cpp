@@ -101,7 +101,7 @@ std::unique_ptr<TrainingTask> make_mlm(const RunConfig& config) {
   // Two token types, as BERT has: the checkpoint fine-tunes on pair tasks (span, seq2seq) and
   // loads as a Hugging Face BertForMaskedLM. RoBERTa has one (its pair template gives every token
   // type 0), and a model.init keeps its own table (the task feeds type 0 only).
-  const bool one_type = !config.model.init.empty() || config.model.family == "roberta";
+  const bool one_type = !config.model.init.empty() || config.model.family->preset == models::ModelFamily::Roberta;
   const int64_t pad = pad_id(tokenizer);
   // The model's pad_token_id is the tokenizer's: RoBERTa's positions skip the padding.
   auto model = build_model(config, tokenizer.vocab_size(), t.truncate, false, heads, one_type ? 1 : 2, pad);

@@ -72,8 +72,8 @@ std::unique_ptr<TrainingTask> make_plm(const RunConfig& config) {
   if (t.predict_last < 0 || t.predict_last > t.truncate - 1)
     throw Error(fmt::format("task.predict_last: {} is outside [0, {}] (0 = all; a block of task.truncate = {} tokens "
                             "has {} predictions)", t.predict_last, t.truncate - 1, t.truncate, t.truncate - 1));
-  if (config.model.init.empty()) require_general_mask(layers::AttentionSpec::parse(config.model.attention), "model.attention");
-  if (t.two_stream && config.model.init.empty() && config.model.positions == "none")
+  if (config.model.init.empty()) require_general_mask(config.model.attention.value(), "model.attention");
+  if (t.two_stream && config.model.init.empty() && config.model.positions.value() == layers::PositionEncoding::None)
     throw Error("task.two_stream: model.positions = none gives the query stream nothing to know its position by "
                 "(use learned or sinusoidal)");
   if (t.data.empty()) throw Error(fmt::format("task '{}' needs task.data (text files separated by commas)", t.name));
@@ -86,7 +86,7 @@ std::unique_ptr<TrainingTask> make_plm(const RunConfig& config) {
   // default: on the permutation test task BERT's post-LN blocks of the same size stayed at
   // uniform over the symbols for 1000 steps where GPT-2's learned (docs/training.md).
   RunConfig settings = config;
-  if (settings.model.family.empty()) settings.model.family = "gpt2";
+  if (settings.model.family->task_default()) settings.model.family = models::ModelFamily::Gpt2.name();
   auto model = build_model(settings, tokenizer.vocab_size(), t.truncate, false, heads);
   if (!config.model.init.empty()) {
     require_general_mask(model->config().attention, "the attention of model.init " + config.model.init + ",");

@@ -120,7 +120,7 @@ models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t lo
   if (pad_token_id) c.set_pad_token_id(*pad_token_id);
   if (unshare && !c.share_layers)
     throw Error(fmt::format("model.unshare: model.family '{}' does not share its layers (only an ALBERT-shared "
-                            "model can be un-shared)", one_line(config.model.family.empty() ? (causal ? "gpt2" : "bert") : config.model.family)));
+                            "model can be un-shared)", c.family.name()));
   check_training_memory(unshared(c, unshare), heads, config.trainer, model_settings_text(config, c), memory_budget());
   models::TaskModel model(c, heads);
   if (unshare) model->transformer->unshare();
@@ -130,7 +130,7 @@ models::TaskModel build_model(const RunConfig& config, int64_t vocab, int64_t lo
 models::HeadsConfig classification_heads(const RunConfig& config, int64_t labels) {
   models::HeadsConfig heads;
   heads.sequence_labels = labels;
-  heads.sequence_pooling = models::parse_pooling(config.model.pooling);
+  heads.sequence_pooling = config.model.pooling.value();
   heads.classifier_dropout = config.model.dropout;
   return heads;
 }
@@ -273,23 +273,20 @@ models::TransformerConfig model_config(const RunConfig& config, int64_t vocab, i
                                        bool causal) {
   const auto& m = config.model;
   detail::check_model_size_settings(m);
-  const std::string family = m.family.empty() ? (causal ? "gpt2" : "bert") : m.family;
-  if (!models::is_preset(family))
-    throw Error(fmt::format("model.family: '{}' is not one of {}", one_line(family),
+  if (m.family->encoder_decoder)  // "transformer": task translation's encoder-decoder
+    throw Error(fmt::format("model.family: '{}' is not one of {}", one_line(m.family.text()),
                             fmt::join(models::preset_names(), ", ")));
+  const models::ModelFamily family =
+      m.family->preset.value_or(causal ? models::ModelFamily::Gpt2 : models::ModelFamily::Bert);
   models::TransformerConfig c =
       models::preset(family, {vocab, m.hidden, m.layers, m.heads, m.intermediate, m.embedding_size});
   c.type_vocab_size = 0;
-  c.pooler = config.model.pooling == "pooler" && !causal;
-  c.attention = layers::AttentionSpec::parse(m.attention);
+  c.pooler = m.pooling.value() == models::Pooling::Pooler && !causal;
+  c.attention = m.attention.value();
   c.attention.causal = causal;
   if (m.key_size > 0) c.attention.key_size = m.key_size;
   if (m.value_size > 0) c.attention.value_size = m.value_size;
-  try {
-    c.positions = layers::parse_position_encoding(m.positions);
-  } catch (const Error& e) {
-    throw Error(fmt::format("model.positions: {}", e.what()));
-  }
+  c.positions = m.positions.value();
   c.dropout = m.dropout;
   c.max_positions = m.max_positions > 0 ? m.max_positions : std::max<int64_t>(longest, 16);
   c.attention.max_length = c.max_positions;  // Synthesizer logits span the longest input

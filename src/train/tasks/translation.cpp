@@ -159,10 +159,10 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
   if (t.beams < 1) throw Error(fmt::format("task.beams must be >= 1 (got {})", t.beams));
   if (!std::isfinite(t.length_penalty))
     throw Error(fmt::format("task.length_penalty must be finite (got {})", t.length_penalty));
-  if (!m.family.empty() && m.family != "transformer")
+  if (m.family->preset)
     throw Error(fmt::format("task 'translation' trains an encoder-decoder Transformer: model.family must be "
                             "empty or transformer (got '{}'; pre- or post-LN: model.pre_ln)",
-                            m.family));
+                            m.family.text()));
   if (!m.init.empty()) throw Error("task 'translation' cannot start from model.init yet");
   check_model_size_settings(m);
   if (m.max_positions > 0 && m.max_positions < t.truncate)
@@ -171,14 +171,9 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
                             m.max_positions, t.truncate));
   if (m.hidden < 1 || m.layers < 1 || m.heads < 1 || m.hidden % m.heads != 0)
     throw Error(fmt::format("model.hidden ({}) must be a positive multiple of model.heads ({})", m.hidden, m.heads));
-  const auto self_attention = layers::AttentionSpec::parse(m.attention);
-  const auto cross_attention = layers::AttentionSpec::parse(m.cross_attention.empty() ? m.attention : m.cross_attention);
-  layers::PositionEncoding positions;
-  try {
-    positions = layers::parse_position_encoding(m.positions);
-  } catch (const Error& e) {
-    throw Error(fmt::format("model.positions: {}", e.what()));
-  }
+  const layers::AttentionSpec& self_attention = m.attention.value();
+  const layers::AttentionSpec cross_attention = m.cross_attention->value_or(self_attention);
+  const layers::PositionEncoding positions = m.positions.value();
 
   auto tokenizer = task_tokenizer(config);
   const auto eos = special_id(tokenizer, {"</s>", "[SEP]", "[EOS]", "<|endoftext|>"});
