@@ -260,10 +260,35 @@ std::string MarianTokenizer::decode(const std::vector<int64_t>& ids, bool skip_s
   return clean_up_tokenization(strip(replace_all(out, kSpaceMark, " ")));
 }
 
-std::optional<int64_t> MarianTokenizer::token_to_id(const std::string& token) const {
-  auto it = vocab_.find(token);
+std::optional<int64_t> MarianTokenizer::token_to_id(const std::string& token) const { return id_of(token); }
+
+std::optional<int64_t> MarianTokenizer::id_of(std::string_view token) const {
+  auto it = vocab_.find(std::string(token));
   if (it == vocab_.end()) return std::nullopt;
   return it->second;
+}
+
+const std::string* MarianTokenizer::token_of(int64_t id) const {
+  auto it = id_to_token_.find(id);
+  return it == id_to_token_.end() ? nullptr : &it->second;
+}
+
+SpecialTokenIds MarianTokenizer::special_ids() const {
+  SpecialTokenIds out;
+  out.end = eos_id_;
+  out.pad = pad_id_;
+  out.unknown = unk_id_;
+  return out;
+}
+
+std::vector<int64_t> MarianTokenizer::do_encode_ids(std::string_view text, bool add_eos, TextSide side) const {
+  return side == TextSide::kTarget ? encode_target(text, add_eos) : encode(text, add_eos);
+}
+
+// The style changes WordPiece's text only; SentencePiece joins its pieces itself.
+std::string MarianTokenizer::do_decode_ids(const std::vector<int64_t>& ids, bool skip_special_tokens,
+                                           TextStyle) const {
+  return decode(ids, skip_special_tokens);
 }
 
 }  // namespace attnkit::text

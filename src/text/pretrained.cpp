@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "attnkit/error.h"
+#include "attnkit/text/marian_tokenizer.h"
 #include "attnkit/text/sentencepiece_model.h"
 #include "attnkit/text/unigram.h"
 #include "attnkit/text/tokenizer_json.h"
@@ -128,6 +129,22 @@ std::optional<Tokenizer> find_tokenizer(const std::string& directory, const Load
   for (const char* name : {"tokenizer.json", "vocab.json", "encoder.json", "vocab.txt"})
     if (fs::exists(fs::path(directory) / name, error)) return load_tokenizer(directory, options);
   return std::nullopt;
+}
+
+std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& path, const LoadOptions& options) {
+  if (fs::is_directory(path) && MarianTokenizer::found_in(path)) return std::make_unique<MarianTokenizer>(path);
+  return std::make_unique<Tokenizer>(load_tokenizer(path, options));
+}
+
+std::unique_ptr<TextTokenizer> find_text_tokenizer(const std::string& directory, const LoadOptions& options) {
+  if (fs::is_directory(directory) && MarianTokenizer::found_in(directory))
+    return std::make_unique<MarianTokenizer>(directory);
+  if (auto found = find_tokenizer(directory, options)) return std::make_unique<Tokenizer>(std::move(*found));
+  return nullptr;
+}
+
+std::unique_ptr<TextTokenizer> tokenizer_for_model(const std::string& given_path, const std::string& model_directory) {
+  return given_path.empty() ? find_text_tokenizer(model_directory) : load_text_tokenizer(given_path);
 }
 
 void save_tokenizer(const Tokenizer& tokenizer, const std::string& directory) {

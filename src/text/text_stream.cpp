@@ -13,10 +13,10 @@ size_t complete_utf8_prefix(const std::string& text) {
   return need > back + 1 ? end - 1 - back : end;
 }
 
-std::string TextStream::decoded() const { return tokenizer_.decode(tokens_, true, style_); }
+std::string TextStream::decoded() const { return tokenizer_.decode_ids(tokens_, true, style_); }
 
 std::string TextStream::add(int64_t token) {
-  tokens_.push_back(static_cast<uint32_t>(token));
+  tokens_.push_back(token);
   const std::string text = decoded();
   const size_t end = complete_utf8_prefix(text);
   if (end <= returned_.size() || text.compare(0, returned_.size(), returned_) != 0) return {};

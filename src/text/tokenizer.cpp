@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <functional>
 #include <exception>
@@ -13,6 +14,8 @@
 #include "attnkit/error.h"
 #include "attnkit/text/byte_level_bpe.h"
 #include "attnkit/text/unicode.h"
+#include "attnkit/text/unigram.h"
+#include "attnkit/text/wordpiece.h"
 
 namespace attnkit::text {
 namespace {
@@ -264,6 +267,37 @@ std::string Tokenizer::decode(const std::vector<uint32_t>& ids, bool skip_specia
   if (style == TextStyle::kReadable && std::holds_alternative<WordPieceDecoder>(parts_.decoder))
     text = join_cjk(text);
   return text;
+}
+
+std::vector<int64_t> Tokenizer::do_encode_ids(std::string_view text, bool add_special_tokens, TextSide) const {
+  const std::vector<uint32_t> ids = encode(text, add_special_tokens).ids;
+  return std::vector<int64_t>(ids.begin(), ids.end());
+}
+
+std::string Tokenizer::do_decode_ids(const std::vector<int64_t>& ids, bool skip_special_tokens, TextStyle style) const {
+  // Converted as the commands always have (an id outside uint32 wraps, and decode names it).
+  return decode(std::vector<uint32_t>(ids.begin(), ids.end()), skip_special_tokens, style);
+}
+
+std::optional<int64_t> Tokenizer::id_of(std::string_view token) const {
+  if (const auto id = token_to_id(token)) return *id;
+  return std::nullopt;
+}
+
+const std::string* Tokenizer::token_of(int64_t id) const {
+  if (id < 0 || id > int64_t(UINT32_MAX)) return nullptr;
+  return id_to_token(static_cast<uint32_t>(id));
+}
+
+SpecialTokenIds Tokenizer::special_ids() const {
+  SpecialTokenIds out;
+  if (const auto* wordpiece = dynamic_cast<const WordPiece*>(parts_.model.get())) {
+    if (const auto id = wordpiece->vocabulary().find(wordpiece->options().unk_token)) out.unknown = *id;
+  } else if (const auto* unigram = dynamic_cast<const Unigram*>(parts_.model.get())) {
+    if (const auto id = unigram->unk_id()) out.unknown = *id;
+  }
+  if (parts_.padding) out.pad = parts_.padding->pad_id;
+  return out;
 }
 
 void Tokenizer::set_truncation(std::optional<TruncationOptions> truncation) { parts_.truncation = std::move(truncation); }

@@ -7,7 +7,6 @@
 #include "attnkit/file.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/models/encoder_decoder.h"
-#include "attnkit/text/marian_tokenizer.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/text_stream.h"
 #include "attnkit/parse.h"
@@ -42,10 +41,6 @@ struct GenerateOptions {
   bool hf_decode = false;  // the tokenizer's own text (Hugging Face's decode), CJK spaces kept
 };
 
-
-std::vector<uint32_t> to_u32(const std::vector<int64_t>& ids) {
-  return std::vector<uint32_t>(ids.begin(), ids.end());
-}
 
 void write_out(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
@@ -87,17 +82,8 @@ int64_t condition_class(const std::string& given, const std::string& model_path)
 int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   auto loaded = io::load_model(o.model);
   // The tokenizer: --tokenizer, else the model directory's (a run's checkpoint's) when it holds
-  // one, else none. Marian's files (source.spm / target.spm + vocab.json) are read as
-  // transformers' MarianTokenizer.
-  std::optional<text::MarianTokenizer> marian;
-  std::optional<text::Tokenizer> tokenizer;
-  const std::string tokenizer_place = o.tokenizer.empty() ? loaded.path : o.tokenizer;
-  if (std::filesystem::is_directory(tokenizer_place) && text::MarianTokenizer::found_in(tokenizer_place))
-    marian.emplace(tokenizer_place);
-  else
-    tokenizer = o.tokenizer.empty() ? text::find_tokenizer(loaded.path)
-                                    : std::optional(text::load_tokenizer(o.tokenizer));
-  const bool has_tokenizer = tokenizer || marian;
+  // one, else none; of any kind (Marian's files are read as transformers' MarianTokenizer).
+  const std::unique_ptr<text::TextTokenizer> tokenizer = text::tokenizer_for_model(o.tokenizer, loaded.path);
   // An encoder-decoder's prompts are its encoder's sources; its decoder pads.
   const bool seq2seq = loaded.model->shape() == models::ModelShape::EncoderDecoder;
   const models::TransformerConfig& prompt_stack =
@@ -108,7 +94,7 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   const std::vector<std::string> texts = prompt_texts(o);
   if (texts.empty() && o.prompt_ids.empty())
     throw Error("generate: give --prompt TEXT, --prompts FILE or --prompt-ids IDS");
-  if (!texts.empty() && !has_tokenizer)
+  if (!texts.empty() && !tokenizer)
     throw Error(fmt::format("generate: {} has no tokenizer (tokenizer.json, vocab.json + "
                             "merges.txt, vocab.txt, Marian's source.spm + vocab.json); give "
                             "--tokenizer PATH or --prompt-ids",
@@ -122,13 +108,7 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   std::vector<std::string> shown;
   for (const auto& t : texts) {
     const bool special = decode::prompts_take_special_tokens(*loaded.model);
-    std::vector<int64_t> ids;
-    if (marian) {
-      ids = marian->encode(t, special);
-    } else {
-      auto enc = tokenizer->encode(t, special);
-      ids.assign(enc.ids.begin(), enc.ids.end());
-    }
+    std::vector<int64_t> ids = tokenizer->encode_ids(t, special);
     if (ids.empty()) throw Error(fmt::format("generate: prompt '{}' has no tokens", t));
     prompts.push_back(std::move(ids));
     shown.push_back(t);
@@ -139,24 +119,19 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
       if (id >= vocab)
         throw Error(fmt::format("--prompt-ids: token id {} is outside the model's vocabulary [0, {})",
                                 id, vocab));
-    shown.push_back(tokenizer ? tokenizer->decode(to_u32(prompts.back()), false)
-                    : marian  ? marian->decode(prompts.back(), false)
-                              : ids);
+    shown.push_back(tokenizer ? tokenizer->decode_ids(prompts.back(), false) : ids);
   }
 
   auto& config = request.config;
   config = o.config;
   config.strategy = decode::parse_strategy(o.strategy);
   config.seed = o.seed ? *o.seed : global.seed;
+  // The tokenizer's own end token (Marian's </s>), else the model's by name; an encoder-decoder
+  // trained here (task translation) ends at the tokenizer's end token, [SEP] for BERT-style
+  // vocabularies when there is no </s> (text::end_token_id's fallbacks).
   std::optional<int64_t> tokenizer_eos;
   if (tokenizer)
-    if (auto id = tokenizer->token_to_id(decode::default_end_token(*loaded.model))) tokenizer_eos = *id;
-  if (marian) tokenizer_eos = marian->eos_id();
-  // An encoder-decoder trained here (task translation) ends at the tokenizer's end token, [SEP]
-  // for BERT-style vocabularies when there is no </s>.
-  if (tokenizer && seq2seq && !tokenizer_eos)
-    for (const char* name : {"[SEP]", "[EOS]", "<|endoftext|>"})
-      if (auto id = tokenizer->token_to_id(name); id && !tokenizer_eos) tokenizer_eos = *id;
+    tokenizer_eos = text::end_token_id(*tokenizer, {decode::default_end_token(*loaded.model), /*fallbacks=*/seq2seq});
   // A Hugging Face directory's settings: config.json with generation_config.json's keys over it.
   nlohmann::json hf_settings = loaded.huggingface.config_json;
   const auto generation_file = std::filesystem::path(loaded.path) / "generation_config.json";
@@ -181,35 +156,22 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   std::function<std::string(const std::vector<int64_t>&)> detokenize;
   const text::TextStyle style = o.hf_decode ? text::TextStyle::kTokenizer : text::TextStyle::kReadable;
   if (tokenizer)
-    detokenize = [&](const std::vector<int64_t>& ids) { return tokenizer->decode(to_u32(ids), true, style); };
-  if (marian) detokenize = [&](const std::vector<int64_t>& ids) { return marian->decode(ids, true); };
+    detokenize = [&](const std::vector<int64_t>& ids) { return tokenizer->decode_ids(ids, true, style); };
   config.detokenize = detokenize;
 
   // Streaming: one prompt, one sequence, not JSON; text with a tokenizer, else the ids.
   const bool stream = !o.json && prompts.size() == 1 && config.num_return_sequences == 1 &&
                       config.strategy != decode::Strategy::Beam;
   std::optional<text::TextStream> text_stream;
-  // Marian: the text of all tokens so far, printed as it grows.
-  std::vector<int64_t> marian_ids;
-  std::string marian_printed;
-  auto marian_flush = [&] {
-    const std::string text = marian->decode(marian_ids, true);
-    if (text.rfind(marian_printed, 0) != 0) return;
-    write_out(text.substr(marian_printed.size()));
-    marian_printed = text;
-  };
   if (stream) {
     if (tokenizer) text_stream.emplace(*tokenizer, style);
     // A language model continues its prompt; an encoder-decoder's output stands alone.
     if (!global.quiet && tokenizer && !seq2seq) std::fputs(shown[0].c_str(), stdout);
     std::fflush(stdout);
     request.on_token = [&, streamed = int64_t(0)](int64_t, int64_t token) mutable {
-      if (text_stream) {
+      if (text_stream)
         write_out(text_stream->add(token));
-      } else if (marian) {
-        marian_ids.push_back(token);
-        marian_flush();
-      } else
+      else
         std::printf("%s%lld", streamed++ > 0 ? " " : "", static_cast<long long>(token));
       std::fflush(stdout);
     };

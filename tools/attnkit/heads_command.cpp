@@ -14,7 +14,6 @@
 #include "attnkit/error.h"
 #include "attnkit/progress.h"
 #include "attnkit/report/head_plots.h"
-#include "attnkit/text/marian_tokenizer.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/metrics/metrics.h"
 #include "attnkit/train/data_tensors.h"
@@ -26,8 +25,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -97,50 +94,24 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
                                          const io::LoadedModel& loaded) {
   auto model = std::dynamic_pointer_cast<models::EncoderDecoderModelImpl>(loaded.model);
   if (!model) throw Error(fmt::format("{}: not an attnkit encoder-decoder", loaded.path));
-  // The tokenizer as three functions: a text::Tokenizer, or Marian's files (source.spm /
-  // target.spm + vocab.json; targets cut by target.spm, as MarianTokenizer's text_target).
-  std::function<std::vector<int64_t>(const std::string&, bool)> encode_source, encode_target;
-  std::function<std::string(const std::vector<int64_t>&)> decode_ids;
-  std::function<std::optional<int64_t>(const std::string&)> token_id;
-  const std::string place = d.tokenizer.empty() ? loaded.path : d.tokenizer;
-  if (std::filesystem::is_directory(place) && text::MarianTokenizer::found_in(place)) {
-    auto marian = std::make_shared<text::MarianTokenizer>(place);
-    encode_source = [marian](const std::string& s, bool special) { return marian->encode(s, special); };
-    encode_target = [marian](const std::string& s, bool) { return marian->encode_target(s, false); };
-    decode_ids = [marian](const std::vector<int64_t>& ids) { return marian->decode(ids, true); };
-    token_id = [marian](const std::string& t) { return marian->token_to_id(t); };
-  } else {
-    auto found = d.tokenizer.empty() ? text::find_tokenizer(loaded.path)
-                                     : std::optional(text::load_tokenizer(d.tokenizer));
-    if (!found)
-      throw Error(fmt::format("analyze heads: {} has no tokenizer; give --tokenizer PATH", loaded.path));
-    auto tokenizer = std::make_shared<text::Tokenizer>(std::move(*found));
-    encode_source = [tokenizer](const std::string& s, bool special) {
-      const auto ids = tokenizer->encode(s, special).ids;
-      return std::vector<int64_t>(ids.begin(), ids.end());
-    };
-    encode_target = encode_source;
-    decode_ids = [tokenizer](const std::vector<int64_t>& ids) {
-      return tokenizer->decode(std::vector<uint32_t>(ids.begin(), ids.end()));
-    };
-    token_id = [tokenizer](const std::string& t) -> std::optional<int64_t> {
-      if (auto id = tokenizer->token_to_id(t)) return *id;
-      return std::nullopt;
-    };
-  }
+  // Any tokenizer (Marian's files: targets cut by target.spm, as MarianTokenizer's text_target).
+  const std::shared_ptr<const text::TextTokenizer> tokenizer = text::tokenizer_for_model(d.tokenizer, loaded.path);
+  if (!tokenizer)
+    throw Error(fmt::format("analyze heads: {} has no tokenizer; give --tokenizer PATH", loaded.path));
   const auto& c = model->config();
   decode::GenerationConfig g;
-  std::optional<int64_t> tokenizer_eos;
-  for (const char* name : {decode::default_end_token(*model), "[SEP]", "[EOS]", "<|endoftext|>"})
-    if (auto id = token_id(name); id && !tokenizer_eos) tokenizer_eos = *id;
+  // The end token by name: the model's, then the fallbacks (not the tokenizer's own first, as
+  // generate asks: text/text_tokenizer.h).
+  const text::EndTokenRule end_rule{decode::default_end_token(*model), /*fallbacks=*/true,
+                                    /*tokenizer_end_first=*/false};
+  const std::optional<int64_t> tokenizer_eos = text::end_token_id(*tokenizer, end_rule);
   decode::set_special_tokens(g, loaded.huggingface.config_json, {}, false, tokenizer_eos,
                              c.decoder.pad_token_id);
   // A Hugging Face directory's bad_words_ids / forced EOS, as generate applies them.
   decode::set_generation_rules(g, loaded.huggingface.config_json, loaded.path + "/config.json");
   if (g.eos_token_ids.empty())
-    throw Error(fmt::format("analyze heads: the tokenizer of {} has no end token (</s>, [SEP], [EOS], "
-                            "<|endoftext|>)",
-                            loaded.path));
+    throw Error(fmt::format("analyze heads: the tokenizer of {} has no end token ({})", loaded.path,
+                            text::end_token_names(end_rule)));
   const int64_t eos = g.eos_token_ids.front(), pad = c.decoder.pad_token_id;
   const int64_t start = model->decoder_start_token();  // the pad id unless the config names one
   const int64_t source_length = std::min(d.max_length, c.encoder.max_positions);
@@ -151,8 +122,8 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
   int64_t longest = 1;
   const bool special = decode::prompts_take_special_tokens(*model);
   for (const auto& e : pairs.examples) {
-    const auto s = encode_source(e.source, special);
-    const auto t = encode_target(e.target, /*add_special_tokens=*/false);
+    const auto s = tokenizer->encode_ids(e.source, special);
+    const auto t = tokenizer->encode_ids(e.target, /*add_special_tokens=*/false, text::TextSide::kTarget);
     if (s.empty() || t.empty()) continue;  // nothing the tokenizer keeps (as training drops it)
     std::vector<int64_t> source(s.begin(), s.begin() + std::min<int64_t>(int64_t(s.size()), source_length));
     std::vector<int64_t> target(t.begin(), t.begin() + std::min<int64_t>(int64_t(t.size()), target_length));
@@ -179,7 +150,7 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
   g.pad_token_id = pad;
   const int64_t batch = d.batch_size;
   out.metric_name = "bleu";
-  out.metric = [model, sources, references, decode_ids, g, eos, pad, start, batch]() {
+  out.metric = [model, sources, references, tokenizer, g, eos, pad, start, batch]() {
     std::vector<std::string> hypotheses;
     for (size_t first = 0; first < sources.size(); first += size_t(batch)) {
       const std::vector<std::vector<int64_t>> part(
@@ -189,7 +160,7 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
       for (auto& result : decode::generate(lm, prompts, g)) {
         auto tokens = result.front().tokens;
         if (!tokens.empty() && tokens.back() == eos) tokens.pop_back();
-        hypotheses.push_back(decode_ids(tokens));
+        hypotheses.push_back(tokenizer->decode_ids(tokens));
       }
     }
     return metrics::sacrebleu_corpus_bleu(hypotheses, *references).score;

@@ -63,7 +63,8 @@ std::unique_ptr<LanguageModel> language_model(const models::TaskModel& model,
                                               const std::string& name,
                                               int64_t condition_class = -1);
 // The end-of-sequence token name of a model of any shape ("[SEP]" for UniLM, else
-// "<|endoftext|>"; an encoder-decoder: "</s>").
+// "<|endoftext|>"; an encoder-decoder: "</s>"): text::end_token_id's model token (the tokenizer
+// gives its id, text/text_tokenizer.h).
 const char* default_end_token(const models::Model& model);
 // Whether prompts are encoded with the tokenizer's special tokens: UniLM prompts and an
 // encoder-decoder's sources are.

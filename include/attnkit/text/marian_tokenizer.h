@@ -13,6 +13,8 @@
 // rules, Viterbi ties and byte fallback are the ones MarianTokenizer gets. Not supported:
 // separate_vocabs (target_vocab_file), sacremoses punctuation normalisation (MarianTokenizer
 // skips it too when sacremoses is not installed).
+// A TextTokenizer (text_tokenizer.h): a target-side text is encode_target's; special ids: end
+// (eos_token), pad, unknown; no start token.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -21,15 +23,17 @@
 #include <string_view>
 #include <vector>
 
+#include "attnkit/text/text_tokenizer.h"
+
 namespace attnkit::text {
 
-class MarianTokenizer {
+class MarianTokenizer : public TextTokenizer {
  public:
   // Reads DIR/source.spm, DIR/target.spm, DIR/vocab.json (and DIR/tokenizer_config.json for
   // unk/eos/pad names and separate_vocabs when present). Throws attnkit::Error (one line, naming
   // the file) for a missing or malformed file.
   explicit MarianTokenizer(const std::string& directory);
-  ~MarianTokenizer();
+  ~MarianTokenizer() override;
   MarianTokenizer(MarianTokenizer&&) noexcept;
   MarianTokenizer& operator=(MarianTokenizer&&) noexcept;
 
@@ -46,9 +50,16 @@ class MarianTokenizer {
   std::optional<int64_t> token_to_id(const std::string& token) const;
   int64_t eos_id() const { return eos_id_; }
   int64_t pad_id() const { return pad_id_; }
-  size_t vocab_size() const { return id_to_token_.size(); }
+  size_t vocab_size() const override { return id_to_token_.size(); }
+
+  std::optional<int64_t> id_of(std::string_view token) const override;
+  const std::string* token_of(int64_t id) const override;
+  SpecialTokenIds special_ids() const override;
 
  private:
+  std::vector<int64_t> do_encode_ids(std::string_view text, bool add_eos, TextSide side) const override;
+  std::string do_decode_ids(const std::vector<int64_t>& ids, bool skip_special_tokens, TextStyle) const override;
+
   struct Processor;  // a SentencePiece model of libattnkit_sentencepiece.so
   std::string directory_;
   std::unique_ptr<Processor> source_, target_;

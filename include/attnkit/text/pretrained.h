@@ -5,11 +5,15 @@
 //   vocabulary holds <s> and </s>, else GPT-2's), or a directory holding one
 //   of these (tried in that order: tokenizer.json, vocab.json+merges.txt, encoder.json+vocab.bpe,
 //   vocab.txt).
+//   load_text_tokenizer / find_text_tokenizer / tokenizer_for_model: any tokenizer attnkit reads,
+//   as a TextTokenizer (Marian's files too), for the commands that only need ids and text.
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "attnkit/text/byte_level_bpe.h"
+#include "attnkit/text/text_tokenizer.h"
 #include "attnkit/text/tokenizer.h"
 
 namespace attnkit::text {
@@ -45,6 +49,16 @@ Tokenizer load_tokenizer(const std::string& path, const LoadOptions& options = {
 // A model directory's tokenizer: load_tokenizer(directory) when it holds a tokenizer.json,
 // vocab.json, encoder.json or vocab.txt; nullopt when it holds none (or is not a directory).
 std::optional<Tokenizer> find_tokenizer(const std::string& directory, const LoadOptions& options = {});
+
+// Any tokenizer: a directory holding Marian's files (source.spm + vocab.json; tried first) is a
+// MarianTokenizer, everything else load_tokenizer's Tokenizer. Throws as load_tokenizer does.
+std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& path, const LoadOptions& options = {});
+// A model directory's tokenizer of any kind (Marian's files, else find_tokenizer's); nullptr when
+// it holds none.
+std::unique_ptr<TextTokenizer> find_text_tokenizer(const std::string& directory, const LoadOptions& options = {});
+// The tokenizer a command uses with a model: load_text_tokenizer(given_path) when the user named
+// one (--tokenizer), else find_text_tokenizer(model_directory).
+std::unique_ptr<TextTokenizer> tokenizer_for_model(const std::string& given_path, const std::string& model_directory);
 
 // Writes DIR/tokenizer.json and the classic files (vocab.txt, or vocab.json + merges.txt).
 void save_tokenizer(const Tokenizer& tokenizer, const std::string& directory);

@@ -3,7 +3,8 @@
 //   text -> added tokens split out -> normaliser -> pre-tokenizer -> model -> post-processor
 //        -> truncation -> padding                                  (encode, encode_pair, encode_batch)
 //   ids  -> tokens -> decoder                                       (decode)
-// A Tokenizer is immutable while encoding and safe to share between threads.
+// A Tokenizer is immutable while encoding and safe to share between threads. It is a
+// TextTokenizer (text_tokenizer.h): commands that only need ids and text take it through that.
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "attnkit/text/normalizer.h"
 #include "attnkit/text/post_processor.h"
 #include "attnkit/text/pre_tokenizer.h"
+#include "attnkit/text/text_tokenizer.h"
 
 namespace attnkit::text {
 
@@ -37,7 +39,7 @@ struct EncodeInput {
   std::optional<std::string> second;
 };
 
-class Tokenizer {
+class Tokenizer : public TextTokenizer {
  public:
   // Throws attnkit::Error when the parts do not fit together (no model, byte-level BPE without
   // the byte-level pre-tokenizer, a template naming unknown tokens).
@@ -55,13 +57,22 @@ class Tokenizer {
 
   std::optional<uint32_t> token_to_id(std::string_view token) const;
   const std::string* id_to_token(uint32_t id) const;
-  size_t vocab_size() const;  // model vocabulary plus added tokens outside it
+  size_t vocab_size() const override;  // model vocabulary plus added tokens outside it
+
+  // TextTokenizer: encode(text).ids, decode, token_to_id / id_to_token with int64 ids; special
+  // ids: the unknown token of WordPiece (unk_token) and Unigram (unk_id), the padding settings'
+  // pad id; no end or start token (tokenizer.json names none). Both sides encode alike.
+  std::optional<int64_t> id_of(std::string_view token) const override;
+  const std::string* token_of(int64_t id) const override;
+  SpecialTokenIds special_ids() const override;
 
   void set_truncation(std::optional<TruncationOptions> truncation);
   void set_padding(std::optional<PaddingOptions> padding);
   const TokenizerParts& parts() const { return parts_; }
 
  private:
+  std::vector<int64_t> do_encode_ids(std::string_view text, bool add_special_tokens, TextSide side) const override;
+  std::string do_decode_ids(const std::vector<int64_t>& ids, bool skip_special_tokens, TextStyle style) const override;
   Encoding encode_text(std::string_view text, int32_t sequence_id) const;
   Encoding finish(Encoding first, Encoding* second, bool add_special_tokens) const;
 

@@ -176,11 +176,12 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
   const layers::PositionEncoding positions = m.positions.value();
 
   auto tokenizer = task_tokenizer(config);
-  const auto eos = special_id(tokenizer, {"</s>", "[SEP]", "[EOS]", "<|endoftext|>"});
+  // An encoder-decoder's end token (decode::default_end_token), then the fallbacks.
+  const text::EndTokenRule end_rule{"</s>", /*fallbacks=*/true};
+  const auto eos = text::end_token_id(tokenizer, end_rule);
   if (!eos)
-    throw Error(fmt::format("task 'translation': the tokenizer {} has no end token (</s>, [SEP], [EOS], "
-                            "<|endoftext|>)",
-                            t.tokenizer));
+    throw Error(fmt::format("task 'translation': the tokenizer {} has no end token ({})", t.tokenizer,
+                            text::end_token_names(end_rule)));
   const int64_t pad = pad_id(tokenizer);  // also the decoder's start token
   auto [train, val] = encoded_pair_files(config, tokenizer, "translation", /*source_special_tokens=*/true);
   auto cut = [&](std::vector<EncodedPair>& pairs) {
