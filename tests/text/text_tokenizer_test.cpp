@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,10 +21,12 @@
 #include "attnkit/text/text_tokenizer.h"
 #include "attnkit/text/unigram.h"
 #include "reference_support.h"
+#include "support/test_files.h"
 
 namespace attnkit::text {
 namespace {
 
+using attnkit::testing::error_of;
 using testing::fs::path;
 
 // --- SentencePiece ModelProto bytes (protobuf wire format) -------------------------------------
@@ -136,24 +137,6 @@ std::vector<int64_t> as_int64(const std::vector<uint32_t>& ids) {
   return std::vector<int64_t>(ids.begin(), ids.end());
 }
 
-std::string error_of_decode(const TextTokenizer& any, int64_t id) {
-  try {
-    any.decode_ids({id});
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return {};
-}
-
-std::string error_of_decode_concrete(const Tokenizer& tokenizer, uint32_t id) {
-  try {
-    tokenizer.decode({id});
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return {};
-}
-
 const std::vector<std::string> kTexts = {"the cat sat on the mat.", "the cats sat", "春风 the",
                                          "Zebra, quick!", "", "  the  cat  "};
 
@@ -184,7 +167,9 @@ void expect_pipeline_through_interface(const Tokenizer& tokenizer) {
   EXPECT_EQ(any.token_of(int64_t(tokenizer.vocab_size()) + 5), nullptr);
   EXPECT_EQ(any.id_of("no such token"), std::nullopt);
   // An id outside uint32 is converted as the commands always converted it, and named the same.
-  EXPECT_EQ(error_of_decode(any, -1), error_of_decode_concrete(tokenizer, uint32_t(-1)));
+  const std::string message = error_of([&] { any.decode_ids({-1}); });
+  EXPECT_NE(message, "");
+  EXPECT_EQ(message, error_of([&] { tokenizer.decode({uint32_t(-1)}); }));
 }
 
 TEST(TextTokenizer, WordPieceThroughTheInterfaceIsTheTokenizer) {
@@ -305,12 +290,7 @@ TEST(TextTokenizer, FactoriesPickTheClassForAPath) {
             nullptr);
   EXPECT_NE(dynamic_cast<const MarianTokenizer*>(tokenizer_for_model("", marian_dir.string()).get()), nullptr);
   EXPECT_FALSE(tokenizer_for_model("", empty_dir.string()));
-  std::string message;
-  try {
-    tokenizer_for_model(empty_dir.string(), marian_dir.string());
-  } catch (const Error& e) {
-    message = e.what();
-  }
+  const std::string message = error_of([&] { tokenizer_for_model(empty_dir.string(), marian_dir.string()); });
   EXPECT_NE(message.find("no tokenizer.json"), std::string::npos) << message;
 }
 
