@@ -3,7 +3,7 @@
 //   --mode latency  per-token latency (median over --steps tokens) after a prefill of P tokens,
 //                   for each P in --positions: softmax KV cache vs linear / cosFormer RNN state.
 //   --mode greedy   greedy generation of --new-tokens tokens after a --prompt-tokens prompt
-//                   (decode::generate, CausalLM), tokens per second, batch 1. --model DIR loads
+//                   (decode::generate, the model's causal-LM session), tokens per second, batch 1. --model DIR loads
 //                   a Hugging Face GPT-2 directory instead of the random model (the weights the
 //                   peers run), --prompt gives the prompt ids; the generated ids are printed.
 //   --mode bandwidth  memory read bandwidth: the best of --repeats XOR-reductions over a buffer of
@@ -136,7 +136,8 @@ int main(int argc, char** argv) try {
   for (const auto& p : model->named_parameters())
     if (p.key().find("position") == std::string::npos)
       weight_bytes += p.value().numel() * static_cast<int64_t>(p.value().element_size());
-  decode::CausalLM lm(model);
+  const auto session = decode::start_decoding(*model, {}).session;
+  decode::LanguageModel& lm = *session;
   decode::GenerationConfig config;
   config.strategy = decode::Strategy::Greedy;
   config.max_new_tokens = new_tokens;

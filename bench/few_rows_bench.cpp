@@ -3,7 +3,7 @@
 // weight shapes of a Marian / Opus-MT decoder (512 × 512 attention, 2048 × 512 and 512 × 2048 FFN,
 // 58101 × 512 LM head). Prints one line per shape and M: milliseconds per call, from the thread's
 // CPU time (CLOCK_THREAD_CPUTIME_ID, so a loaded machine does not inflate it) and wall time, best
-// of `--repeats` rounds. It picks kFewRowsMax in src/decode/row_linear.h (docs/decoding.md).
+// of `--repeats` rounds. It picks kFewRowsMax in include/attnkit/layers/row_linear.h (docs/decoding.md).
 //   build/bench/attnkit_bench_few_rows [--repeats 5]
 #include "../src/ops/cpu/gemv_kernel.h"
 

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace attnkit::decode {
 
@@ -169,6 +170,79 @@ void process(at::Tensor& scores, const std::vector<std::vector<int64_t>>& histor
     force(config.forced_eos_token_id);
 }
 
+// Whether any processor may change step `step`'s scores (process() would be the identity
+// otherwise; conservative).
+bool processors_active(const GenerationConfig& config, int64_t step) {
+  return config.repetition_penalty != 1.0 || config.no_repeat_ngram_size > 0 ||
+         !config.bad_words_ids.empty() ||
+         (step < config.min_new_tokens && !config.eos_token_ids.empty()) ||
+         (step == 0 && config.forced_bos_token_id >= 0) ||
+         (step == config.max_new_tokens - 1 && config.forced_eos_token_id >= 0);
+}
+
+// Greedy's choice when no processor acts: per row of logits [R, V] (contiguous), the first
+// largest logit (a NaN counts as largest, as ATen's argmax has it) and its log-probability,
+// log-softmax in double over the row, read in place: no copy of the logits. Rows split over the
+// threads.
+template <typename T>
+void argmax_log_probability(const T* logits, int64_t R, int64_t V, std::vector<int64_t>& token,
+                            std::vector<double>& logp) {
+  ops::cpu::parallel_for(0, R, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* x = logits + r * V;
+      int64_t best = 0;
+      for (int64_t i = 1; i < V && !std::isnan(x[best]); ++i)
+        if (x[i] > x[best] || std::isnan(x[i])) best = i;
+      const double top = static_cast<double>(x[best]);
+      double sum = 0.0;
+      for (int64_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(x[i]) - top);
+      token[static_cast<size_t>(r)] = best;
+      logp[static_cast<size_t>(r)] = static_cast<double>(x[best]) - top - std::log(sum);
+    }
+  });
+}
+
+// The step's token and its log-probability per row: greedy without processors from the logits in
+// place; otherwise the processors, the sampling warpers and the choice on one double copy.
+void choose_tokens(const at::Tensor& logits, const std::vector<std::vector<int64_t>>& histories,
+                   int64_t step, const GenerationConfig& config,
+                   c10::optional<at::Generator>& generator, std::vector<int64_t>& token,
+                   std::vector<double>& logp) {
+  const int64_t R = logits.size(0), V = logits.size(1);
+  token.assign(static_cast<size_t>(R), 0);
+  logp.assign(static_cast<size_t>(R), 0.0);
+  if (config.strategy == Strategy::Greedy && !processors_active(config, step) && V > 0 &&
+      (logits.scalar_type() == at::kFloat || logits.scalar_type() == at::kDouble)) {
+    const at::Tensor x = logits.contiguous();
+    if (x.scalar_type() == at::kFloat)
+      argmax_log_probability(x.data_ptr<float>(), R, V, token, logp);
+    else
+      argmax_log_probability(x.data_ptr<double>(), R, V, token, logp);
+    return;
+  }
+  at::Tensor scores =
+      logits.scalar_type() == at::kDouble ? logits.clone() : logits.to(at::kDouble);
+  process(scores, histories, step, config);
+  if (config.strategy == Strategy::Sample) {
+    scores = scores / config.temperature;
+    scores = top_k_filter(scores, config.top_k);
+    scores = top_p_filter(scores, config.top_p);
+    scores = min_p_filter(scores, config.min_p);
+  }
+  const at::Tensor log_probs = scores.log_softmax(-1).contiguous();
+  const at::Tensor next =
+      (config.strategy == Strategy::Sample
+           ? at::multinomial(log_probs.exp(), 1, false, generator).view({-1})
+           : scores.argmax(-1))
+          .contiguous();
+  const int64_t* next_p = next.data_ptr<int64_t>();
+  const double* lp = log_probs.data_ptr<double>();
+  for (int64_t r = 0; r < R; ++r) {
+    token[static_cast<size_t>(r)] = next_p[r];
+    logp[static_cast<size_t>(r)] = lp[r * V + next_p[r]];
+  }
+}
+
 bool is_eos(const GenerationConfig& config, int64_t token) {
   return std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), token) !=
          config.eos_token_ids.end();
@@ -238,22 +312,11 @@ std::vector<std::vector<Hypothesis>> generate_simple(LanguageModel& model,
   if (config.strategy == Strategy::Sample)
     generator = at::make_generator<at::CPUGeneratorImpl>(config.seed);
 
+  std::vector<int64_t> next;
+  std::vector<double> next_logp;
+  const at::Tensor all_valid = at::ones({R, 1}, at::kBool);
   for (int64_t step = 0; step < config.max_new_tokens; ++step) {
-    at::Tensor scores = logits.to(at::kDouble).clone();
-    process(scores, histories, step, config);
-    if (config.strategy == Strategy::Sample) {
-      scores = scores / config.temperature;
-      scores = top_k_filter(scores, config.top_k);
-      scores = top_p_filter(scores, config.top_p);
-      scores = min_p_filter(scores, config.min_p);
-    }
-    at::Tensor logp = scores.log_softmax(-1);
-    at::Tensor next;
-    if (config.strategy == Strategy::Sample)
-      next = at::multinomial(logp.exp(), 1, false, generator).view({-1});
-    else
-      next = scores.argmax(-1);
-    auto next_a = next.accessor<int64_t, 1>();
+    choose_tokens(logits, histories, step, config, generator, next, next_logp);
     std::vector<int64_t> chosen(R);
     bool all_done = true;
     for (int64_t r = 0; r < R; ++r) {
@@ -261,10 +324,10 @@ std::vector<std::vector<Hypothesis>> generate_simple(LanguageModel& model,
         chosen[r] = config.pad_token_id;
         continue;
       }
-      const int64_t token = next_a[r];
+      const int64_t token = next[r];
       chosen[r] = token;
       out[r].tokens.push_back(token);
-      out[r].score += logp[r][token].item<double>();
+      out[r].score += next_logp[r];
       histories[r].push_back(token);
       if (config.on_token) config.on_token(r / copies, token);
       if (is_eos(config, token)) finished[r] = true;
@@ -278,7 +341,7 @@ std::vector<std::vector<Hypothesis>> generate_simple(LanguageModel& model,
     if (all_done || step + 1 == config.max_new_tokens) break;
     std::vector<int64_t> positions(R);
     for (int64_t r = 0; r < R; ++r) positions[r] = lengths[r] + step;
-    logits = model.forward(column(chosen), at::ones({R, 1}, at::kBool), column(positions));
+    logits = model.forward(column(chosen), all_valid, column(positions));
   }
   std::vector<std::vector<Hypothesis>> result(P);
   for (int64_t r = 0; r < R; ++r) result[r / copies].push_back(std::move(out[r]));

@@ -2,18 +2,15 @@
 
 #include "attnkit/decode/language_models.h"
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <filesystem>
+
 namespace attnkit::decode {
-
-bool decodes_as_unilm(const models::HeadsConfig& heads) { return !heads.causal_lm && heads.masked_lm; }
-
-const char* default_end_token(const models::HeadsConfig& heads) {
-  return decodes_as_unilm(heads) ? "[SEP]" : "<|endoftext|>";
-}
 
 void set_special_tokens(GenerationConfig& config, const nlohmann::json& hf_config,
                         const std::vector<int64_t>& eos, bool no_eos,
@@ -74,61 +71,51 @@ void set_generation_rules(GenerationConfig& config, const nlohmann::json& hf_con
   }
 }
 
-std::unique_ptr<LanguageModel> language_model(const models::TaskModel& model, const std::string& name,
-                                              int64_t condition_class) {
-  const auto& heads = model->heads();
-  if (heads.causal_lm) return std::make_unique<CausalLM>(model, condition_class);
-  if (decodes_as_unilm(heads)) {
-    if (condition_class >= 0) throw Error("--condition: UniLM models take no condition");
-    return std::make_unique<UnilmLM>(model);
+GenerationSettings read_generation_settings(const nlohmann::json& config_json,
+                                            const std::string& model_dir) {
+  GenerationSettings out;
+  out.values = config_json;
+  const auto generation_file = std::filesystem::path(model_dir) / "generation_config.json";
+  const bool has_file = std::filesystem::exists(generation_file);
+  if (out.values.is_object() && has_file) {
+    nlohmann::json overlay;
+    try {
+      overlay = nlohmann::json::parse(read_file(generation_file.string()));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{}: not valid JSON ({})", generation_file.string(), one_line(e.what())));
+    }
+    if (overlay.is_object()) out.values.update(overlay);
   }
-  throw Error(fmt::format("generate: {} has neither a causal-LM nor a masked-LM head", name));
+  out.source = has_file ? generation_file.string() : model_dir + "/config.json";
+  return out;
 }
 
-const char* default_end_token(const models::Model& model) {
-  if (model.shape() == models::ModelShape::EncoderDecoder) return "</s>";
-  return default_end_token(dynamic_cast<const models::TaskModelImpl&>(model).heads());
-}
-
-bool prompts_take_special_tokens(const models::Model& model) {
-  if (model.shape() == models::ModelShape::EncoderDecoder) return true;
-  return decodes_as_unilm(dynamic_cast<const models::TaskModelImpl&>(model).heads());
+void apply_generation_settings(GenerationRequest& request, const GenerationSettings& settings,
+                               const std::vector<int64_t>& eos, bool no_eos,
+                               std::optional<int64_t> tokenizer_eos) {
+  if (!request.model) throw Error("generate: no model");
+  const nlohmann::json& values = settings.values;
+  set_special_tokens(request.config, values, eos, no_eos, tokenizer_eos,
+                     request.model->decoding_traits().output_pad_id);
+  set_generation_rules(request.config, values, settings.source);
+  if (request.decoder_start_token_id < 0 && values.is_object() &&
+      values.contains("decoder_start_token_id") && values["decoder_start_token_id"].is_number_integer())
+    request.decoder_start_token_id = values["decoder_start_token_id"].get<int64_t>();
 }
 
 std::vector<std::vector<Hypothesis>> run_generation(const GenerationRequest& request) {
   if (!request.model) throw Error("generate: no model");
-  const bool seq2seq = request.model->shape() == models::ModelShape::EncoderDecoder;
-  const int64_t vocab =
-      seq2seq ? request.model->encoder_decoder("generate").config().encoder.vocab_size
-              : request.model->task_model("generate").config().vocab_size;
-  for (const auto& prompt : request.prompts) {
-    if (prompt.empty()) throw Error("generate: a prompt has no tokens");
-    for (int64_t id : prompt)
-      if (id < 0 || id >= vocab)
-        throw Error(fmt::format("generate: token id {} is outside the model's vocabulary [0, {})",
-                                id, vocab));
-  }
   torch::NoGradGuard no_grad;
   request.model->module().eval();
   GenerationConfig config = request.config;
   config.on_token = request.on_token;
-  if (seq2seq) {
-    if (request.condition_class >= 0) throw Error("--condition: encoder-decoder models take no condition");
-    auto model = std::dynamic_pointer_cast<models::EncoderDecoderModelImpl>(request.model);
-    const auto& decoder = model->config().decoder;
-    const int64_t start = request.decoder_start_token_id >= 0 ? request.decoder_start_token_id
-                                                              : model->decoder_start_token();
-    if (start < 0 || start >= decoder.vocab_size)
-      throw Error(fmt::format("generate: decoder start token {} is outside the decoder's vocabulary "
-                              "[0, {})",
-                              start, decoder.vocab_size));
-    Seq2SeqLM lm(models::EncoderDecoderModel(model), request.prompts, model->config().encoder.pad_token_id);
-    const std::vector<std::vector<int64_t>> starts(request.prompts.size(), std::vector<int64_t>{start});
-    return generate(lm, starts, config);
-  }
-  auto lm = language_model(models::TaskModel(std::dynamic_pointer_cast<models::TaskModelImpl>(request.model)),
-                           request.name, request.condition_class);
-  return generate(*lm, request.prompts, config);
+  models::DecodingRequest decoding_request;
+  decoding_request.prompts = request.prompts;
+  decoding_request.condition_class = request.condition_class;
+  decoding_request.decoder_start_token_id = request.decoder_start_token_id;
+  decoding_request.name = request.name;
+  models::Decoding decoding = start_decoding(*request.model, decoding_request);
+  return generate(*decoding.session, decoding.prompts, config);
 }
 
 nlohmann::json results_json(Strategy strategy, const std::vector<std::string>& shown,

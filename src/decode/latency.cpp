@@ -43,7 +43,8 @@ TokenLatency token_latency(const models::TaskModel& model, int64_t position, int
                             steps, model->config().max_positions));
   torch::NoGradGuard no_grad;
   const int64_t vocab = model->config().vocab_size;
-  CausalLM lm(model);
+  const auto session = start_decoding(*model.ptr(), {}).session;
+  models::DecodingSession& lm = *session;
   lm.start(1, position + steps);
   TokenLatency out;
   const double t0 = now();
@@ -59,7 +60,7 @@ TokenLatency token_latency(const models::TaskModel& model, int64_t position, int
   }
   std::sort(times.begin(), times.end());
   out.ms_per_token = 1e3 * times[times.size() / 2];
-  out.state_bytes = lm.session().state_bytes();
+  out.state_bytes = lm.state_bytes();
   return out;
 }
 

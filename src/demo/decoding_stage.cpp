@@ -64,9 +64,9 @@ report::Section decoding_stage(const StageContext& context) {
     top_p.top_p = 0.9;
     top_p.temperature = 0.8;
     top_p.seed = o.seed;
-    decode::CausalLM model(loaded.task);
-    const auto g = decode::generate(model, ids, greedy);
-    const auto s = decode::generate(model, ids, top_p);
+    const auto model = decode::start_decoding(*loaded.task, {}).session;
+    const auto g = decode::generate(*model, ids, greedy);
+    const auto s = decode::generate(*model, ids, top_p);
     report::Table samples{fmt::format("continuations of {} new tokens (no repeated 3-grams); top-p: p = 0.9, "
                                       "temperature 0.8, seed {}",
                                       greedy.max_new_tokens, o.seed),

@@ -1,5 +1,7 @@
 #include "attnkit/layers/feed_forward.h"
 
+#include "attnkit/layers/row_linear.h"
+
 #include "attnkit/error.h"
 
 #include <fmt/format.h>
@@ -48,6 +50,10 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options) : options_(o
 
 at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
   return fc_out->forward(apply_activation(fc_in->forward(x), options_.activation()));
+}
+
+at::Tensor FeedForwardImpl::step(const at::Tensor& x) {
+  return linear_rows(*fc_out, apply_activation(linear_rows(*fc_in, x), options_.activation()));
 }
 
 }  // namespace attnkit::layers

@@ -1,5 +1,6 @@
 #include "attnkit/layers/multi_head_attention.h"
 
+#include "attnkit/layers/row_linear.h"
 #include "attnkit/error.h"
 #include "attnkit/ops/cosformer_attention.h"
 #include "attnkit/ops/head_gates.h"
@@ -315,6 +316,46 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
   at::Tensor merged = context.transpose(1, 2).reshape({x.size(0), L, H * value_size_});
   result.output = o->forward(merged);
   return result;
+}
+
+// ---- the cached step ------------------------------------------------------------------------
+at::Tensor MultiHeadAttentionImpl::step(const at::Tensor& x, const StepInputs& in,
+                                        AttentionCache& cache) {
+  const int64_t hidden = options_.hidden();
+  if (x.dim() != 3 || x.size(2) != hidden)
+    throw Error(fmt::format("attention step: x must be [batch, n, {}], got [{}]", hidden,
+                            fmt::join(x.sizes(), ", ")));
+  for (const auto* t : {&in.valid, &in.positions})
+    if (!t->defined() || t->dim() != 2 || t->size(0) != x.size(0) || t->size(1) != x.size(1))
+      throw Error(fmt::format("attention step: valid and positions must be [{}, {}], got [{}]",
+                              x.size(0), x.size(1),
+                              t->defined() ? fmt::format("{}", fmt::join(t->sizes(), ", "))
+                                           : std::string("none")));
+  if (!q || !k || options_.spec().talking_heads)
+    throw Error(fmt::format("attention step: '{}' has no cached form", options_.spec().to_string()));
+  const int64_t H = heads();
+  auto qkv = linear_rows(x, {{q->weight, q->bias}, {k->weight, k->bias}, {v->weight, v->bias}});
+  return finish_step(cache.attend(*this, split_heads(qkv[0], H), split_heads(qkv[1], H),
+                                  split_heads(qkv[2], H), in));
+}
+
+at::Tensor MultiHeadAttentionImpl::step(const at::Tensor& x, MemoryCache& cache) {
+  if (x.dim() != 3 || x.size(2) != options_.hidden())
+    throw Error(fmt::format("attention step: x must be [batch, n, {}], got [{}]", options_.hidden(),
+                            fmt::join(x.sizes(), ", ")));
+  if (!q) throw Error(fmt::format("attention step: '{}' has no cached form", options_.spec().to_string()));
+  return finish_step(cache.attend(*this, linear_rows(*q, x).contiguous()));
+}
+
+std::pair<at::Tensor, at::Tensor> MultiHeadAttentionImpl::memory_heads(const at::Tensor& memory) {
+  if (!k) throw Error(fmt::format("attention: '{}' has no keys", options_.spec().to_string()));
+  return {split_heads(linear_rows(*k, memory), heads()), split_heads(linear_rows(*v, memory), heads())};
+}
+
+at::Tensor MultiHeadAttentionImpl::finish_step(at::Tensor context) {
+  if (head_gates_.defined()) context = ops::apply_head_gates(context, head_gates_.to(context.dtype()));
+  const int64_t B = context.size(0), n = context.size(2);
+  return linear_rows(*o, context.transpose(1, 2).reshape({B, n, heads() * value_size_}));
 }
 
 namespace {

@@ -43,50 +43,83 @@ at::Tensor TransformerBlockImpl::residual(const at::Tensor& x, ConditionalLayerN
   return pre ? y : norm(ln, y, in);
 }
 
-BlockOutput TransformerBlockImpl::forward(const at::Tensor& x, const BlockInputs& in) {
-  BlockSublayers sublayers;
-  sublayers.self_attention = [&](const at::Tensor& input) {
-    return attention->forward(input, in.self);
-  };
-  if (cross_attention) {
-    if (!in.memory)
-      throw Error("decoder block: cross attention needs the encoder memory [batch, S, width]");
-    sublayers.cross_attention = [&](const at::Tensor& input) {
-      AttentionInputs cross;
-      cross.key_padding = in.memory_padding;
-      cross.need_head_contexts = in.need_cross_head_contexts;
-      return cross_attention->forward(input, cross, in.memory);
-    };
-  }
-  sublayers.feed_forward = [&](const at::Tensor& input) { return ffn->forward(input); };
-  return forward(x, in, sublayers);
-}
-
-BlockOutput TransformerBlockImpl::forward(const at::Tensor& x, const BlockInputs& in,
-                                          const BlockSublayers& sublayers) {
+template <typename Self, typename Skipped, typename Cross, typename FeedForward>
+BlockOutput TransformerBlockImpl::run(const at::Tensor& x, const BlockInputs& in, Self&& self,
+                                      Skipped&& skipped, Cross&& cross,
+                                      FeedForward&& feed_forward) {
   BlockOutput out;
   at::Tensor h = residual(x, ln_attention, in, [&](const at::Tensor& input) {
     if (!paths().attention) {
-      if (sublayers.skipped_self_attention) sublayers.skipped_self_attention(input);
+      skipped(input);
       return at::zeros_like(input);
     }
-    AttentionResult r = sublayers.self_attention(input);
+    AttentionResult r = self(input);
     out.weights = r.weights;
     out.head_contexts = r.head_contexts;
     return r.output;
   });
   if (cross_attention) {
-    if (!sublayers.cross_attention)
-      throw Error("decoder block: no cross-attention sub-layer given (BlockSublayers::cross_attention)");
     h = residual(h, ln_cross, in, [&](const at::Tensor& input) {
-      AttentionResult r = sublayers.cross_attention(input);
+      AttentionResult r = cross(input);
       out.cross_head_contexts = r.head_contexts;
       return r.output;
     });
   }
-  if (paths().mlp) h = residual(h, ln_ffn, in, sublayers.feed_forward);
+  if (paths().mlp) h = residual(h, ln_ffn, in, feed_forward);
   out.hidden = h;
   return out;
+}
+
+BlockOutput TransformerBlockImpl::forward(const at::Tensor& x, const BlockInputs& in) {
+  if (cross_attention && !in.memory)
+    throw Error("decoder block: cross attention needs the encoder memory [batch, S, width]");
+  return run(
+      x, in, [&](const at::Tensor& input) { return attention->forward(input, in.self); },
+      [](const at::Tensor&) {},
+      [&](const at::Tensor& input) {
+        AttentionInputs cross;
+        cross.key_padding = in.memory_padding;
+        cross.need_head_contexts = in.need_cross_head_contexts;
+        return cross_attention->forward(input, cross, in.memory);
+      },
+      [&](const at::Tensor& input) { return ffn->forward(input); });
+}
+
+BlockOutput TransformerBlockImpl::forward(const at::Tensor& x, const BlockInputs& in,
+                                          const BlockSublayers& sublayers) {
+  if (cross_attention && !sublayers.cross_attention)
+    throw Error("decoder block: no cross-attention sub-layer given (BlockSublayers::cross_attention)");
+  return run(
+      x, in, [&](const at::Tensor& input) { return sublayers.self_attention(input); },
+      [&](const at::Tensor& input) {
+        if (sublayers.skipped_self_attention) sublayers.skipped_self_attention(input);
+      },
+      [&](const at::Tensor& input) { return sublayers.cross_attention(input); },
+      [&](const at::Tensor& input) { return sublayers.feed_forward(input); });
+}
+
+at::Tensor TransformerBlockImpl::step(const at::Tensor& x, const StepInputs& s,
+                                      const BlockCaches& caches,
+                                      const c10::optional<at::Tensor>& condition) {
+  if (caches.self == nullptr) throw Error("block step: no self-attention cache");
+  if (cross_attention && caches.cross == nullptr)
+    throw Error("decoder block step: no cross-attention cache (the encoder memory's)");
+  BlockInputs in;  // the LayerNorms' condition
+  in.condition = condition;
+  const auto self = [&](const at::Tensor& input) {
+    AttentionResult r;
+    r.output = attention->step(input, s, *caches.self);
+    return r;
+  };
+  const auto cross = [&](const at::Tensor& input) {
+    AttentionResult r;
+    r.output = cross_attention->step(input, *caches.cross);
+    return r;
+  };
+  return run(
+             x, in, self, [&](const at::Tensor& input) { attention->step(input, s, *caches.self); },
+             cross, [&](const at::Tensor& input) { return ffn->step(input); })
+      .hidden;
 }
 
 }  // namespace attnkit::layers

@@ -1,9 +1,11 @@
 #include "attnkit/models/transformer_model.h"
 
 #include "attnkit/error.h"
+#include "../ops/cpu/blas.h"
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <unordered_set>
 
 namespace attnkit::models {
@@ -221,6 +223,12 @@ layers::BlockInputs TransformerModelImpl::block_inputs_of(const ModelInputs& in)
     block_inputs.self.key_padding = in.attention_mask->to(at::kBool);
   }
   block_inputs.self.mask = in.mask;
+  // The positions attention sees: the position ids, else offset + 0..n−1 (the embeddings' own).
+  block_inputs.self.positions =
+      in.position_ids ? *in.position_ids
+                      : at::arange(in.position_offset, in.position_offset + in.input_ids.size(1),
+                                   in.input_ids.options().dtype(at::kLong))
+                            .unsqueeze(0);
   block_inputs.self.prefix_lengths = in.prefix_lengths;
   block_inputs.self.need_weights = in.output_attentions;
   block_inputs.self.need_head_contexts = in.output_head_contexts;
@@ -253,6 +261,55 @@ void TransformerModelImpl::finish(const ModelInputs& in, at::Tensor h, ModelOutp
   }
   out.last_hidden_state = h;
   if (pooler) out.pooled = torch::tanh(pooler->forward(h.select(1, 0)));
+}
+
+StackCache TransformerModelImpl::start_decoding(const CacheFactory& caches, int64_t batch,
+                                                int64_t horizon,
+                                                const c10::optional<at::Tensor>& memory,
+                                                const c10::optional<at::Tensor>& memory_padding,
+                                                const c10::optional<at::Tensor>& condition) {
+  if (horizon <= 0) throw Error(fmt::format("decode: horizon must be positive, got {}", horizon));
+  if (config_.cross_attention && !memory)
+    throw Error("decode: the model has cross attention; give the encoder memory");
+  if (condition && (condition->dim() != 2 || condition->size(0) != batch))
+    throw Error(fmt::format("decode: condition must be [{}, condition_size]", batch));
+  StackCache cache;
+  cache.horizon = horizon;
+  cache.condition = condition;
+  for (int64_t layer = 0; layer < config_.layers; ++layer) {
+    auto b = block(layer);
+    cache.self.push_back(caches.self_attention(*b->attention, horizon));
+    if (b->cross_attention)
+      cache.cross.push_back(caches.cross_attention(*b->cross_attention, *memory, memory_padding));
+  }
+  return cache;
+}
+
+at::Tensor TransformerModelImpl::step(StackCache& cache, const at::Tensor& ids,
+                                      const layers::StepInputs& s,
+                                      const c10::optional<at::Tensor>& token_types) {
+  if (ids.dim() != 2 || !s.valid.defined() || !s.positions.defined() ||
+      s.valid.sizes() != ids.sizes() || s.positions.sizes() != ids.sizes())
+    throw Error("decode: ids, valid and positions must all be [batch, n]");
+  if (static_cast<int64_t>(cache.self.size()) != config_.layers ||
+      (config_.cross_attention && static_cast<int64_t>(cache.cross.size()) != config_.layers))
+    throw Error("decode: the decoding state was made for another model");
+  // One row: the dense layers run attnkit's gemv on LibTorch's threads (layers/row_linear.h); the
+  // small products left (attention over the cache, the feature sums) run on the calling thread
+  // rather than wake OpenBLAS's own pool, whose spinning workers would compete with LibTorch's.
+  std::optional<ops::cpu::SingleThreadedBlas> one_pool;
+  if (ids.numel() == 1) one_pool.emplace();
+  at::Tensor h = embeddings->forward(ids, token_types, 0, cache.condition, s.positions);
+  for (int64_t layer = 0; layer < config_.layers; ++layer) {
+    set_depth_gates(layer);
+    layers::BlockCaches caches;
+    caches.self = cache.self[layer].get();
+    if (config_.cross_attention) caches.cross = cache.cross[layer].get();
+    h = block(layer)->step(h, s, caches, cache.condition);
+  }
+  if (final_norm) h = final_norm->forward(h, cache.condition);
+  cache.length += ids.size(1);
+  return h;
 }
 
 ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {

@@ -8,6 +8,9 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace attnkit::ops {
 
 namespace {
@@ -25,28 +28,54 @@ void check_step(const char* op, const RecurrentState& state, const at::Tensor& q
                                  detail::shape_str(state.sums), detail::shape_str(v)));
 }
 
-// Adds φ(k)[v, 1]ᵀ to the state and reads φ(q)·S out with the given denominator rule.
-at::Tensor step(RecurrentState& state, const at::Tensor& phi_q, const at::Tensor& phi_k,
-                const at::Tensor& v, detail::Denominator rule) {
-  auto v1 = at::cat({v, at::ones_like(v.narrow(3, 0, 1))}, 3);           // [B, H, 1, dv+1]
-  auto update = at::matmul(phi_k.transpose(-2, -1), v1);                 // [B, H, m, dv+1]
-  state.sums = state.sums.defined() ? state.sums + update : update;
-  state.position += 1;
-  auto read = at::matmul(phi_q, state.sums);                             // [B, H, 1, dv+1]
-  const int64_t dv = v.size(3);
-  auto den = read.narrow(3, dv, 1);
-  den = rule == detail::Denominator::AddEpsilon ? den + detail::kFeatureAttentionEpsilon
-                                                : den.clamp_min(detail::kFeatureAttentionEpsilon);
-  return read.narrow(3, 0, dv) / den;
-}
+// Columns per block when a chunk is long (bounds the [c, c] scores).
+constexpr int64_t kRecurrenceBlock = 128;
 
 }  // namespace
+
+at::Tensor feature_recurrence(at::Tensor& sums, const at::Tensor& phi_q, const at::Tensor& phi_k,
+                              const at::Tensor& v, bool causal, bool clamp) {
+  const int64_t n = v.size(2), dv = v.size(3);
+  at::Tensor v1 = at::cat({v, at::ones_like(v.narrow(3, 0, 1))}, 3);  // [B, H, n, dv + 1]
+  if (!sums.defined())
+    sums = at::zeros({v.size(0), v.size(1), phi_k.size(3), dv + 1}, v1.options());
+  at::Tensor read;
+  if (!causal) {
+    // Every new column sees all of them and everything before; the sums then hold the prefix
+    // summary that the causal columns after it start from.
+    sums = sums + at::matmul(phi_k.transpose(-2, -1), v1);
+    read = at::matmul(phi_q, sums);
+  } else {
+    std::vector<at::Tensor> reads;
+    for (int64_t start = 0; start < n; start += kRecurrenceBlock) {
+      const int64_t c = std::min(kRecurrenceBlock, n - start);
+      at::Tensor fq = phi_q.narrow(2, start, c), fk = phi_k.narrow(2, start, c);
+      at::Tensor vb = v1.narrow(2, start, c);
+      at::Tensor block = at::matmul(fq, sums);  // the columns before this block
+      if (c == 1) {
+        block = block + at::matmul(fq, fk.transpose(-2, -1)) * vb;
+      } else {
+        at::Tensor scores = at::matmul(fq, fk.transpose(-2, -1)).tril();  // key j <= query i
+        block = block + at::matmul(scores, vb);
+      }
+      sums = sums + at::matmul(fk.transpose(-2, -1), vb);
+      reads.push_back(block);
+    }
+    read = reads.size() == 1 ? reads[0] : at::cat(reads, 2);
+  }
+  at::Tensor den = read.narrow(3, dv, 1);
+  den = clamp ? den.clamp_min(detail::kFeatureAttentionEpsilon)
+              : den + detail::kFeatureAttentionEpsilon;
+  return read.narrow(3, 0, dv) / den;
+}
 
 at::Tensor linear_attention_step(RecurrentState& state, const at::Tensor& q, const at::Tensor& k,
                                  const at::Tensor& v, const FeatureMap& feature_map) {
   check_step("linear_attention_step", state, q, k, v);
-  return step(state, feature_map.apply(q), feature_map.apply(k), v,
-              detail::Denominator::AddEpsilon);
+  at::Tensor out = feature_recurrence(state.sums, feature_map.apply(q), feature_map.apply(k), v,
+                                      /*causal=*/true, /*clamp=*/false);
+  state.position += 1;
+  return out;
 }
 
 at::Tensor cosformer_attention_step(RecurrentState& state, const at::Tensor& q, const at::Tensor& k,
@@ -58,8 +87,11 @@ at::Tensor cosformer_attention_step(RecurrentState& state, const at::Tensor& q, 
                                  "length",
                                  state.position + 1, horizon));
   auto angle = cosformer_angles(1, state.position, horizon, q.scalar_type());
-  return step(state, cosformer_features(q, angle), cosformer_features(k, angle), v,
-              detail::Denominator::ClampEpsilon);
+  at::Tensor out = feature_recurrence(state.sums, cosformer_features(q, angle),
+                                      cosformer_features(k, angle), v, /*causal=*/true,
+                                      /*clamp=*/true);
+  state.position += 1;
+  return out;
 }
 
 }  // namespace attnkit::ops

@@ -18,6 +18,7 @@
 //   recurrent_step           one decoding step of causal linear attention / cosFormer
 #include "attnkit/attention_kind.h"
 #include "attnkit/ops/linear_attention.h"
+#include "attnkit/ops/recurrent.h"
 #include "ops/checks.h"
 #include "ops/feature_attention.h"
 #include "ops/flash_attention.h"
@@ -201,8 +202,8 @@ at::Tensor favor_projection_op(int64_t dim, int64_t num_features, int64_t seed) 
 }
 
 // state [B, H, m, dv + 1] (zeros before the first token) + φ(k)ᵀ[v, 1]; output φ(q)·S_num over
-// φ(q)·S_den + 1e-6 (linear) or max(φ(q)·S_den, 1e-6) (cosFormer, clamp). Same arithmetic as
-// ops/recurrent.h, on explicit features.
+// φ(q)·S_den + 1e-6 (linear) or max(φ(q)·S_den, 1e-6) (cosFormer, clamp): ops::feature_recurrence
+// on explicit features.
 std::tuple<at::Tensor, at::Tensor> recurrent_step_op(const at::Tensor& state,
                                                      const at::Tensor& phi_q,
                                                      const at::Tensor& phi_k, const at::Tensor& v,
@@ -225,13 +226,9 @@ std::tuple<at::Tensor, at::Tensor> recurrent_step_op(const at::Tensor& state,
                                  detail::shape_str(phi_q), detail::shape_str(phi_k),
                                  detail::shape_str(at::IntArrayRef(one)), detail::shape_str(v),
                                  detail::shape_str(state)));
-  auto v1 = at::cat({v, at::ones_like(v.narrow(3, 0, 1))}, 3);
-  auto next = state + at::matmul(phi_k.transpose(-2, -1), v1);
-  auto read = at::matmul(phi_q, next);
-  auto den = read.narrow(3, dv, 1);
-  den = clamp ? den.clamp_min(detail::kFeatureAttentionEpsilon)
-              : den + detail::kFeatureAttentionEpsilon;
-  return {read.narrow(3, 0, dv) / den, next};
+  at::Tensor next = state;  // feature_recurrence replaces it (the input is not written)
+  at::Tensor out = attnkit::ops::feature_recurrence(next, phi_q, phi_k, v, /*causal=*/true, clamp);
+  return {out, next};
 }
 
 // Every kernel op on a device other than the CPU: one line naming the op and the device.

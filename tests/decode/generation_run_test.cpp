@@ -1,6 +1,7 @@
 // The generation driver of `attnkit generate` (decode/generation_run.h): streaming callback,
 // batching, the choice of language model, EOS/pad defaults and the --json document.
 #include "attnkit/decode/generation_run.h"
+#include "attnkit/decode/language_models.h"
 #include "attnkit/error.h"
 #include "attnkit/models/task_model.h"
 
@@ -80,18 +81,24 @@ TEST(GenerationRun, BadPromptsAndModelsAreOneLineErrors) {
   const auto model = tiny_run_lm();
   EXPECT_THROW(decode::run_generation(request(model, {{3, 29}}, Strategy::Greedy)), Error);
   EXPECT_THROW(decode::run_generation(request(model, {{}}, Strategy::Greedy)), Error);
+  models::DecodingRequest named;
+  named.name = "dir";
   try {
-    decode::language_model(tiny_run_lm(false, false), "dir");
+    decode::start_decoding(*tiny_run_lm(false, false), named);
     FAIL() << "no LM head accepted";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "generate: dir has neither a causal-LM nor a masked-LM head");
   }
   const auto unilm = tiny_run_lm(false, true);
-  EXPECT_TRUE(decode::decodes_as_unilm(unilm->heads()));
-  EXPECT_STREQ(decode::default_end_token(unilm->heads()), "[SEP]");
-  EXPECT_STREQ(decode::default_end_token(model->heads()), "<|endoftext|>");
-  EXPECT_THROW(decode::language_model(unilm, "dir", 1), Error);
-  EXPECT_NE(decode::language_model(unilm, "dir"), nullptr);
+  EXPECT_TRUE(models::decodes_as_unilm(unilm->heads()));
+  EXPECT_STREQ(unilm->decoding_traits().end_token, "[SEP]");
+  EXPECT_TRUE(unilm->decoding_traits().prompts_take_special_tokens);
+  EXPECT_STREQ(model->decoding_traits().end_token, "<|endoftext|>");
+  EXPECT_FALSE(model->decoding_traits().prompts_take_special_tokens);
+  models::DecodingRequest conditioned = named;
+  conditioned.condition_class = 1;
+  EXPECT_THROW(decode::start_decoding(*unilm.ptr(), conditioned), Error);
+  EXPECT_NE(decode::start_decoding(*unilm.ptr(), named).session, nullptr);
 }
 
 TEST(GenerationRun, SpecialTokenDefaults) {

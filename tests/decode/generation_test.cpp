@@ -39,8 +39,8 @@ std::vector<std::vector<decode::Hypothesis>> run(models::TaskModel& model,
                                                  const std::vector<std::vector<int64_t>>& prompts,
                                                  const GenerationConfig& config) {
   torch::NoGradGuard no_grad;
-  decode::CausalLM lm(model);
-  return decode::generate(lm, prompts, config);
+  const auto lm = decode::start_decoding(*model, {}).session;
+  return decode::generate(*lm, prompts, config);
 }
 
 GenerationConfig greedy(int64_t max_new) {

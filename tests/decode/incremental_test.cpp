@@ -17,7 +17,7 @@ namespace {
 using namespace attnkit;
 
 // `pruned`: a GPT-2 with 4 heads a layer, heads physically removed so that the layers differ.
-// `dtype` float: the float32 one-row steps run attnkit's gemv kernel (src/decode/row_linear.h);
+// `dtype` float: the float32 one-row steps run attnkit's gemv kernel (layers/row_linear.h);
 // hidden 20 and an FFN of 80 are no multiple of its 16-float vectors, a vocabulary of 23 no
 // multiple of its 4-row blocks.
 models::TaskModel tiny_gpt2(const std::string& kind, int64_t condition_classes = 0,
@@ -65,7 +65,7 @@ at::Tensor full_logits(models::TaskModel& model, const at::Tensor& ids, const at
 }
 
 // rows = 1: one sequence, so every step feeds one row (the matrix-vector path of
-// src/decode/row_linear.h); rows = 3: a left-padded batch (float: the few-row kernel; double:
+// layers/row_linear.h); rows = 3: a left-padded batch (float: the few-row kernel; double:
 // at::linear).
 void check_kind(const std::string& kind, bool cosformer_horizon, int64_t condition = -1,
                 bool pruned = false, int64_t rows = 3, at::ScalarType dtype = at::kDouble) {
@@ -83,15 +83,26 @@ void check_kind(const std::string& kind, bool cosformer_horizon, int64_t conditi
       valid[r][W - int64_t(prompts[r].size()) + int64_t(i)] = true;
     }
   at::Tensor positions = decode::positions_from_valid(valid);
-  decode::CausalLM lm(model, condition);
-  lm.start(B, horizon);
-  c10::optional<at::Tensor> condition_ids;
-  if (condition >= 0) condition_ids = at::full({B}, condition, at::kLong);
+  models::DecodingRequest request;
+  request.condition_class = condition;
+  const auto lm = decode::start_decoding(*model, request).session;
+  lm->start(B, horizon);
+  c10::optional<at::Tensor> condition_ids, condition_vector;
+  if (condition >= 0) {
+    condition_ids = at::full({B}, condition, at::kLong);
+    condition_vector = model->condition_embedding->forward(*condition_ids);
+  }
 
-  // Prefill: every real column's logits, not only the last.
-  at::Tensor h = lm.session().forward(ids, valid, positions);
+  // Prefill: every real column's logits, not only the last (the stack's session), and the
+  // decoding session's logits at the last column.
+  decode::IncrementalModel stack(model->transformer, B, horizon, c10::nullopt, c10::nullopt,
+                                 condition_vector);
+  at::Tensor h = stack.forward(ids, valid, positions);
   at::Tensor head = model->transformer->word_embeddings();
   at::Tensor cached = at::linear(h, head);
+  EXPECT_TRUE(torch::allclose(lm->forward(ids, valid, positions), cached.select(1, W - 1),
+                              tolerance, tolerance))
+      << kind << " prefill, the session's logits";
   at::Tensor full = full_logits(model, ids, valid, positions, cosformer_horizon ? horizon : W,
                                 condition_ids);
   at::Tensor real = valid.unsqueeze(-1).expand_as(cached);
@@ -105,7 +116,7 @@ void check_kind(const std::string& kind, bool cosformer_horizon, int64_t conditi
     ids = at::cat({ids, next}, 1);
     valid = at::cat({valid, at::ones({B, 1}, at::kBool)}, 1);
     positions = at::cat({positions, next_pos}, 1);
-    at::Tensor logits = lm.forward(next, at::ones({B, 1}, at::kBool), next_pos);
+    at::Tensor logits = lm->forward(next, at::ones({B, 1}, at::kBool), next_pos);
     at::Tensor reference = full_logits(model, ids, valid, positions,
                                        cosformer_horizon ? horizon : ids.size(1), condition_ids)
                                .select(1, ids.size(1) - 1);
@@ -160,7 +171,7 @@ TEST(Incremental, CrossAttentionCacheSelectRowsEqualsReorderedMemory) {
     memory = memory.index_select(0, index);
     padding = padding.index_select(0, index);
     decode::CrossAttentionCache fresh(*mha, memory, padding);
-    EXPECT_TRUE(torch::allclose(cache.forward(*mha, x), fresh.forward(*mha, x), 1e-5, 1e-5))
+    EXPECT_TRUE(torch::allclose(mha->step(x, cache), mha->step(x, fresh), 1e-5, 1e-5))
         << order[0] << order[1] << order[2] << order[3] << order[4] << order[5];
   }
   EXPECT_THROW(cache.select_rows(torch::tensor({0, 6}, at::kLong)), attnkit::Error);
@@ -183,13 +194,13 @@ TEST(Incremental, CrossAttentionCacheExpandedToBeamsEqualsExpandedMemory) {
                                     padding.index_select(0, expand));
   for (int64_t n : {1, 3}) {
     const at::Tensor x = torch::randn({12, n, 8});
-    EXPECT_TRUE(torch::allclose(cache.forward(*mha, x), fresh.forward(*mha, x), 1e-5, 1e-5)) << n;
+    EXPECT_TRUE(torch::allclose(mha->step(x, cache), mha->step(x, fresh), 1e-5, 1e-5)) << n;
   }
   const at::Tensor reorder = torch::tensor({1, 1, 3, 0, 4, 7, 5, 5, 8, 9, 10, 11}, at::kLong);
   cache.select_rows(reorder);
   fresh.select_rows(reorder);
   const at::Tensor x = torch::randn({12, 1, 8});
-  EXPECT_TRUE(torch::allclose(cache.forward(*mha, x), fresh.forward(*mha, x), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(mha->step(x, cache), mha->step(x, fresh), 1e-5, 1e-5));
 }
 
 TEST(Incremental, CosformerHorizonIsEnforced) {

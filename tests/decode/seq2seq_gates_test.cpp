@@ -26,7 +26,10 @@ TEST(Seq2SeqGates, CachedDecoderFollowsHeadGatesAtEverySite) {
   auto gate = [](std::vector<double> g) { return torch::tensor(g, torch::kDouble); };
   // Cached logits of 5 steps of a fixed target, and the uncached decode's.
   auto run = [&] {
-    decode::Seq2SeqLM lm(model, sources);
+    models::DecodingRequest request;
+    request.prompts = sources;
+    const auto session = decode::start_decoding(*model, request).session;
+    models::DecodingSession& lm = *session;
     const int64_t B = 2, steps = 5;
     lm.start(B, steps);
     at::Tensor target = at::tensor({1, 9, 4, 12, 5, 1, 3, 3, 17, 6}, at::kLong).view({2, 5});

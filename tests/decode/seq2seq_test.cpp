@@ -82,7 +82,8 @@ TEST(Unilm, FeatureStateDecodingEqualsFullRecomputation) {
     const std::vector<int64_t> source{11, 12, 13, 14, 15};
     const int64_t cls = 1, sep = 2, pad = 0, steps = 6;
     const int64_t horizon = static_cast<int64_t>(source.size()) + 2 + steps;
-    decode::UnilmLM lm(model);
+    const auto session = decode::start_decoding(*model, {}).session;
+    models::DecodingSession& lm = *session;
     lm.start(1, horizon);
     std::vector<int64_t> prompt{cls};
     prompt.insert(prompt.end(), source.begin(), source.end());
@@ -144,7 +145,10 @@ TEST(Seq2Seq, CachedDecoderEqualsFullDecode) {
     model->to(torch::kDouble);
     model->eval();
     const std::vector<std::vector<int64_t>> sources{{3, 4, 5, 6}, {7, 8}};
-    decode::Seq2SeqLM lm(model, sources);
+    models::DecodingRequest request;
+    request.prompts = sources;
+    const auto session = decode::start_decoding(*model, request).session;
+    models::DecodingSession& lm = *session;
     const int64_t B = 2, steps = 6;
     lm.start(B, steps);
     at::Tensor src = at::tensor({3, 4, 5, 6, 7, 8, 0, 0}, at::kLong).view({2, 4});
@@ -289,7 +293,10 @@ TEST(Seq2Seq, EncoderDecoderTrainedOnReversalDecodesIt) {
   model->eval();
   std::mt19937 held_out(99);
   auto sources = random_sequences(held_out, 40);
-  decode::Seq2SeqLM lm(model, sources);
+  models::DecodingRequest request;
+  request.prompts = sources;
+  const auto session = decode::start_decoding(*model, request).session;
+  models::DecodingSession& lm = *session;
   decode::GenerationConfig generation;
   generation.max_new_tokens = 8;
   generation.eos_token_ids = {kSep};

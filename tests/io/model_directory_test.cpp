@@ -167,7 +167,7 @@ TEST(ModelDirectory, EncoderDecoderDirectoryWorksInTheCommands) {
   std::tie(rc, out) = run_cli("encode" + m + " --ids \"3 4 5 6\"");
   EXPECT_EQ(out.rfind("encoder_last_hidden_state [1, 4, 16] sum ", 0), 0u) << out;
 
-  // generate: the prompt is the source; the same ids as Seq2SeqLM's greedy search here.
+  // generate: the prompt is the source; the same ids as the encoder-decoder's decoding session's greedy search here.
   std::tie(rc, out) = run_cli("generate" + m + " --prompt-ids \"3 4 5 6\" --max-new-tokens 3 --no-eos --json");
   ASSERT_EQ(rc, 0) << out;
   const auto ids = nlohmann::json::parse(out).at("results").at(0).at("sequences").at(0).at("ids");

@@ -6,7 +6,6 @@
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/io/model_directory.h"
-#include "attnkit/models/encoder_decoder.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/text_stream.h"
 #include "attnkit/parse.h"
@@ -84,13 +83,10 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   // The tokenizer: --tokenizer, else the model directory's (a run's checkpoint's) when it holds
   // one, else none; of any kind (Marian's files are read as transformers' MarianTokenizer).
   const std::unique_ptr<text::TextTokenizer> tokenizer = text::tokenizer_for_model(o.tokenizer, loaded.path);
-  // An encoder-decoder's prompts are its encoder's sources; its decoder pads.
-  const bool seq2seq = loaded.model->shape() == models::ModelShape::EncoderDecoder;
-  const models::TransformerConfig& prompt_stack =
-      seq2seq ? loaded.model->encoder_decoder("generate").config().encoder : loaded.config;
-  const models::TransformerConfig& output_stack =
-      seq2seq ? loaded.model->encoder_decoder("generate").config().decoder : loaded.config;
-  const int64_t vocab = prompt_stack.vocab_size;
+  // How the model's prompts are written and ended (an encoder-decoder's prompts are its
+  // encoder's sources; its output stands alone).
+  const models::DecodingTraits traits = loaded.model->decoding_traits();
+  const int64_t vocab = traits.prompt_vocab;
   const std::vector<std::string> texts = prompt_texts(o);
   if (texts.empty() && o.prompt_ids.empty())
     throw Error("generate: give --prompt TEXT, --prompts FILE or --prompt-ids IDS");
@@ -107,8 +103,7 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   auto& prompts = request.prompts;
   std::vector<std::string> shown;
   for (const auto& t : texts) {
-    const bool special = decode::prompts_take_special_tokens(*loaded.model);
-    std::vector<int64_t> ids = tokenizer->encode_ids(t, special);
+    std::vector<int64_t> ids = tokenizer->encode_ids(t, traits.prompts_take_special_tokens);
     if (ids.empty()) throw Error(fmt::format("generate: prompt '{}' has no tokens", t));
     prompts.push_back(std::move(ids));
     shown.push_back(t);
@@ -131,28 +126,11 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   // vocabularies when there is no </s> (text::end_token_id's fallbacks).
   std::optional<int64_t> tokenizer_eos;
   if (tokenizer)
-    tokenizer_eos = text::end_token_id(*tokenizer, {decode::default_end_token(*loaded.model), /*fallbacks=*/seq2seq});
+    tokenizer_eos = text::end_token_id(*tokenizer, {traits.end_token, traits.end_token_fallbacks});
   // A Hugging Face directory's settings: config.json with generation_config.json's keys over it.
-  nlohmann::json hf_settings = loaded.huggingface.config_json;
-  const auto generation_file = std::filesystem::path(loaded.path) / "generation_config.json";
-  if (hf_settings.is_object() && std::filesystem::exists(generation_file)) {
-    nlohmann::json overlay;
-    try {
-      overlay = nlohmann::json::parse(read_file(generation_file.string()));
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{}: not valid JSON ({})", generation_file.string(), one_line(e.what())));
-    }
-    if (overlay.is_object()) hf_settings.update(overlay);
-  }
-  decode::set_special_tokens(config, hf_settings, o.eos_ids, o.no_eos, tokenizer_eos,
-                             output_stack.pad_token_id);
-  decode::set_generation_rules(config, hf_settings,
-                               std::filesystem::exists(generation_file) ? generation_file.string()
-                                                                       : loaded.path + "/config.json");
-  if (seq2seq && request.decoder_start_token_id < 0 && hf_settings.is_object() &&
-      hf_settings.contains("decoder_start_token_id") &&
-      hf_settings["decoder_start_token_id"].is_number_integer())
-    request.decoder_start_token_id = hf_settings["decoder_start_token_id"].get<int64_t>();
+  decode::apply_generation_settings(
+      request, decode::read_generation_settings(loaded.huggingface.config_json, loaded.path),
+      o.eos_ids, o.no_eos, tokenizer_eos);
   std::function<std::string(const std::vector<int64_t>&)> detokenize;
   const text::TextStyle style = o.hf_decode ? text::TextStyle::kTokenizer : text::TextStyle::kReadable;
   if (tokenizer)
@@ -166,7 +144,7 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   if (stream) {
     if (tokenizer) text_stream.emplace(*tokenizer, style);
     // A language model continues its prompt; an encoder-decoder's output stands alone.
-    if (!global.quiet && tokenizer && !seq2seq) std::fputs(shown[0].c_str(), stdout);
+    if (!global.quiet && tokenizer && traits.continues_prompt) std::fputs(shown[0].c_str(), stdout);
     std::fflush(stdout);
     request.on_token = [&, streamed = int64_t(0)](int64_t, int64_t token) mutable {
       if (text_stream)
@@ -193,8 +171,8 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
       // With a tokenizer: prompt text + new text (an encoder-decoder's translation alone);
       // without: the new ids.
       const std::string body = !detokenize ? fmt::format("{}", fmt::join(h.tokens, " "))
-                               : seq2seq   ? detokenize(h.tokens)
-                                           : shown[p] + detokenize(h.tokens);
+                               : traits.continues_prompt ? shown[p] + detokenize(h.tokens)
+                                                         : detokenize(h.tokens);
       if (results[p].size() > 1 || config.strategy == decode::Strategy::Beam)
         fmt::print("{}\t[score {:.4f}]\n", body, h.score);
       else

@@ -17,6 +17,7 @@
 #include "attnkit/text/pretrained.h"
 #include "attnkit/metrics/metrics.h"
 #include "attnkit/train/data_tensors.h"
+#include "attnkit/train/translation.h"
 #include "command.h"
 
 #include <ATen/ATen.h>
@@ -85,15 +86,15 @@ std::vector<double> parse_fractions(const std::string& text) {
   return out;
 }
 
-// An encoder-decoder's pairs as train --task.name translation takes them (Marian's conventions,
-// as generate follows them): the source encoded with the tokenizer's special tokens and cut to
-// --max-length and the encoder's positions; the decoder reads pad + target (cut to one token less)
-// and predicts target + the end token. The metric: sacreBLEU's corpus BLEU (a fraction) of the
-// sources' decodes (greedy, or --beams) against the targets as the file has them.
+// An encoder-decoder's pairs through the translation task's pipeline (train/translation.h): the
+// source cut to --max-length and the encoder's positions, the target to one token less (and the
+// decoder's positions); the decoder reads start + target and predicts target + the end token.
+// The metric: sacreBLEU's corpus BLEU (a fraction) of the sources' decodes (greedy, or --beams,
+// in batches of --batch-size) against the targets as the file has them.
 analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string& path,
                                          const io::LoadedModel& loaded) {
-  auto model = std::dynamic_pointer_cast<models::EncoderDecoderModelImpl>(loaded.model);
-  if (!model) throw Error(fmt::format("{}: not an attnkit encoder-decoder", loaded.path));
+  const std::shared_ptr<models::Model> held = loaded.model;  // the metric keeps it alive
+  models::EncoderDecoderModelImpl* model = &held->encoder_decoder("analyze heads");
   // Any tokenizer (Marian's files: targets cut by target.spm, as MarianTokenizer's text_target).
   const std::shared_ptr<const text::TextTokenizer> tokenizer = text::tokenizer_for_model(d.tokenizer, loaded.path);
   if (!tokenizer)
@@ -102,7 +103,8 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
   decode::GenerationConfig g;
   // The end token by name: the model's, then the fallbacks (not the tokenizer's own first, as
   // generate asks: text/text_tokenizer.h).
-  const text::EndTokenRule end_rule{decode::default_end_token(*model), /*fallbacks=*/true,
+  const models::DecodingTraits traits = model->decoding_traits();
+  const text::EndTokenRule end_rule{traits.end_token, /*fallbacks=*/true,
                                     /*tokenizer_end_first=*/false};
   const std::optional<int64_t> tokenizer_eos = text::end_token_id(*tokenizer, end_rule);
   decode::set_special_tokens(g, loaded.huggingface.config_json, {}, false, tokenizer_eos,
@@ -112,57 +114,41 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
   if (g.eos_token_ids.empty())
     throw Error(fmt::format("analyze heads: the tokenizer of {} has no end token ({})", loaded.path,
                             text::end_token_names(end_rule)));
-  const int64_t eos = g.eos_token_ids.front(), pad = c.decoder.pad_token_id;
-  const int64_t start = model->decoder_start_token();  // the pad id unless the config names one
-  const int64_t source_length = std::min(d.max_length, c.encoder.max_positions);
-  const int64_t target_length = std::min(d.max_length, c.decoder.max_positions) - 1;
-  const auto pairs = data::read_seq2seq_tsv(path);
-  std::vector<std::vector<int64_t>> sources, inputs, labels;
+  // The translation task's pipeline (train/translation.h): the decoder starts from the model's
+  // start token (its pad id unless the config names one) and pads with its pad id.
+  const train::TranslationTokens tokens{model->decoder_start_token(), c.decoder.pad_token_id,
+                                        g.eos_token_ids.front()};
+  auto pairs = train::encode_translation_pairs(data::read_seq2seq_tsv(path), *tokenizer,
+                                               traits.prompts_take_special_tokens);
+  train::cut_translation_pairs(pairs, std::min(d.max_length, c.encoder.max_positions),
+                               std::min(d.max_length, c.decoder.max_positions) - 1);
+  if (pairs.empty())
+    throw Error(fmt::format("--data {}: no pair has tokens on both sides", path));
+  std::vector<const train::TranslationPair*> rows;
+  auto sources = std::make_shared<std::vector<std::vector<int64_t>>>();
   auto references = std::make_shared<std::vector<std::vector<std::string>>>();
   int64_t longest = 1;
-  const bool special = decode::prompts_take_special_tokens(*model);
-  for (const auto& e : pairs.examples) {
-    const auto s = tokenizer->encode_ids(e.source, special);
-    const auto t = tokenizer->encode_ids(e.target, /*add_special_tokens=*/false, text::TextSide::kTarget);
-    if (s.empty() || t.empty()) continue;  // nothing the tokenizer keeps (as training drops it)
-    std::vector<int64_t> source(s.begin(), s.begin() + std::min<int64_t>(int64_t(s.size()), source_length));
-    std::vector<int64_t> target(t.begin(), t.begin() + std::min<int64_t>(int64_t(t.size()), target_length));
-    longest = std::max<int64_t>(longest, int64_t(target.size()));
-    std::vector<int64_t> in{start};
-    in.insert(in.end(), target.begin(), target.end());
-    target.push_back(eos);
-    sources.push_back(std::move(source));
-    inputs.push_back(std::move(in));
-    labels.push_back(std::move(target));
-    references->push_back({e.target});
+  for (const auto& p : pairs) {
+    rows.push_back(&p);
+    sources->push_back(p.source);
+    references->push_back({p.reference});
+    longest = std::max<int64_t>(longest, int64_t(p.target.size()));
   }
-  if (sources.empty())
-    throw Error(fmt::format("--data {}: no pair has tokens on both sides", path));
+  const train::TranslationBatch b = train::translation_batch(rows, tokens);
   analysis::HeadsInputs out;
-  auto source = models::right_padded_ids(sources, pad), input = models::right_padded_ids(inputs, pad);
-  out.translation = {source.ids, source.attention_mask, input.ids, input.attention_mask,
-                     models::right_padded_ids(labels, models::kIgnoreLabel).ids};
+  out.translation = {b.source, b.source_mask, b.decoder_input, b.target_mask, b.labels};
   g.strategy = d.beams > 1 ? decode::Strategy::Beam : decode::Strategy::Greedy;
   g.num_beams = d.beams;
   g.length_penalty = d.length_penalty;
   g.max_new_tokens = std::min<int64_t>(longest + 1, c.decoder.max_positions - 1);
-  g.eos_token_ids = {eos};
-  g.pad_token_id = pad;
+  g.eos_token_ids = {tokens.eos};
+  g.pad_token_id = tokens.pad;
   const int64_t batch = d.batch_size;
   out.metric_name = "bleu";
-  out.metric = [model, sources, references, tokenizer, g, eos, pad, start, batch]() {
+  out.metric = [held, model, sources, references, tokenizer, g, tokens, batch]() {
     std::vector<std::string> hypotheses;
-    for (size_t first = 0; first < sources.size(); first += size_t(batch)) {
-      const std::vector<std::vector<int64_t>> part(
-          sources.begin() + first, sources.begin() + std::min(sources.size(), first + size_t(batch)));
-      decode::Seq2SeqLM lm(models::EncoderDecoderModel(model), part, pad);
-      const std::vector<std::vector<int64_t>> prompts(part.size(), std::vector<int64_t>{start});
-      for (auto& result : decode::generate(lm, prompts, g)) {
-        auto tokens = result.front().tokens;
-        if (!tokens.empty() && tokens.back() == eos) tokens.pop_back();
-        hypotheses.push_back(tokenizer->decode_ids(tokens));
-      }
-    }
+    for (const auto& ids : train::translate(*model, *sources, g, tokens, batch))
+      hypotheses.push_back(tokenizer->decode_ids(ids));
     return metrics::sacrebleu_corpus_bleu(hypotheses, *references).score;
   };
   return out;

@@ -1,5 +1,5 @@
 #pragma once
-// Text generation over any model that can feed columns incrementally (decode/incremental.h):
+// Text generation over any model that can feed columns incrementally (models/decoding.h):
 // greedy, beam search and sampling with the logits processors of Hugging Face `generate`.
 //
 // Semantics follow transformers 4.38 (the test peer, tests/python/test_generate_hf.py):
@@ -21,6 +21,8 @@
 // new token at max_new_tokens; every other token −inf, it 0), in that order. The history
 // the processors see is the prompt's real tokens + the generated ones (HF also sees left padding).
 // Stop strings (greedy and sampling): a row ends when its decoded new text contains one.
+#include "attnkit/models/decoding.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -73,19 +75,9 @@ struct Hypothesis {
                        // under the processed (and warped) distribution
 };
 
-// A model that decodes column by column: what the strategies drive.
-class LanguageModel {
- public:
-  virtual ~LanguageModel() = default;
-  // A fresh session for `batch` rows and at most `horizon` columns (prompt + new tokens).
-  virtual void start(int64_t batch, int64_t horizon) = 0;
-  // ids, valid, positions [batch, n]: returns the next-token logits [batch, vocab] at the last
-  // column of every row.
-  virtual at::Tensor forward(const at::Tensor& ids, const at::Tensor& valid,
-                             const at::Tensor& positions) = 0;
-  // Keeps rows `index` (beam expansion and reordering).
-  virtual void select_rows(const at::Tensor& index) = 0;
-};
+// A model that decodes column by column: what the strategies drive (models::Model::decoding
+// makes one for every model; tests drive their own).
+using LanguageModel = models::DecodingSession;
 
 // One result list per prompt (num_return_sequences hypotheses, best first for beam search).
 // Prompts must be non-empty; they are left padded into one batch.

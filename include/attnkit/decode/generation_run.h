@@ -1,14 +1,14 @@
 #pragma once
-// The generation behind `attnkit generate`: a model of any shape (a task model with a causal-LM
-// head: CausalLM; with a masked-LM head only: UnilmLM; an encoder-decoder: Seq2SeqLM, the
-// prompts being its sources; language_models.h), prompts as token ids, the strategy settings and
-// a per-token streaming callback in; the results with their scores out (generation.h). Token
-// text (prompts in, text out) stays with the caller.
+// The generation behind `attnkit generate`: a model of any shape (its decoding entry,
+// models/decoding.h: a causal LM, UniLM, or an encoder-decoder whose prompts are its sources),
+// prompts as token ids, the strategy settings and a per-token streaming callback in; the results
+// with their scores out (generation.h). Also the Hugging Face generation settings
+// (generation_config.json over config.json). Token text (prompts in, text out) stays with the
+// caller.
 #include "attnkit/decode/generation.h"
 #include "attnkit/models/model.h"
-#include "attnkit/models/task_model.h"
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -18,12 +18,6 @@
 #include <vector>
 
 namespace attnkit::decode {
-
-// A model with a masked-LM head and no causal-LM head decodes as UniLM: its prompts carry the
-// tokenizer's special tokens ([CLS] ... [SEP]) and its end token is "[SEP]".
-bool decodes_as_unilm(const models::HeadsConfig& heads);
-// The tokenizer token that ends a sequence by default: "[SEP]" (UniLM) or "<|endoftext|>".
-const char* default_end_token(const models::HeadsConfig& heads);
 
 // The end-of-sequence ids and the pad id, into config.eos_token_ids and config.pad_token_id:
 // EOS: `eos` when given; none with no_eos; else config.json's eos_token_id (an id or a list;
@@ -39,6 +33,18 @@ void set_special_tokens(GenerationConfig& config, const nlohmann::json& hf_confi
 // attnkit::Error "WHERE: 'KEY' ..." for a value of the wrong type.
 void set_generation_rules(GenerationConfig& config, const nlohmann::json& hf_config,
                           const std::string& where);
+
+// A model directory's generation settings: a Hugging Face directory's config.json (`config_json`;
+// not an object for an attnkit directory, which then has none) with the keys of its
+// generation_config.json over it; `source` names the file for messages (generation_config.json
+// when the directory has one, else config.json). Throws attnkit::Error when
+// generation_config.json is not valid JSON.
+struct GenerationSettings {
+  nlohmann::json values;
+  std::string source;
+};
+GenerationSettings read_generation_settings(const nlohmann::json& config_json,
+                                            const std::string& model_dir);
 
 // Called with (prompt index, token) as each token is chosen (beam search: the best sequence's
 // tokens at the end).
@@ -57,22 +63,17 @@ struct GenerationRequest {
   TokenCallback on_token;
 };
 
-// The language model for a task model. Throws attnkit::Error when it has neither LM head, or for
-// a condition class with UniLM.
-std::unique_ptr<LanguageModel> language_model(const models::TaskModel& model,
-                                              const std::string& name,
-                                              int64_t condition_class = -1);
-// The end-of-sequence token name of a model of any shape ("[SEP]" for UniLM, else
-// "<|endoftext|>"; an encoder-decoder: "</s>"): text::end_token_id's model token (the tokenizer
-// gives its id, text/text_tokenizer.h).
-const char* default_end_token(const models::Model& model);
-// Whether prompts are encoded with the tokenizer's special tokens: UniLM prompts and an
-// encoder-decoder's sources are.
-bool prompts_take_special_tokens(const models::Model& model);
-
-// Checks the prompts (attnkit::Error "generate: ..." for an empty prompt or an id outside
-// [0, vocab)), then generates in eval mode without gradients: one result list per prompt.
+// Generates in eval mode without gradients through the model's decoding entry
+// (models::Model::decoding, which checks the prompts: attnkit::Error "generate: ..." for an
+// empty prompt or an id outside [0, vocab)): one result list per prompt.
 std::vector<std::vector<Hypothesis>> run_generation(const GenerationRequest& request);
+
+// The settings into `request` (its model set): the end and pad ids (set_special_tokens, the
+// model's output pad last), the rules (set_generation_rules), and decoder_start_token_id when
+// the request has none (an encoder-decoder's; other models ignore it).
+void apply_generation_settings(GenerationRequest& request, const GenerationSettings& settings,
+                               const std::vector<int64_t>& eos, bool no_eos,
+                               std::optional<int64_t> tokenizer_eos);
 
 // --json's document: {"strategy", "results": [{"prompt": shown[p], "prompt_ids", "sequences":
 // [{"ids", "score"[, "text"]}]}]}, "text" when detokenize is given.

@@ -29,6 +29,8 @@ class FeedForwardImpl : public torch::nn::Module {
  public:
   explicit FeedForwardImpl(const FeedForwardOptions& options);
   at::Tensor forward(const at::Tensor& x);
+  // forward for the few rows of a decoding step, through the row kernels (layers/row_linear.h).
+  at::Tensor step(const at::Tensor& x);
   const FeedForwardOptions& options() const { return options_; }
   torch::nn::Linear fc_in{nullptr}, fc_out{nullptr};
 

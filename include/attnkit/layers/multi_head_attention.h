@@ -2,6 +2,7 @@
 // Multi-head attention as a torch::nn module; the variant is an AttentionSpec value and the
 // computation is delegated to ops/. Shapes: x [batch, L, hidden], memory [batch, S, kv_hidden];
 // per head q/k have key_size and v has value_size (both independent of hidden / heads).
+#include "attnkit/layers/attention_cache.h"
 #include "attnkit/layers/attention_spec.h"
 #include "attnkit/ops/linear_attention.h"
 
@@ -10,6 +11,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace attnkit::layers {
@@ -42,6 +44,9 @@ struct AttentionInputs {
   c10::optional<at::Tensor> prefix_lengths;
   // bool [batch, S], true = real key.
   c10::optional<at::Tensor> key_padding;
+  // int64 [batch | 1, L]: each query's position (the model's position ids, or offset + 0..L−1),
+  // for the position-dependent kinds; the cached step gets them in StepInputs.
+  c10::optional<at::Tensor> positions;
   bool need_weights = false;        // fill AttentionResult::weights
   bool need_head_contexts = false;  // fill AttentionResult::head_contexts
 };
@@ -59,6 +64,18 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // Self attention (memory = x) or cross attention (memory given).
   AttentionResult forward(const at::Tensor& x, const AttentionInputs& inputs = {},
                           const c10::optional<at::Tensor>& memory = c10::nullopt);
+
+  // One cached decoding step of self attention (decoding, decode/incremental.h): x [batch, n,
+  // hidden] the new columns, `cache` the state of the columns before (in) and after (out).
+  // Returns [batch, n, hidden], what forward gives at those columns over every column so far.
+  // The dense layers run through the row kernels (layers/row_linear.h). Throws attnkit::Error
+  // for bad shapes.
+  at::Tensor step(const at::Tensor& x, const StepInputs& step, AttentionCache& cache);
+  // One cached step of cross attention over the memory whose keys and values `cache` holds.
+  at::Tensor step(const at::Tensor& x, MemoryCache& cache);
+  // The keys and values of `memory` [batch, S, memory width] per head, [batch, heads, S, key_size
+  // | value_size] (what a MemoryCache keeps).
+  std::pair<at::Tensor, at::Tensor> memory_heads(const at::Tensor& memory);
 
   // Head gates ξ (Michel et al. 2019), [heads] or [batch, heads], multiplying each head's
   // context; an undefined tensor removes them. A gate tensor that requires grad receives
@@ -93,6 +110,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
 
  private:
+  // Head gates, merged heads, output projection through the row kernels: the end of a step.
+  at::Tensor finish_step(at::Tensor context);
   at::Tensor logits(const at::Tensor& q, const at::Tensor& k, AttentionKind kind, int64_t L,
                     int64_t S);
   at::Tensor explicit_weights(const at::Tensor& q, const at::Tensor& k,

@@ -64,9 +64,9 @@ struct BlockOutput {
 };
 
 // How a block computes its sub-layers, each from the sub-layer's input [batch, n, hidden] (the
-// LayerNorm's output when norm_first). forward(x, inputs) passes the block's own modules; the
-// incremental decoder (decode/incremental.h) passes its cached computations. Either way the block
-// runs one residual / LayerNorm / dropout / paths sequence around them.
+// LayerNorm's output when norm_first), for forward(x, inputs, sublayers): XLNet's two streams
+// (models/transformer_model.h) pass their own. forward(x, inputs) and step() pass the block's
+// modules directly. Every path runs one residual / LayerNorm / dropout / paths sequence.
 struct BlockSublayers {
   // Self attention; called only while paths().attention is on.
   std::function<AttentionResult(const at::Tensor& input)> self_attention;
@@ -79,6 +79,12 @@ struct BlockSublayers {
   std::function<at::Tensor(const at::Tensor& input)> feed_forward;
 };
 
+// The caches of one block in a decoding session (decode/incremental.h makes them).
+struct BlockCaches {
+  AttentionCache* self = nullptr;
+  MemoryCache* cross = nullptr;  // decoder blocks (options().cross_attention()) only
+};
+
 class TransformerBlockImpl : public torch::nn::Module {
  public:
   explicit TransformerBlockImpl(const TransformerBlockOptions& options);
@@ -88,6 +94,12 @@ class TransformerBlockImpl : public torch::nn::Module {
   // applied in training only.
   BlockOutput forward(const at::Tensor& x, const BlockInputs& inputs,
                       const BlockSublayers& sublayers);
+  // One cached decoding step: x [batch, n, hidden] the new columns; the sub-layers are
+  // MultiHeadAttentionImpl::step over the caches and FeedForwardImpl::step. With the attention
+  // path off the self-attention cache still takes the new columns. `condition` [batch,
+  // condition_size] for conditional LayerNorms. Returns the block's output [batch, n, hidden].
+  at::Tensor step(const at::Tensor& x, const StepInputs& step, const BlockCaches& caches,
+                  const c10::optional<at::Tensor>& condition = c10::nullopt);
 
   const TransformerBlockOptions& options() const { return options_; }
   const BlockPaths& paths() const { return options_.paths(); }
@@ -103,6 +115,10 @@ class TransformerBlockImpl : public torch::nn::Module {
   template <typename Sublayer>
   at::Tensor residual(const at::Tensor& x, ConditionalLayerNorm& ln, const BlockInputs& in,
                       Sublayer&& sublayer);
+  // The block's sequence around its sub-layers (callables, no std::function on the step path).
+  template <typename Self, typename Skipped, typename Cross, typename FeedForward>
+  BlockOutput run(const at::Tensor& x, const BlockInputs& in, Self&& self, Skipped&& skipped,
+                  Cross&& cross, FeedForward&& feed_forward);
 
   TransformerBlockOptions options_;
 };

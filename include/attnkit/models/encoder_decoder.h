@@ -50,6 +50,8 @@ class EncoderDecoderModelImpl : public torch::nn::Module, public Model {
   std::vector<AttentionSiteRef> attention_sites() const override;
   void prune_heads(const std::string& site, const HeadIndices& heads) override;
   nlohmann::json config_description() const override;
+  DecodingTraits decoding_traits() const override;
+  Decoding decoding(const DecodingRequest& request, const CacheFactory& caches) override;
 
   // Encoder output [batch, S, hidden]; source_mask [batch, S] (nonzero = real token).
   at::Tensor encode(const at::Tensor& source_ids,

@@ -7,7 +7,8 @@
 //
 // What every consumer does the same way for every shape goes through the interface: the module
 // (parameters, buffers, train/eval), the attention sites (gates, head counts, pruning), the
-// description that rebuilds the model (config_description; model_factory.h's make_model), the parameter count.
+// description that rebuilds the model (config_description; model_factory.h's make_model), the
+// parameter count, decoding (decoding(): a session that decode/'s search strategies drive).
 // What only one shape has (a task head's forward, the encoder-decoder's teacher-forced forward,
 // a decoding session) is reached through the checked downcasts task_model() / encoder_decoder(),
 // which name the model's shape and the operation in one line when it does not fit. An abstract
@@ -20,6 +21,7 @@
 // its blocks (models::AttentionSite Self / Cross); head gates ξ, importance, ablations and
 // pruning iterate over sites. Names: "encoder.self" (encoder-only models and the encoder of an
 // encoder-decoder), "decoder.self" (decoder-only models and the decoder), "decoder.cross".
+#include "attnkit/models/decoding.h"
 #include "attnkit/models/transformer_model.h"
 
 #include <ATen/core/Tensor.h>
@@ -94,6 +96,13 @@ class Model {
   // TransformerConfig, "heads": HeadsConfig} (the layout of every file written so far);
   // encoder-decoder: {"architecture": "encoder-decoder", "encoder_decoder": EncoderDecoderConfig}.
   virtual nlohmann::json config_description() const = 0;
+  // Decoding (models/decoding.h): how prompts are written and ended, and a session over the
+  // request's prompts whose layers keep the states `caches` makes (decode::caches()). decoding()
+  // checks the request first (attnkit::Error "generate: ..." for an empty prompt, an id outside
+  // the vocabulary, a condition or start token the model cannot take, a model without an LM
+  // head). Call it, and the session, in eval mode under torch::NoGradGuard.
+  virtual DecodingTraits decoding_traits() const = 0;
+  virtual Decoding decoding(const DecodingRequest& request, const CacheFactory& caches) = 0;
 
   // Checked downcasts: the model as a task model (encoder-only or decoder-only) or as an
   // encoder-decoder. Throw attnkit::Error "`what` needs a ... model; this is an S model".

@@ -61,6 +61,9 @@ struct HeadsConfig {
 };
 void to_json(nlohmann::json& j, const HeadsConfig& heads);
 void from_json(const nlohmann::json& j, HeadsConfig& heads);  // strict, like TransformerConfig
+// A model with a masked-LM head and no causal-LM head decodes as UniLM (models/decoding.h): its
+// prompts carry the tokenizer's special tokens ([CLS] ... [SEP]) and its end token is "[SEP]".
+bool decodes_as_unilm(const HeadsConfig& heads);
 
 struct TaskInputs : ModelInputs {
   c10::optional<at::Tensor> condition_ids;  // [batch] int64 class ids (condition_classes > 0)
@@ -125,6 +128,8 @@ class TaskModelImpl : public torch::nn::Module, public Model {
   std::vector<AttentionSiteRef> attention_sites() const override;
   void prune_heads(const std::string& site, const HeadIndices& heads) override;
   nlohmann::json config_description() const override;
+  DecodingTraits decoding_traits() const override;
+  Decoding decoding(const DecodingRequest& request, const CacheFactory& caches) override;
 
   const TransformerConfig& config() const { return transformer->config(); }
   const HeadsConfig& heads() const { return heads_; }

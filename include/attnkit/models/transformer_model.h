@@ -4,6 +4,7 @@
 // Every layer's hidden states, attention weights and per-head contexts are available to callers.
 #include "attnkit/layers/embeddings.h"
 #include "attnkit/layers/transformer_block.h"
+#include "attnkit/models/decoding.h"
 #include "attnkit/models/transformer_config.h"
 
 #include <torch/nn/module.h>
@@ -70,6 +71,22 @@ class TransformerModelImpl : public torch::nn::Module {
   // inputs.prefix_lengths (give the mask), a kind without explicit logits (the attention's error).
   TwoStreamOutput two_stream_forward(const ModelInputs& inputs, const at::Tensor& query_vector,
                                      const at::Tensor& query_mask);
+
+  // Decoding (models/decoding.h): the states of a session of `batch` rows and at most `horizon`
+  // columns, one per layer from `caches` (and the memory's cross-attention caches, for a stack
+  // with cross attention: memory [batch, S, width] required). Throws attnkit::Error for a
+  // non-positive horizon, a missing memory, a condition that is not [batch, condition_size], or
+  // a kind without a cached form (naming it).
+  StackCache start_decoding(const CacheFactory& caches, int64_t batch, int64_t horizon,
+                            const c10::optional<at::Tensor>& memory = c10::nullopt,
+                            const c10::optional<at::Tensor>& memory_padding = c10::nullopt,
+                            const c10::optional<at::Tensor>& condition = c10::nullopt);
+  // One cached step: ids [batch, n] at step.positions with step.valid; token_types optional
+  // [batch, n]. Returns the last hidden states [batch, n, hidden] (after the final LayerNorm when
+  // the model has one): what forward gives at those columns. Per-depth head gates apply. Eval
+  // mode (the blocks would apply dropout in training).
+  at::Tensor step(StackCache& cache, const at::Tensor& ids, const layers::StepInputs& step,
+                  const c10::optional<at::Tensor>& token_types = c10::nullopt);
 
   const TransformerConfig& config() const { return config_; }
   // The block that computes layer `layer` (the same block for several layers when shared).

@@ -21,6 +21,16 @@ struct RecurrentState {
 at::Tensor linear_attention_step(RecurrentState& state, const at::Tensor& q, const at::Tensor& k,
                                  const at::Tensor& v, const FeatureMap& feature_map);
 
+// The one feature-map recurrence every cached path uses (these steps, the decoding states of
+// decode/incremental.h, the Python package's attnkit::recurrent_step): `sums` [batch, heads, m,
+// dv + 1] (undefined = zeros) takes the n new columns' φ(k) [batch, heads, n, m] (padding already
+// zeroed) and v [batch, heads, n, dv]; returns their outputs [batch, heads, n, dv] with the
+// denominator φ(q)·S_den + 1e-6 (clamp false: linear attention) or max(φ(q)·S_den, 1e-6) (clamp
+// true: cosFormer). causal: column i reads the sums before the chunk and the chunk's columns j <=
+// i; false: the whole chunk (a bidirectional prefix). Long chunks go in blocks of 128 columns, so
+// the [c, c] scores stay bounded.
+at::Tensor feature_recurrence(at::Tensor& sums, const at::Tensor& phi_q, const at::Tensor& phi_k,
+                              const at::Tensor& v, bool causal, bool clamp);
 // cosFormer's re-weighting needs the horizon M fixed in advance (M >= the final length; the
 // parallel op uses M = max(L, S)). Token t (1-based) gets features ReLU(x)·[cos, sin](π/2·t/M).
 at::Tensor cosformer_attention_step(RecurrentState& state, const at::Tensor& q, const at::Tensor& k,

@@ -73,11 +73,11 @@ class TextTokenizer {
 
 // Which token ends a generated sequence: the first of these the tokenizer has.
 //   1. its own end token (special_ids().end, Marian's eos_token), when tokenizer_end_first;
-//   2. model_token, the model's end token by name (decode::default_end_token: "</s>" for an
-//      encoder-decoder, "[SEP]" for UniLM, "<|endoftext|>" for a language model);
+//   2. model_token, the model's end token by name (models::DecodingTraits::end_token: "</s>" for
+//      an encoder-decoder, "[SEP]" for UniLM, "<|endoftext|>" for a language model);
 //   3. with fallbacks: "[SEP]", "[EOS]", "<|endoftext|>" (an encoder-decoder trained here on a
 //      BERT- or GPT-2-style vocabulary).
-// `attnkit generate` asks (default_end_token, fallbacks for an encoder-decoder, own end first);
+// `attnkit generate` asks (the traits' end token, fallbacks for an encoder-decoder, own end first);
 // the translation task ("</s>", fallbacks); `analyze heads` ("</s>", fallbacks, own end not
 // asked: it looks the names up, as it always has; docs/architecture.md "Tokenizers").
 struct EndTokenRule {

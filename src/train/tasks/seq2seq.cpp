@@ -105,7 +105,7 @@ std::unique_ptr<TrainingTask> make_seq2seq(const RunConfig& config) {
     throw Error(fmt::format("task 'seq2seq': the tokenizer {} has no [CLS]/<s> or no [SEP]/</s> token",
                             t.tokenizer));
   auto [train, val] = encoded_pair_files(config, tokenizer, "seq2seq");
-  auto cut = [&](std::vector<EncodedPair>& pairs) {
+  auto cut = [&](std::vector<TranslationPair>& pairs) {
     std::vector<PairRow> rows;
     for (auto& p : pairs) {
       PairRow row{std::move(p.source), std::move(p.target)};

@@ -175,25 +175,17 @@ void report_skipped(const std::string& what, const data::DataReadStats& stats) {
              stats.skipped_messages.empty() ? std::string("?") : stats.skipped_messages.front());
 }
 
-std::pair<std::vector<EncodedPair>, std::vector<EncodedPair>> encoded_pair_files(
+std::pair<std::vector<TranslationPair>, std::vector<TranslationPair>> encoded_pair_files(
     const RunConfig& config, const text::Tokenizer& tokenizer, const std::string& task,
     bool source_special_tokens) {
   const auto& t = config.task;
   const auto options = read_options(config);
   auto read = [&](const std::string& p) { return data::read_seq2seq_tsv(p, options); };
-  auto encode = [&](const data::Seq2SeqData& data, int64_t limit) {
-    std::vector<EncodedPair> rows;
-    for (const auto& e : data.examples) {
-      if (limit > 0 && static_cast<int64_t>(rows.size()) >= limit) break;
-      const auto s = tokenizer.encode(e.source, source_special_tokens).ids;
-      const auto g = tokenizer.encode(e.target, /*add_special_tokens=*/false).ids;
-      if (s.empty() || g.empty()) continue;  // nothing the tokenizer keeps
-      rows.push_back(EncodedPair{Ids(s.begin(), s.end()), Ids(g.begin(), g.end()), e.target});
-    }
-    return rows;
-  };
-  auto train = encode(read_reported<data::Seq2SeqData>(t.data, read), 0);
-  auto val = encode(read_reported<data::Seq2SeqData>(evaluation_path(t.data, t.eval_split), read), t.eval_examples);
+  auto train = encode_translation_pairs(read_reported<data::Seq2SeqData>(t.data, read), tokenizer,
+                                        source_special_tokens);
+  auto val = encode_translation_pairs(
+      read_reported<data::Seq2SeqData>(evaluation_path(t.data, t.eval_split), read), tokenizer,
+      source_special_tokens, t.eval_examples);
   if (train.empty() || val.empty())
     throw Error(fmt::format("task '{}': no pair of {} or its evaluation file has tokens on both sides", task, t.data));
   return {std::move(train), std::move(val)};

@@ -11,6 +11,7 @@
 #include "attnkit/train/run_config.h"
 #include "attnkit/data/text_datasets.h"
 #include "attnkit/train/trainer.h"
+#include "attnkit/train/translation.h"
 
 #include <torch/torch.h>
 
@@ -255,16 +256,11 @@ Data read_reported(const std::string& path, Read read) {
   return data;
 }
 
-// Pairs of a source<TAB>target file as token ids (no special tokens), with the target's text.
-struct EncodedPair {
-  Ids source, target;
-  std::string target_text;
-};
 // task.data and its evaluation file (read_seq2seq_tsv, skipped lines reported), encoded by
-// `tokenizer` (sources with its special tokens when source_special_tokens): the evaluation side
-// keeps its first task.eval_examples pairs (0 = all); a pair with no token on a side is dropped.
+// `tokenizer` (train::encode_translation_pairs: sources with its special tokens when
+// source_special_tokens): the evaluation side keeps its first task.eval_examples pairs (0 = all).
 // Error naming `task` when either side is left empty.
-std::pair<std::vector<EncodedPair>, std::vector<EncodedPair>> encoded_pair_files(
+std::pair<std::vector<TranslationPair>, std::vector<TranslationPair>> encoded_pair_files(
     const RunConfig& config, const text::Tokenizer& tokenizer, const std::string& task,
     bool source_special_tokens = false);
 

@@ -2,7 +2,7 @@
 #include "task_common.h"
 
 #include "attnkit/decode/generation.h"
-#include "attnkit/decode/language_models.h"
+#include "attnkit/train/translation.h"
 #include "attnkit/error.h"
 #include "attnkit/layers/attention_spec.h"
 #include "attnkit/layers/embeddings.h"
@@ -16,9 +16,9 @@ namespace attnkit::train::detail {
 namespace {
 
 // models::EncoderDecoderModel (Vaswani et al. 2017) over one joint vocabulary (task.tokenizer),
-// with Marian's conventions, which `attnkit generate` follows for every encoder-decoder: the
-// encoder reads the source encoded with the tokenizer's special tokens; the decoder starts from
-// the padding token (the model's pad_token_id, its decoder_start) and reads pad + target,
+// with Marian's conventions (the pipeline of train/translation.h, which `analyze heads` shares):
+// the encoder reads the source encoded with the tokenizer's special tokens; the decoder starts
+// from the padding token (the model's pad_token_id, its decoder_start) and reads pad + target,
 // predicting target + the end token (</s>, else [SEP], [EOS] or <|endoftext|>); trained with
 // label-smoothed cross entropy (task.label_smoothing). A source longer than task.truncate
 // tokens loses its end, a target its end beyond task.truncate - 1 (the decoder's input then holds
@@ -28,17 +28,12 @@ namespace {
 // detokenised by the tokenizer, against the reference text as the file has it (not cut).
 // Decoding stops at the end token or after the longest training target + 1 tokens (within the
 // position table). The best checkpoint has the best BLEU.
-struct PairRow {
-  Ids source, target;
-  std::string reference;
-};
-
 class TranslationTask : public TrainingTask {
  public:
   TranslationTask(models::EncoderDecoderModel model, const RunConfig& config, text::Tokenizer tokenizer,
-                  std::vector<PairRow> train, std::vector<PairRow> val, int64_t eos, int64_t pad)
+                  std::vector<TranslationPair> train, std::vector<TranslationPair> val, int64_t eos, int64_t pad)
       : model_(std::move(model)), tokenizer_(std::move(tokenizer)), train_(std::move(train)),
-        val_(std::move(val)), eos_(eos), pad_(pad), batch_size_(config.task.batch_size),
+        val_(std::move(val)), tokens_{pad, pad, eos}, batch_size_(config.task.batch_size),
         label_smoothing_(config.task.label_smoothing), beams_(config.task.beams),
         length_penalty_(config.task.length_penalty),
         order_(train_.size(), config.task.batch_size, config.trainer.seed) {
@@ -54,9 +49,9 @@ class TranslationTask : public TrainingTask {
   std::shared_ptr<models::Model> trained_model() const override { return model_.ptr(); }
 
   MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
-    std::vector<const PairRow*> rows;
+    std::vector<const TranslationPair*> rows;
     for (size_t i : order_.batch(index, rank, world)) rows.push_back(&train_[i]);
-    const Batch b = batch(rows);
+    const TranslationBatch b = translation_batch(rows, tokens_);
     const at::Tensor logits = model_->forward(b.source, b.decoder_input, b.source_mask, b.target_mask);
     const at::Tensor loss =
         at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), b.labels.reshape({-1}), {},
@@ -68,8 +63,8 @@ class TranslationTask : public TrainingTask {
     models::PredictionMetrics metrics;
     std::vector<std::string> hypotheses;
     std::vector<std::vector<std::string>> references;
-    for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const PairRow*>& rows) {
-      const Batch b = batch(rows);
+    for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const TranslationPair*>& rows) {
+      const TranslationBatch b = translation_batch(rows, tokens_);
       metrics.add(model_->forward(b.source, b.decoder_input, b.source_mask, b.target_mask), b.labels);
       std::vector<Ids> sources;
       for (const auto* r : rows) sources.push_back(r->source);
@@ -87,49 +82,16 @@ class TranslationTask : public TrainingTask {
   bool higher_is_better() const override { return true; }
 
  private:
-  struct Batch {
-    at::Tensor source, source_mask, decoder_input, target_mask, labels;
-  };
-  Batch batch(const std::vector<const PairRow*>& rows) const {
-    std::vector<Ids> sources, inputs, labels;
-    for (const auto* r : rows) {
-      sources.push_back(r->source);
-      Ids in{pad_};  // the decoder starts from the padding token (Marian)
-      in.insert(in.end(), r->target.begin(), r->target.end());
-      Ids out = r->target;
-      out.push_back(eos_);
-      inputs.push_back(std::move(in));
-      labels.push_back(std::move(out));
-    }
-    Batch b;
-    auto [source, source_mask] = models::right_padded_ids(sources, pad_);
-    auto [input, target_mask] = models::right_padded_ids(inputs, pad_);
-    b.source = source;
-    b.source_mask = source_mask;
-    b.decoder_input = input;
-    b.target_mask = target_mask;
-    b.labels = models::right_padded_ids(labels, models::kIgnoreLabel).ids;
-    return b;
-  }
-
   // New tokens per source, without the </s> that ended them.
   std::vector<Ids> translate(const std::vector<Ids>& sources) {
-    decode::Seq2SeqLM lm(model_, sources, pad_);
     decode::GenerationConfig g;
     g.strategy = beams_ > 1 ? decode::Strategy::Beam : decode::Strategy::Greedy;
     g.num_beams = std::max<int64_t>(beams_, 1);
     g.length_penalty = length_penalty_;
     g.max_new_tokens = max_new_tokens_;
-    g.eos_token_ids = {eos_};
-    g.pad_token_id = pad_;
-    const std::vector<Ids> prompts(sources.size(), Ids{pad_});
-    std::vector<Ids> out;
-    for (auto& result : decode::generate(lm, prompts, g)) {
-      Ids tokens = result.front().tokens;
-      if (!tokens.empty() && tokens.back() == eos_) tokens.pop_back();
-      out.push_back(std::move(tokens));
-    }
-    return out;
+    g.eos_token_ids = {tokens_.eos};
+    g.pad_token_id = tokens_.pad;
+    return train::translate(*model_, sources, g, tokens_);
   }
   std::string detokenize(const Ids& ids) const {
     return tokenizer_.decode(std::vector<uint32_t>(ids.begin(), ids.end()));
@@ -137,8 +99,9 @@ class TranslationTask : public TrainingTask {
 
   models::EncoderDecoderModel model_;
   text::Tokenizer tokenizer_;
-  std::vector<PairRow> train_, val_;
-  int64_t eos_, pad_, batch_size_;
+  std::vector<TranslationPair> train_, val_;
+  TranslationTokens tokens_;  // start = pad: the decoder starts from the padding token
+  int64_t batch_size_;
   double label_smoothing_;
   int64_t beams_;
   double length_penalty_;
@@ -176,7 +139,7 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
   const layers::PositionEncoding positions = m.positions.value();
 
   auto tokenizer = task_tokenizer(config);
-  // An encoder-decoder's end token (decode::default_end_token), then the fallbacks.
+  // An encoder-decoder's end token (models::DecodingTraits::end_token), then the fallbacks.
   const text::EndTokenRule end_rule{"</s>", /*fallbacks=*/true};
   const auto eos = text::end_token_id(tokenizer, end_rule);
   if (!eos)
@@ -184,16 +147,8 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
                             text::end_token_names(end_rule)));
   const int64_t pad = pad_id(tokenizer);  // also the decoder's start token
   auto [train, val] = encoded_pair_files(config, tokenizer, "translation", /*source_special_tokens=*/true);
-  auto cut = [&](std::vector<EncodedPair>& pairs) {
-    std::vector<PairRow> rows;
-    for (auto& p : pairs) {
-      if (static_cast<int64_t>(p.source.size()) > t.truncate) p.source.resize(t.truncate);
-      if (static_cast<int64_t>(p.target.size()) > t.truncate - 1) p.target.resize(t.truncate - 1);
-      rows.push_back(PairRow{std::move(p.source), std::move(p.target), std::move(p.target_text)});
-    }
-    return rows;
-  };
-  auto train_rows = cut(train), val_rows = cut(val);
+  cut_translation_pairs(train, t.truncate, t.truncate - 1);
+  cut_translation_pairs(val, t.truncate, t.truncate - 1);
 
   const int64_t vocab = tokenizer.vocab_size();
   auto c = models::EncoderDecoderConfig::transformer(vocab, vocab, m.hidden, m.layers, m.heads,
@@ -218,8 +173,8 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
                         memory_budget());
   torch::manual_seed(config.trainer.seed);  // the initial weights follow the run seed
   models::EncoderDecoderModel model(c);
-  return std::make_unique<TranslationTask>(model, config, std::move(tokenizer), std::move(train_rows),
-                                           std::move(val_rows), *eos, pad);
+  return std::make_unique<TranslationTask>(model, config, std::move(tokenizer), std::move(train),
+                                           std::move(val), *eos, pad);
 }
 
 }  // namespace attnkit::train::detail

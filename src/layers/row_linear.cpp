@@ -1,20 +1,10 @@
-#pragma once
-// Dense layers for decoding, private to src/decode/.
-//
-// Decoding one sequence feeds one row per step, a batch or a beam search a few. at::linear calls
-// BLAS sgemm, and the OpenBLAS Debian 12 ships (0.3.21) packs the whole weight matrix into a
-// buffer before it multiplies: the weights are read twice and written once per call (measured:
-// 3.4 ms for a 3072 × 768 layer against 0.18 ms for the matrix-vector product on the same machine;
-// at 16 rows, 26% of a Marian decoding process in the packing against 14% in the product). Up to
-// kFewRowsMax float rows therefore go through attnkit's kernels (ops/cpu/gemv_kernel.h: gemv for
-// one row, the few-row kernel for more), which read each weight once per call in place, their
-// output rows split over LibTorch's threads (ops/cpu/parallel.h), so a decode step wakes one
-// thread pool rather than LibTorch's and OpenBLAS's both; one row of another dtype takes
-// at::addmv; more rows (a prefill, the encoder's memory) keep at::linear.
+// Dense layers for the cached decoding steps: include/attnkit/layers/row_linear.h says which rows
+// take attnkit's kernels (ops/cpu/gemv_kernel.h) and why.
+#include "attnkit/layers/row_linear.h"
+
 #include "../ops/cpu/gemv_kernel.h"
 #include "../ops/cpu/parallel.h"
 #include "attnkit/error.h"
-#include "attnkit/layers/feed_forward.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -25,24 +15,9 @@
 #include <string>
 #include <vector>
 
-namespace attnkit::decode {
+namespace attnkit::layers {
 
-// Output rows per task of the parallel gemv: a few tens of KiB of weights at hidden sizes of
-// hundreds, so a 768 × 768 layer still splits over two threads.
-constexpr int64_t kGemvGrain = 64;
-
-struct DenseLayer {
-  at::Tensor weight, bias;  // [out, in], [out] or undefined
-};
-
-// Rows of x up to which the kernels beat at::linear on the weights of a decoder (one thread,
-// bench/few_rows_bench.cpp, docs/decoding.md).
-constexpr int64_t kFewRowsMax = 64;
-
-// kFewRowsMax, or the environment's ATTNKIT_DECODE_FEW_ROWS_MAX (read once; 0 sends every row
-// count to at::linear, 1 only one row to the kernels: bench/decode_ct2_marian.py --few-rows-max
-// compares the paths in one binary).
-inline int64_t few_rows_max() {
+int64_t few_rows_max() {
   static const int64_t value = [] {
     const char* text = std::getenv("ATTNKIT_DECODE_FEW_ROWS_MAX");
     if (text == nullptr || *text == '\0') return kFewRowsMax;
@@ -56,9 +31,15 @@ inline int64_t few_rows_max() {
   return value;
 }
 
+namespace {
+
+// Output rows per task of the parallel gemv: a few tens of KiB of weights at hidden sizes of
+// hundreds, so a 768 × 768 layer still splits over two threads.
+constexpr int64_t kGemvGrain = 64;
+
 // The number of rows of `x` ([..., in]) when the kernels take it for every layer: 1 to
 // few_rows_max() rows, float32 weights and bias, nothing to differentiate; 0 otherwise.
-inline int64_t kernel_rows(const at::Tensor& x, const std::vector<DenseLayer>& layers) {
+int64_t kernel_rows(const at::Tensor& x, const std::vector<DenseLayer>& layers) {
   if (x.dim() < 1 || x.scalar_type() != at::kFloat || layers.empty()) return 0;
   const bool grad_mode = at::GradMode::is_enabled();
   if (grad_mode && x.requires_grad()) return 0;
@@ -78,7 +59,7 @@ inline int64_t kernel_rows(const at::Tensor& x, const std::vector<DenseLayer>& l
 // weight_i [out_i, in] · x [rows, in]ᵀ + bias_i for every layer -> [rows, out_i], in one parallel
 // region whose tasks split the layers' output rows (q, k and v of one attention wake the threads
 // once).
-inline std::vector<at::Tensor> kernel_linear(const std::vector<DenseLayer>& layers,
+std::vector<at::Tensor> kernel_linear(const std::vector<DenseLayer>& layers,
                                              const at::Tensor& x2d) {
   struct Segment {
     at::Tensor w, b, y;
@@ -124,8 +105,9 @@ inline std::vector<at::Tensor> kernel_linear(const std::vector<DenseLayer>& laye
   return out;
 }
 
-// x [..., in] · weight_iᵀ + bias_i for each layer -> [..., out_i].
-inline std::vector<at::Tensor> linear_rows(const at::Tensor& x, const std::vector<DenseLayer>& layers) {
+}  // namespace
+
+std::vector<at::Tensor> linear_rows(const at::Tensor& x, const std::vector<DenseLayer>& layers) {
   std::vector<at::Tensor> out;
   const auto shaped = [&](const at::Tensor& y, int64_t size) {
     std::vector<int64_t> sizes = x.sizes().vec();
@@ -151,20 +133,12 @@ inline std::vector<at::Tensor> linear_rows(const at::Tensor& x, const std::vecto
   return out;
 }
 
-// x [..., in] · weightᵀ + bias (bias may be undefined) -> [..., out].
-inline at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& weight,
-                              const at::Tensor& bias) {
+at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   return linear_rows(x, std::vector<DenseLayer>{{weight, bias}})[0];
 }
 
-inline at::Tensor linear_rows(const torch::nn::Linear& layer, const at::Tensor& x) {
-  return linear_rows(x, layer->weight, layer->bias);
+at::Tensor linear_rows(const torch::nn::LinearImpl& layer, const at::Tensor& x) {
+  return linear_rows(x, layer.weight, layer.bias);
 }
 
-// FeedForwardImpl::forward with linear_rows.
-inline at::Tensor feed_forward_rows(layers::FeedForwardImpl& ffn, const at::Tensor& x) {
-  at::Tensor h = layers::apply_activation(linear_rows(ffn.fc_in, x), ffn.options().activation());
-  return linear_rows(ffn.fc_out, h);
-}
-
-}  // namespace attnkit::decode
+}  // namespace attnkit::layers

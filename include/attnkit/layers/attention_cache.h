@@ -1,0 +1,52 @@
+#pragma once
+// What a layer's cached decoding step (MultiHeadAttentionImpl::step, TransformerBlockImpl::step)
+// reads and writes. The layers compute; the state they keep between steps is behind these two
+// interfaces, implemented in decode/ (decode/incremental.h: the KV cache, the linear-attention
+// and cosFormer RNN states, the cross-attention cache).
+//
+// Batches are left padded. Every step feeds `n` new columns for every row.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+namespace attnkit::layers {
+
+class MultiHeadAttentionImpl;
+
+// The new columns of one step.
+struct StepInputs {
+  at::Tensor valid;      // [batch, n] bool: false = left padding (never a key; output ignored)
+  at::Tensor positions;  // [batch, n] int64: each token's position (HF's cumsum(mask) − 1)
+  // true: the n new columns see each other causally; false: all of them (a UniLM source, a
+  // prefix-LM prefix: one bidirectional segment).
+  bool causal = true;
+};
+
+// The state one self-attention layer keeps between steps.
+class AttentionCache {
+ public:
+  virtual ~AttentionCache() = default;
+  // q, k, v: the new columns per head ([batch, heads, n, key_size | value_size]), positions
+  // already applied. Takes the new keys into the state and returns the new columns' contexts
+  // [batch, heads, n, value_size] (before head gates and the output projection).
+  virtual at::Tensor attend(const MultiHeadAttentionImpl& attention, const at::Tensor& q,
+                            const at::Tensor& k, const at::Tensor& v, const StepInputs& step) = 0;
+  // Keeps rows `index` (int64 [new_batch], repeats allowed) in that order (beam search).
+  virtual void select_rows(const at::Tensor& index) = 0;
+  virtual int64_t length() const = 0;  // columns consumed
+  virtual int64_t bytes() const = 0;   // memory the state holds
+  virtual std::string name() const = 0;
+};
+
+// Cross attention's state: the keys and values (or feature sums) of a fixed encoder memory.
+class MemoryCache {
+ public:
+  virtual ~MemoryCache() = default;
+  // q [rows, n, heads · key_size]: the new columns' queries, heads not yet split. Returns their
+  // contexts [rows, heads, n, value_size].
+  virtual at::Tensor attend(const MultiHeadAttentionImpl& attention, const at::Tensor& q) = 0;
+  virtual void select_rows(const at::Tensor& index) = 0;
+};
+
+}  // namespace attnkit::layers

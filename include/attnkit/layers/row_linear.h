@@ -1,0 +1,47 @@
+#pragma once
+// Dense layers for the cached decoding steps (MultiHeadAttentionImpl::step, FeedForwardImpl::step,
+// the language-model heads of models/decoding.cpp).
+//
+// Decoding one sequence feeds one row per step, a batch or a beam search a few. at::linear calls
+// BLAS sgemm, and the OpenBLAS Debian 12 ships (0.3.21) packs the whole weight matrix into a
+// buffer before it multiplies: the weights are read twice and written once per call (measured:
+// 3.4 ms for a 3072 × 768 layer against 0.18 ms for the matrix-vector product on the same machine;
+// at 16 rows, 26% of a Marian decoding process in the packing against 14% in the product). Up to
+// few_rows_max() float rows therefore go through attnkit's kernels (gemv for one row, the few-row
+// kernel for more), which read each weight once per call in place, their output rows split over
+// LibTorch's threads, so a decode step wakes one thread pool rather than LibTorch's and
+// OpenBLAS's both; one row of another dtype takes at::addmv; more rows (a prefill, the encoder's
+// memory) keep at::linear.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace torch::nn {
+class LinearImpl;
+}
+
+namespace attnkit::layers {
+
+struct DenseLayer {
+  at::Tensor weight, bias;  // [out, in], [out] or undefined
+};
+
+// Rows of x up to which the kernels beat at::linear on the weights of a decoder (one thread,
+// bench/few_rows_bench.cpp, docs/decoding.md).
+constexpr int64_t kFewRowsMax = 64;
+
+// kFewRowsMax, or the environment's ATTNKIT_DECODE_FEW_ROWS_MAX (read once; 0 sends every row
+// count to at::linear, 1 only one row to the kernels: bench/decode_ct2_marian.py --few-rows-max
+// compares the paths in one binary). Throws attnkit::Error for a value that is not a count.
+int64_t few_rows_max();
+
+// x [..., in] · weight_iᵀ + bias_i for each layer -> [..., out_i]; the kernels take every layer
+// in one parallel region (q, k and v of one attention wake the threads once).
+std::vector<at::Tensor> linear_rows(const at::Tensor& x, const std::vector<DenseLayer>& layers);
+
+// x [..., in] · weightᵀ + bias (bias may be undefined) -> [..., out].
+at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor linear_rows(const torch::nn::LinearImpl& layer, const at::Tensor& x);
+
+}  // namespace attnkit::layers
