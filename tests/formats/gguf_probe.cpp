@@ -1,8 +1,10 @@
 // attnkit_gguf_probe: the GGUF reader seen from outside, for tests/python/test_gguf.py.
-//   attnkit_gguf_probe FILE                 gguf_dump_json(FILE) on stdout
-//   attnkit_gguf_probe FILE --text          gguf_dump_text(FILE) on stdout
-//   attnkit_gguf_probe FILE --tensors DIR   also writes tensor i as DIR/i.f32 (float32, ggml order)
-//                                           or, when it cannot be converted, its error as DIR/i.err
+//   attnkit_gguf_probe FILE             gguf_dump_json(FILE) on stdout
+//   attnkit_gguf_probe FILE --text      gguf_dump_text(FILE) on stdout
+//   attnkit_gguf_probe FILE --tensors   every tensor, in file order, as one frame on stdout: a kind
+//                                       byte ('F': float32 values in ggml order; 'E': the error
+//                                       that converting it gave), the payload's length in bytes
+//                                       (u64, little-endian), the payload
 // An attnkit::Error ends it with the message on stderr and exit status 2.
 #include "attnkit/error.h"
 #include "attnkit/formats/gguf.h"
@@ -10,46 +12,42 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 namespace {
 
-void write_file(const std::string& path, const void* data, size_t size) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-  if (!out) throw attnkit::Error("cannot write " + path);
+void write_frame(char kind, const void* payload, uint64_t size) {
+  std::fputc(kind, stdout);
+  std::fwrite(&size, sizeof(size), 1, stdout);  // x86-64: little-endian
+  std::fwrite(payload, 1, size, stdout);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || (argc > 2 && std::strcmp(argv[2], "--text") != 0 && std::strcmp(argv[2], "--tensors") != 0) ||
-      (argc > 2 && std::strcmp(argv[2], "--tensors") == 0 && argc != 4)) {
-    std::fprintf(stderr, "usage: attnkit_gguf_probe FILE [--text | --tensors DIR]\n");
+  const std::string mode = argc == 3 ? argv[2] : "";
+  if (argc < 2 || argc > 3 || (argc == 3 && mode != "--text" && mode != "--tensors")) {
+    std::fprintf(stderr, "usage: attnkit_gguf_probe FILE [--text | --tensors]\n");
     return 1;
   }
   try {
     const attnkit::formats::GgufFile file = attnkit::formats::GgufFile::open(argv[1]);
-    if (argc > 2 && std::strcmp(argv[2], "--text") == 0) {
+    if (mode == "--text") {
       std::fputs(attnkit::formats::gguf_dump_text(file).c_str(), stdout);
-      return 0;
-    }
-    if (argc == 4) {
-      const std::string directory = argv[3];
-      for (size_t i = 0; i < file.tensors().size(); ++i) {
-        const std::string stem = directory + "/" + std::to_string(i);
+    } else if (mode == "--tensors") {
+      for (const attnkit::formats::GgufTensorInfo& tensor : file.tensors()) {
         try {
-          const std::vector<float> values = file.dequantize(file.tensors()[i]);
-          write_file(stem + ".f32", values.data(), values.size() * sizeof(float));
+          const std::vector<float> values = file.dequantize(tensor);
+          write_frame('F', values.data(), values.size() * sizeof(float));
         } catch (const attnkit::Error& e) {
-          write_file(stem + ".err", e.what(), std::strlen(e.what()));
+          write_frame('E', e.what(), std::strlen(e.what()));
         }
       }
+    } else {
+      std::printf("%s\n", attnkit::formats::gguf_dump_json(file).c_str());
     }
-    std::printf("%s\n", attnkit::formats::gguf_dump_json(file).c_str());
-    return 0;
+    return std::fflush(stdout) == 0 ? 0 : 1;
   } catch (const attnkit::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
