@@ -327,6 +327,7 @@ void dequantize(uint32_t id, const uint8_t* data, size_t elements, float* out,
   if (elements % traits->block_size != 0)
     throw Error(fmt::format("{}: {} elements are not a whole number of {} blocks of {}", what,
                             elements, traits->name, traits->block_size));
+  if (elements == 0) return;  // a tensor with a dimension 0: `out` may be null
   traits->dequantize(data, out, elements / traits->block_size);
 }
 

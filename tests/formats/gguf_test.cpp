@@ -343,6 +343,19 @@ TEST(GgufHostile, TensorInfoErrors) {
                "truncated: tensor 't' type at byte 45 needs 4 bytes, 3 remain");
 }
 
+// Found by gguf_fuzz (fuzz/regressions/gguf/): a tensor with a dimension 0 converted to an empty
+// vector passed a null pointer to memcpy.
+TEST(GgufHostile, EmptyTensor) {
+  const fs::path dir = scratch_directory("formats");
+  FileParts parts;
+  parts.tensors = {tensor_info("empty", {4, 0}, GgmlType::F32, 0),
+                   tensor_info("empty_q", {0, 3}, GgmlType::Q4_K, 0)};
+  const GgufFile file = GgufFile::open(write_bytes(dir / "empty.gguf", gguf(parts)));
+  EXPECT_EQ(file.tensors()[0].bytes, 0u);
+  EXPECT_TRUE(file.dequantize(file.tensors()[0]).empty());
+  EXPECT_TRUE(file.dequantize(file.tensors()[1]).empty());
+}
+
 TEST(GgufHostile, NotAFile) {
   const fs::path dir = scratch_directory("formats");
   const std::string missing = (dir / "missing.gguf").string();
