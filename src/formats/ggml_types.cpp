@@ -169,39 +169,24 @@ void scales_and_mins(const uint8_t* packed, int scale[8], int min[8]) {
 // block_q4_K: half d, dmin; uint8 scales[12]; uint8 qs[128] (sub-block s of 32 values: the low
 // nibbles of qs[32 * (s / 2) ...] for even s, the high ones for odd s);
 // value = (d * scale) * q - dmin * min.
-void dequantize_q4_k(const uint8_t* data, float* out, size_t blocks) {
+// block_q5_K (kFifthBit): as Q4_K with uint8 qh[32] between scales and qs: bit s of qh[l] is the
+// fifth bit of value l of sub-block s.
+template <bool kFifthBit>
+void dequantize_q4_k_q5_k(const uint8_t* data, float* out, size_t blocks) {
+  constexpr size_t kBlockBytes = kFifthBit ? 176 : 144;
   int scale[8], min[8];
-  for (size_t b = 0; b < blocks; ++b, data += 144, out += kSuperBlock) {
+  for (size_t b = 0; b < blocks; ++b, data += kBlockBytes, out += kSuperBlock) {
     const float d = load_half(data);
     const float dmin = load_half(data + 2);
     scales_and_mins(data + 4, scale, min);
-    const uint8_t* qs = data + 16;
+    const uint8_t* qh = data + 16;  // Q5_K only
+    const uint8_t* qs = data + (kFifthBit ? 48 : 16);
     for (int s = 0; s < 8; ++s) {
       const float ds = d * static_cast<float>(scale[s]);
       const float ms = dmin * static_cast<float>(min[s]);
       for (int l = 0; l < 32; ++l) {
-        const int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0F;
-        out[32 * s + l] = ds * static_cast<float>(q) - ms;
-      }
-    }
-  }
-}
-
-// block_q5_K: as Q4_K with uint8 qh[32] between scales and qs: bit s of qh[l] is the fifth bit of
-// value l of sub-block s.
-void dequantize_q5_k(const uint8_t* data, float* out, size_t blocks) {
-  int scale[8], min[8];
-  for (size_t b = 0; b < blocks; ++b, data += 176, out += kSuperBlock) {
-    const float d = load_half(data);
-    const float dmin = load_half(data + 2);
-    scales_and_mins(data + 4, scale, min);
-    const uint8_t* qh = data + 16;
-    const uint8_t* qs = data + 48;
-    for (int s = 0; s < 8; ++s) {
-      const float ds = d * static_cast<float>(scale[s]);
-      const float ms = dmin * static_cast<float>(min[s]);
-      for (int l = 0; l < 32; ++l) {
-        const int q = ((qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0F) | (((qh[l] >> s) & 1) << 4);
+        int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0F;
+        if constexpr (kFifthBit) q |= ((qh[l] >> s) & 1) << 4;
         out[32 * s + l] = ds * static_cast<float>(q) - ms;
       }
     }
@@ -249,8 +234,8 @@ constexpr std::array<GgmlTypeTraits, 34> kTypes = {{
     {GgmlType::Q8_1, "Q8_1", 32, 40, nullptr},
     {GgmlType::Q2_K, "Q2_K", 256, 84, dequantize_q2_k},
     {GgmlType::Q3_K, "Q3_K", 256, 110, dequantize_q3_k},
-    {GgmlType::Q4_K, "Q4_K", 256, 144, dequantize_q4_k},
-    {GgmlType::Q5_K, "Q5_K", 256, 176, dequantize_q5_k},
+    {GgmlType::Q4_K, "Q4_K", 256, 144, dequantize_q4_k_q5_k<false>},
+    {GgmlType::Q5_K, "Q5_K", 256, 176, dequantize_q4_k_q5_k<true>},
     {GgmlType::Q6_K, "Q6_K", 256, 210, dequantize_q6_k},
     {GgmlType::Q8_K, "Q8_K", 256, 292, dequantize_q8_k},
     {GgmlType::IQ2_XXS, "IQ2_XXS", 256, 66, nullptr},

@@ -73,7 +73,7 @@ std::string quoted(std::string_view text) {
 // field ran past the end.
 class GgufParser {
  public:
-  GgufParser(GgufFile& file) : file_(file), begin_(reinterpret_cast<const char*>(file.map_)) {}
+  GgufParser(GgufFile& file) : file_(file), begin_(reinterpret_cast<const char*>(file.map_.get())) {}
 
   void parse();
 
@@ -106,9 +106,24 @@ class GgufParser {
       fail(fmt::format("{} is {}, but {} bytes remain (at least {} bytes each)", what, count,
                        remaining(), min_size));
   }
+  // Reads `count` records (each at least min_size bytes) into `records`: read(record, i) fills
+  // record i, whose record_offset is set.
+  template <typename Record, typename Read>
+  void read_records(std::vector<Record>& records, uint64_t count, uint64_t min_size,
+                    const char* count_name, Read read) {
+    check_count(count, min_size, count_name);
+    records.reserve(static_cast<size_t>(count));
+    for (uint64_t i = 0; i < count; ++i) {
+      Record record;
+      record.record_offset = position_;
+      read(record, i);
+      records.push_back(std::move(record));
+    }
+  }
   GgufValue read_value(uint32_t type, int depth, const std::string& what);
   void read_metadata(uint64_t count);
   void read_tensor_infos(uint64_t count);
+  void read_tensor_info(GgufTensorInfo& tensor, uint64_t i);
   void place_data_section();
 
   GgufFile& file_;
@@ -165,56 +180,49 @@ GgufValue GgufParser::read_value(uint32_t type, int depth, const std::string& wh
 }
 
 void GgufParser::read_metadata(uint64_t count) {
-  check_count(count, kKeyValueMinSize, "the metadata count");
-  file_.metadata_.reserve(static_cast<size_t>(count));
-  for (uint64_t i = 0; i < count; ++i) {
-    GgufMetadataEntry entry;
-    entry.record_offset = position_;
-    entry.key = std::string(read_string(fmt::format("metadata key {}", i)));
-    const std::string what = "metadata " + quoted(entry.key);
-    const uint32_t type = read_u32(what + " value type");
-    entry.value = read_value(type, 0, what);
-    file_.metadata_.push_back(std::move(entry));
-  }
+  read_records(file_.metadata_, count, kKeyValueMinSize, "the metadata count",
+               [&](GgufMetadataEntry& entry, uint64_t i) {
+                 entry.key = std::string(read_string(fmt::format("metadata key {}", i)));
+                 const std::string what = "metadata " + quoted(entry.key);
+                 const uint32_t type = read_u32(what + " value type");
+                 entry.value = read_value(type, 0, what);
+               });
 }
 
 void GgufParser::read_tensor_infos(uint64_t count) {
-  check_count(count, kTensorInfoMinSize, "the tensor count");
-  file_.tensors_.reserve(static_cast<size_t>(count));
-  for (uint64_t i = 0; i < count; ++i) {
-    GgufTensorInfo tensor;
-    tensor.record_offset = position_;
-    tensor.name = std::string(read_string(fmt::format("tensor {} name", i)));
-    const std::string what = "tensor " + quoted(tensor.name);
-    const uint32_t n_dims = read_u32(what + " dimension count");
-    if (n_dims > kGgufMaxDims)
-      fail(fmt::format("{} has {} dimensions; at most {} are allowed", what, n_dims, kGgufMaxDims));
-    tensor.elements = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      const uint64_t size = read_u64(what + " dimensions");
-      if (size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-          (size != 0 && tensor.elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / size))
-        fail(fmt::format("{} has dimensions whose product overflows 63 bits (dimension {} is {})",
-                         what, d, size));
-      tensor.dims.push_back(size);
-      tensor.elements *= size;
-    }
-    tensor.type = read_u32(what + " type");
-    tensor.offset = read_u64(what + " offset");
-    const GgmlTypeTraits* traits = find_ggml_type(tensor.type);
-    if (traits == nullptr) fail(fmt::format("{} has unknown ggml type {}", what, tensor.type));
-    const uint64_t row = tensor.dims.empty() ? 1 : tensor.dims[0];
-    if (row % traits->block_size != 0)
-      fail(fmt::format("{} has rows of {} values, not a multiple of the {} block size {}", what, row,
-                       traits->name, traits->block_size));
-    // elements / block_size * block_bytes <= elements * 292 / 1: below 2^63 * 292 / 32 only
-    // when it fits; check it instead of trusting it.
-    const uint64_t blocks = tensor.elements / traits->block_size;
-    if (blocks > std::numeric_limits<uint64_t>::max() / traits->block_bytes)
-      fail(fmt::format("{} needs more than 2^64 bytes", what));
-    tensor.bytes = blocks * traits->block_bytes;
-    file_.tensors_.push_back(std::move(tensor));
+  read_records(file_.tensors_, count, kTensorInfoMinSize, "the tensor count",
+               [&](GgufTensorInfo& tensor, uint64_t i) { read_tensor_info(tensor, i); });
+}
+
+void GgufParser::read_tensor_info(GgufTensorInfo& tensor, uint64_t i) {
+  tensor.name = std::string(read_string(fmt::format("tensor {} name", i)));
+  const std::string what = "tensor " + quoted(tensor.name);
+  const uint32_t n_dims = read_u32(what + " dimension count");
+  if (n_dims > kGgufMaxDims)
+    fail(fmt::format("{} has {} dimensions; at most {} are allowed", what, n_dims, kGgufMaxDims));
+  tensor.elements = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    const uint64_t size = read_u64(what + " dimensions");
+    if (size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        (size != 0 && tensor.elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / size))
+      fail(fmt::format("{} has dimensions whose product overflows 63 bits (dimension {} is {})",
+                       what, d, size));
+    tensor.dims.push_back(size);
+    tensor.elements *= size;
   }
+  tensor.type = read_u32(what + " type");
+  tensor.offset = read_u64(what + " offset");
+  const GgmlTypeTraits* traits = find_ggml_type(tensor.type);
+  if (traits == nullptr) fail(fmt::format("{} has unknown ggml type {}", what, tensor.type));
+  const uint64_t row = tensor.dims.empty() ? 1 : tensor.dims[0];
+  if (row % traits->block_size != 0)
+    fail(fmt::format("{} has rows of {} values, not a multiple of the {} block size {}", what, row,
+                     traits->name, traits->block_size));
+  // blocks * block_bytes overflows for some element counts below 2^63: checked, not trusted
+  const uint64_t blocks = tensor.elements / traits->block_size;
+  if (blocks > std::numeric_limits<uint64_t>::max() / traits->block_bytes)
+    fail(fmt::format("{} needs more than 2^64 bytes", what));
+  tensor.bytes = blocks * traits->block_bytes;
 }
 
 void GgufParser::place_data_section() {
@@ -402,7 +410,8 @@ GgufFile GgufFile::open(const std::string& path) {
     ::close(fd);  // the mapping keeps the file
     if (address == MAP_FAILED)
       throw Error(fmt::format("{}: cannot map ({})", path, std::strerror(map_errno)));
-    file.map_ = static_cast<const uint8_t*>(address);
+    file.map_ = std::unique_ptr<const uint8_t, Unmap>(static_cast<const uint8_t*>(address),
+                                                     Unmap{file.size_});
   } else {
     ::close(fd);
   }
@@ -410,30 +419,8 @@ GgufFile GgufFile::open(const std::string& path) {
   return file;
 }
 
-GgufFile::GgufFile(GgufFile&& other) noexcept { *this = std::move(other); }
-
-GgufFile& GgufFile::operator=(GgufFile&& other) noexcept {
-  if (this != &other) {
-    unmap();
-    path_ = std::move(other.path_);
-    map_ = std::exchange(other.map_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-    version_ = other.version_;
-    alignment_ = other.alignment_;
-    data_offset_ = other.data_offset_;
-    metadata_ = std::move(other.metadata_);
-    metadata_index_ = std::move(other.metadata_index_);
-    tensors_ = std::move(other.tensors_);
-    tensor_index_ = std::move(other.tensor_index_);
-  }
-  return *this;
-}
-
-GgufFile::~GgufFile() { unmap(); }
-
-void GgufFile::unmap() noexcept {
-  if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), size_);
-  map_ = nullptr;
+void GgufFile::Unmap::operator()(const uint8_t* address) const noexcept {
+  ::munmap(const_cast<uint8_t*>(address), size);
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {
@@ -545,7 +532,7 @@ const GgufTensorInfo& GgufFile::tensor(std::string_view name) const {
 }
 
 const uint8_t* GgufFile::tensor_data(const GgufTensorInfo& tensor) const {
-  return map_ + data_offset_ + tensor.offset;
+  return map_.get() + data_offset_ + tensor.offset;
 }
 
 void GgufFile::dequantize(const GgufTensorInfo& tensor, float* out) const {

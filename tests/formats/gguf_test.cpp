@@ -444,36 +444,54 @@ fs::path weights_file(const char* name) {
   return base / "weights" / name;
 }
 
-TEST(GgufRealFiles, SmolLM2) {
-  const fs::path path = weights_file("smollm2-135m-instruct.gguf");
-  if (!fs::exists(path)) GTEST_SKIP() << path << " is absent (scripts/setup.sh fetches it)";
-  const GgufFile file = GgufFile::open(path.string());
-  EXPECT_EQ(file.get_string("general.architecture"), "llama");
-  EXPECT_EQ(file.get_uint32("llama.block_count"), 30u);
-  EXPECT_EQ(file.get_uint32("llama.attention.head_count"), 9u);
-  EXPECT_EQ(file.get_uint32("llama.attention.head_count_kv"), 3u);
-  EXPECT_EQ(file.get_uint32("llama.embedding_length"), 576u);
-  EXPECT_EQ(file.get_float32("llama.rope.freq_base"), 100000.0f);
-  EXPECT_EQ(file.get_strings("tokenizer.ggml.tokens").size(), 49152u);
-  EXPECT_EQ(file.tensors().size(), 272u);
+// What the file says of its model, and where its data ends: at the end of the file.
+struct RealFile {
+  const char* name;
+  const char* architecture;
+  uint32_t blocks, heads, kv_heads, hidden;
+  size_t tokens, tensors;
+  const char* embedding_type;
+};
+
+void check_real_file(const RealFile& expected) {
+  const GgufFile file = GgufFile::open(weights_file(expected.name).string());
+  const std::string arch = expected.architecture;
+  EXPECT_EQ(file.get_string("general.architecture"), arch);
+  EXPECT_EQ(file.get_uint32(arch + ".block_count"), expected.blocks);
+  EXPECT_EQ(file.get_uint32(arch + ".attention.head_count"), expected.heads);
+  EXPECT_EQ(file.get_uint32(arch + ".attention.head_count_kv"), expected.kv_heads);
+  EXPECT_EQ(file.get_uint32(arch + ".embedding_length"), expected.hidden);
+  EXPECT_EQ(file.get_strings("tokenizer.ggml.tokens").size(), expected.tokens);
+  EXPECT_EQ(file.tensors().size(), expected.tensors);
   const GgufTensorInfo& embedding = file.tensor("token_embd.weight");
-  EXPECT_EQ(ggml_type_name(embedding.type), "Q8_0");
-  EXPECT_EQ(embedding.shape(), (std::vector<int64_t>{49152, 576}));
+  EXPECT_EQ(ggml_type_name(embedding.type), expected.embedding_type);
+  EXPECT_EQ(embedding.shape(), (std::vector<int64_t>{static_cast<int64_t>(expected.tokens), expected.hidden}));
   uint64_t end = 0;
-  for (const GgufTensorInfo& tensor : file.tensors()) end = std::max(end, tensor.offset + tensor.bytes);
+  for (const GgufTensorInfo& tensor : file.tensors()) {
+    end = std::max(end, tensor.offset + tensor.bytes);
+    EXPECT_NE(find_ggml_type(tensor.type)->dequantize, nullptr) << tensor.name;
+  }
   EXPECT_EQ(file.data_offset() + end, file.file_size());
 }
 
+#define ATTNKIT_REAL_FILE_OR_SKIP(file)                      \
+  if (!fs::exists(weights_file((file).name)))                \
+  GTEST_SKIP() << weights_file((file).name) << " is absent (scripts/setup.sh fetches it)"
+
+TEST(GgufRealFiles, SmolLM2) {
+  const RealFile smollm2{"smollm2-135m-instruct.gguf", "llama", 30, 9, 3, 576, 49152, 272, "Q8_0"};
+  ATTNKIT_REAL_FILE_OR_SKIP(smollm2);
+  check_real_file(smollm2);
+  const GgufFile file = GgufFile::open(weights_file(smollm2.name).string());
+  EXPECT_EQ(file.get_float32("llama.rope.freq_base"), 100000.0f);
+}
+
 TEST(GgufRealFiles, Gemma3) {
-  const fs::path path = weights_file("gemma-3-270m-q4_k_m.gguf");
-  if (!fs::exists(path)) GTEST_SKIP() << path << " is absent (scripts/setup.sh fetches it)";
-  const GgufFile file = GgufFile::open(path.string());
-  EXPECT_EQ(file.get_string("general.architecture"), "gemma3");
-  EXPECT_EQ(file.get_uint32("gemma3.block_count"), 18u);
+  const RealFile gemma3{"gemma-3-270m-q4_k_m.gguf", "gemma3", 18, 4, 1, 640, 262144, 236, "Q8_0"};
+  ATTNKIT_REAL_FILE_OR_SKIP(gemma3);
+  check_real_file(gemma3);
+  const GgufFile file = GgufFile::open(weights_file(gemma3.name).string());
   EXPECT_EQ(file.get_uint32("gemma3.attention.sliding_window"), 512u);
-  EXPECT_EQ(file.tensors().size(), 236u);
-  for (const GgufTensorInfo& tensor : file.tensors())
-    EXPECT_NE(find_ggml_type(tensor.type)->dequantize, nullptr) << tensor.name;
 }
 
 }  // namespace

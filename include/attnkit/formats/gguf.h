@@ -96,11 +96,11 @@ class GgufFile {
   // Throws attnkit::Error "PATH: WHAT IS WRONG".
   static GgufFile open(const std::string& path);
 
-  GgufFile(GgufFile&& other) noexcept;
-  GgufFile& operator=(GgufFile&& other) noexcept;
+  GgufFile(GgufFile&& other) noexcept = default;
+  GgufFile& operator=(GgufFile&& other) noexcept = default;
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
-  ~GgufFile();
+  ~GgufFile() = default;
 
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
@@ -139,12 +139,15 @@ class GgufFile {
  private:
   friend class GgufParser;
   GgufFile() = default;
-  void unmap() noexcept;
+  struct Unmap {  // munmap of the whole file (no member initialiser: GCC would then not see it
+    size_t size;   // as default-constructible inside GgufFile)
+    void operator()(const uint8_t* address) const noexcept;
+  };
   [[noreturn]] void type_error(std::string_view key, const GgufValue& value,
                                std::string_view expected) const;
 
   std::string path_;
-  const uint8_t* map_ = nullptr;
+  std::unique_ptr<const uint8_t, Unmap> map_;
   size_t size_ = 0;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
