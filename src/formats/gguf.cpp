@@ -26,6 +26,9 @@ constexpr uint64_t kStringMinSize = 8;   // its length
 constexpr uint64_t kArrayMinSize = 12;   // element type, count
 constexpr uint64_t kTensorInfoMinSize = 8 + 4 + 4 + 8;  // name length, n_dims, type, offset
 constexpr uint64_t kKeyValueMinSize = 8 + 4 + 1;        // key length, type, a 1-byte value
+// Counts are checked against the file's size, but a record in memory is larger than its least
+// size in the file: reserve no more than this ahead of reading (vectors grow as records are read).
+constexpr uint64_t kMaxReserve = 1 << 16;
 
 // Bytes of a scalar value type; 0 for STRING, ARRAY and numbers outside the enum.
 uint64_t scalar_size(uint32_t type) {
@@ -112,7 +115,7 @@ class GgufParser {
   void read_records(std::vector<Record>& records, uint64_t count, uint64_t min_size,
                     const char* count_name, Read read) {
     check_count(count, min_size, count_name);
-    records.reserve(static_cast<size_t>(count));
+    records.reserve(static_cast<size_t>(std::min(count, kMaxReserve)));
     for (uint64_t i = 0; i < count; ++i) {
       Record record;
       record.record_offset = position_;
@@ -161,7 +164,7 @@ GgufValue GgufParser::read_value(uint32_t type, int depth, const std::string& wh
                                                                              : kArrayMinSize,
               what + " element count");
   auto elements = std::make_shared<std::vector<GgufValue>>();
-  elements->reserve(static_cast<size_t>(count));
+  elements->reserve(static_cast<size_t>(std::min(count, kMaxReserve)));
   for (uint64_t i = 0; i < count; ++i) {
     if (element_type == static_cast<uint32_t>(GgufType::STRING) && remaining() >= kStringMinSize &&
         load_at<uint64_t>(begin_ + position_) <= remaining() - kStringMinSize) {
