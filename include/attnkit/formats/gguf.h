@@ -129,7 +129,8 @@ class GgufFile {
   const GgufTensorInfo* find_tensor(std::string_view name) const;  // null when absent
   // Throws attnkit::Error "PATH: no tensor 'NAME' (the file has N tensors: A, B, ...)".
   const GgufTensorInfo& tensor(std::string_view name) const;
-  // The tensor's bytes in the mapped file (tensor.bytes of them).
+  // The tensor's bytes in the mapped file (tensor.bytes of them). `tensor` must be one of this
+  // file's tensors(), as for dequantize.
   const uint8_t* tensor_data(const GgufTensorInfo& tensor) const;
   // The tensor as float32 values in ggml order (elements of them). Throws attnkit::Error
   // "cannot convert tensor 'NAME' of PATH: ggml type T is not supported (...)".
