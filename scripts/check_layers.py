@@ -8,14 +8,14 @@ layers.txt is written by CMakeLists.txt (attnkit_layer()), one line per layer:
 A layer owns src/<folder>/ and include/attnkit/<folder>/ for each of its folders; the layer named
 `base` also owns the headers directly in include/attnkit/. A file may include headers of its own
 layer and of every layer it depends on, directly or through others. Files of LibTorch-free
-layers (base, text, kernels, metrics, data) may not include LibTorch, and no public header includes
+layers (base, text, kernels, formats, metrics, data) may not include LibTorch, and no public header includes
 <torch/torch.h> (only sources get it, through the precompiled header).
 Prints one line per violation and exits 1 if there is any."""
 import re
 import sys
 from pathlib import Path
 
-TORCH_FREE = {"base", "text", "kernels", "metrics", "data"}
+TORCH_FREE = {"base", "text", "kernels", "formats", "metrics", "data"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 TORCH_HEADER = re.compile(r"^(torch|ATen|c10|caffe2)/")
 

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   register_bleu_command(app, global);
   register_demo_command(app, global);
   register_generate_command(app, global);
+  register_gguf_command(app, global);
   register_inspect_command(app, global);
   register_model_commands(app, global);
   register_report_command(app, global);
