@@ -328,6 +328,14 @@ AlignedText normalize(const NormalizerStep& step, const AlignedText& text) {
   if (const auto* unicode_form = std::get_if<UnicodeNormalizer>(&step)) return normalize_unicode(*unicode_form, text);
   if (const auto* replace = std::get_if<ReplaceNormalizer>(&step)) return normalize_replace(*replace, text);
   if (const auto* precompiled = std::get_if<PrecompiledNormalizer>(&step)) return normalize_precompiled(*precompiled->charsmap, text);
+  if (const auto* prepend = std::get_if<PrependNormalizer>(&step)) {
+    if (text.empty()) return text;
+    AlignedText out;  // the prepended characters align with the first one, as in HF
+    for (char32_t c : unicode::decode_utf8(prepend->prepend, unicode::InvalidUtf8::kReplace)) out.push_back(c, text.origin[0]);
+    out.chars += text.chars;
+    out.origin.insert(out.origin.end(), text.origin.begin(), text.origin.end());
+    return out;
+  }
   AlignedText out;
   out.chars.reserve(text.size());
   out.origin.reserve(text.size());

@@ -1,6 +1,12 @@
 #include "attnkit/text/pre_tokenizer.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "attnkit/error.h"
 #include "attnkit/text/unicode.h"
+#include "onig_regex.h"
 
 namespace attnkit::text {
 namespace {
@@ -8,27 +14,6 @@ namespace {
 bool is_bert_punctuation(char32_t c) {
   const bool ascii_punctuation = (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
   return ascii_punctuation || unicode::is_punctuation(c);
-}
-
-std::vector<Word> split_bert(const AlignedText& text) {
-  std::vector<Word> words;
-  size_t start = 0;
-  auto flush = [&](size_t end) {
-    if (end > start) words.push_back(Word::from(text, start, end));
-  };
-  for (size_t i = 0; i < text.size(); ++i) {
-    char32_t c = text.chars[i];
-    if (unicode::is_whitespace(c)) {
-      flush(i);
-      start = i + 1;
-    } else if (is_bert_punctuation(c)) {
-      flush(i);
-      words.push_back(Word::from(text, i, i + 1));
-      start = i + 1;
-    }
-  }
-  flush(text.size());
-  return words;
 }
 
 enum class CharClass { kLetter, kNumber, kWhitespace, kOther };
@@ -92,8 +77,11 @@ std::vector<std::pair<size_t, size_t>> split_gpt2(std::u32string_view chars) {
   return pieces;
 }
 
+namespace {
+
+// Appends the pieces of one Metaspace part (characters [part_begin, part_end) of `text`).
 void split_metaspace_part(const MetaspacePreTokenizer& metaspace, const AlignedText& text, size_t part_begin, size_t part_end,
-                          bool first, std::vector<Word>& words) {
+                          bool first, std::vector<AlignedText>& pieces) {
   if (part_begin == part_end) return;
   AlignedText replaced;
   replaced.chars.reserve(part_end - part_begin + 1);
@@ -105,21 +93,25 @@ void split_metaspace_part(const MetaspacePreTokenizer& metaspace, const AlignedT
   for (size_t i = part_begin; i < part_end; ++i) {
     replaced.push_back(text.chars[i] == U' ' ? metaspace.replacement : text.chars[i], text.origin[i]);
   }
+  if (!metaspace.split) {
+    pieces.push_back(std::move(replaced));
+    return;
+  }
   size_t begin = 0;
   for (size_t i = 1; i <= replaced.size(); ++i) {
     if (i == replaced.size() || replaced.chars[i] == metaspace.replacement) {
-      words.push_back(Word::from(replaced, begin, i));
+      pieces.push_back(replaced.slice(begin, i));
       begin = i;
     }
   }
 }
 
-std::vector<Word> split_metaspace(const MetaspacePreTokenizer& metaspace, const AlignedText& text, bool first) {
-  std::vector<Word> words;
+void split_metaspace(const MetaspacePreTokenizer& metaspace, const AlignedText& text, bool first, std::vector<AlignedText>& pieces) {
   if (!metaspace.whitespace_split) {
-    split_metaspace_part(metaspace, text, 0, text.size(), first, words);
-    return words;
+    split_metaspace_part(metaspace, text, 0, text.size(), first, pieces);
+    return;
   }
+  bool first_word = first;
   for (size_t i = 0; i < text.size();) {
     if (unicode::is_whitespace(text.chars[i])) {
       ++i;
@@ -127,30 +119,241 @@ std::vector<Word> split_metaspace(const MetaspacePreTokenizer& metaspace, const 
     }
     size_t end = i;
     while (end < text.size() && !unicode::is_whitespace(text.chars[end])) ++end;
-    split_metaspace_part(metaspace, text, i, end, first && words.empty(), words);
+    split_metaspace_part(metaspace, text, i, end, first_word, pieces);
+    first_word = false;
     i = end;
   }
-  return words;
+}
+
+// ---- Split and Digits: matches, then the behaviour ------------------------------------------------
+
+struct Span {
+  size_t begin;
+  size_t end;
+  bool match;
+};
+
+// The matches of `split` in `text` and the stretches between them, covering the text in order (as
+// HF's Pattern::find_matches), in characters.
+std::vector<Span> split_matches(const SplitPreTokenizer& split, const AlignedText& text) {
+  std::string utf8;
+  std::vector<size_t> offsets;  // offsets[i]: byte offset of character i; offsets[size]: the end
+  offsets.reserve(text.size() + 1);
+  for (char32_t c : text.chars) {
+    offsets.push_back(utf8.size());
+    unicode::append_utf8(utf8, c > 0x10FFFF ? unicode::kReplacementCharacter : c);  // a raw byte: U+FFFD
+  }
+  offsets.push_back(utf8.size());
+  auto char_at = [&](size_t byte) {
+    return static_cast<size_t>(std::lower_bound(offsets.begin(), offsets.end(), byte) - offsets.begin());
+  };
+  std::vector<Span> spans;
+  size_t previous = 0;
+  for (const auto& [byte_begin, byte_end] : split.compiled->find_all(utf8)) {
+    const size_t begin = char_at(byte_begin);
+    const size_t end = char_at(byte_end);
+    if (previous != begin) spans.push_back({previous, begin, false});
+    spans.push_back({begin, end, true});
+    previous = end;
+  }
+  if (previous != text.size()) spans.push_back({previous, text.size(), false});
+  return spans;
+}
+
+std::vector<Span> digit_matches(const AlignedText& text) {
+  std::vector<Span> spans;
+  size_t previous = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!unicode::is_number(text.chars[i])) continue;
+    if (previous < i) spans.push_back({previous, i, false});
+    spans.push_back({i, i + 1, true});
+    previous = i + 1;
+  }
+  if (previous < text.size()) spans.push_back({previous, text.size(), false});
+  return spans;
+}
+
+// HF's NormalizedString::split: which stretches become pieces under `behavior`.
+void split_by_behavior(const AlignedText& text, std::vector<Span> spans, SplitBehavior behavior, bool invert,
+                       std::vector<AlignedText>& pieces) {
+  if (invert) {
+    for (Span& span : spans) span.match = !span.match;
+  }
+  std::vector<std::pair<size_t, size_t>> kept;
+  bool previous_match = false;
+  switch (behavior) {
+    case SplitBehavior::kRemoved:
+      for (const Span& span : spans) {
+        if (!span.match) kept.emplace_back(span.begin, span.end);
+      }
+      break;
+    case SplitBehavior::kIsolated:
+      for (const Span& span : spans) kept.emplace_back(span.begin, span.end);
+      break;
+    case SplitBehavior::kContiguous:
+      for (const Span& span : spans) {
+        if (span.match == previous_match && !kept.empty()) {
+          kept.back().second = span.end;
+        } else {
+          kept.emplace_back(span.begin, span.end);
+        }
+        previous_match = span.match;
+      }
+      break;
+    case SplitBehavior::kMergedWithPrevious:
+      for (const Span& span : spans) {
+        if (span.match && !previous_match && !kept.empty()) {
+          kept.back().second = span.end;
+        } else {
+          kept.emplace_back(span.begin, span.end);
+        }
+        previous_match = span.match;
+      }
+      break;
+    case SplitBehavior::kMergedWithNext:
+      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+        if (it->match && !previous_match && !kept.empty()) {
+          kept.back().first = it->begin;
+        } else {
+          kept.emplace_back(it->begin, it->end);
+        }
+        previous_match = it->match;
+      }
+      std::reverse(kept.begin(), kept.end());
+      break;
+  }
+  for (const auto& [begin, end] : kept) {
+    if (end > begin) pieces.push_back(text.slice(begin, end));
+  }
+}
+
+std::vector<std::pair<size_t, size_t>> split_bert_ranges(const AlignedText& text) {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char32_t c = text.chars[i];
+    if (unicode::is_whitespace(c)) {
+      if (i > start) ranges.emplace_back(start, i);
+      start = i + 1;
+    } else if (is_bert_punctuation(c)) {
+      if (i > start) ranges.emplace_back(start, i);
+      ranges.emplace_back(i, i + 1);
+      start = i + 1;
+    }
+  }
+  if (text.size() > start) ranges.emplace_back(start, text.size());
+  return ranges;
+}
+
+// The text a ByteLevel step splits: with ' ' prepended when add_prefix_space asks for it.
+AlignedText byte_level_source(const ByteLevelPreTokenizer& byte_level, const AlignedText& text) {
+  if (!byte_level.add_prefix_space || text.empty() || text.chars[0] == U' ') return text;
+  AlignedText prefixed;
+  prefixed.push_back(U' ', text.origin[0]);
+  prefixed.chars += text.chars;
+  prefixed.origin.insert(prefixed.origin.end(), text.origin.begin(), text.origin.end());
+  return prefixed;
+}
+
+// One step on one piece; `first`: the piece starts its input (Metaspace's "first" scheme).
+void split_piece(const PreTokenizer& step, const AlignedText& piece, bool first, std::vector<AlignedText>& out) {
+  if (std::holds_alternative<BertPreTokenizer>(step)) {
+    for (const auto& [begin, end] : split_bert_ranges(piece)) out.push_back(piece.slice(begin, end));
+  } else if (const auto* byte_level = std::get_if<ByteLevelPreTokenizer>(&step)) {
+    const AlignedText source = byte_level_source(*byte_level, piece);
+    if (!byte_level->use_regex) {
+      if (!source.empty()) out.push_back(source);
+    } else {
+      for (const auto& [begin, end] : split_gpt2(source.chars)) out.push_back(source.slice(begin, end));
+    }
+  } else if (const auto* metaspace = std::get_if<MetaspacePreTokenizer>(&step)) {
+    split_metaspace(*metaspace, piece, first, out);
+  } else if (const auto* split = std::get_if<SplitPreTokenizer>(&step)) {
+    split_by_behavior(piece, split_matches(*split, piece), split->behavior, split->invert, out);
+  } else if (const auto* digits = std::get_if<DigitsPreTokenizer>(&step)) {
+    split_by_behavior(piece, digit_matches(piece), digits->individual_digits ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
+                      false, out);
+  } else if (const auto* sequence = std::get_if<SequencePreTokenizer>(&step)) {
+    std::vector<AlignedText> pieces{piece};
+    std::vector<AlignedText> next;
+    for (const PreTokenizer& inner : sequence->steps->steps) {
+      next.clear();
+      for (size_t k = 0; k < pieces.size(); ++k) split_piece(inner, pieces[k], first && k == 0, next);
+      pieces.swap(next);
+    }
+    for (auto& p : pieces) out.push_back(std::move(p));
+  } else if (!piece.empty()) {  // NoPreTokenizer
+    out.push_back(piece);
+  }
+}
+
+}  // namespace
+
+SplitPreTokenizer make_split(std::string pattern, bool regex, SplitBehavior behavior, bool invert) {
+  SplitPreTokenizer split{std::move(pattern), regex, behavior, invert, nullptr};
+  // As HF: a literal is compiled as its escaped regex.
+  split.compiled = std::make_shared<OnigRegex>(regex ? split.pattern : onig_escape(split.pattern), "Split pre_tokenizer");
+  return split;
+}
+
+std::optional<SplitBehavior> split_behavior_from_string(const std::string& name) {
+  static const std::pair<const char*, SplitBehavior> kNames[] = {
+      {"Removed", SplitBehavior::kRemoved}, {"Isolated", SplitBehavior::kIsolated},
+      {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious}, {"MergedWithNext", SplitBehavior::kMergedWithNext},
+      {"Contiguous", SplitBehavior::kContiguous}};
+  for (const auto& [text, behavior] : kNames) {
+    if (name == text) return behavior;
+  }
+  return std::nullopt;
+}
+
+const char* split_behavior_name(SplitBehavior behavior) {
+  switch (behavior) {
+    case SplitBehavior::kRemoved: return "Removed";
+    case SplitBehavior::kIsolated: return "Isolated";
+    case SplitBehavior::kMergedWithPrevious: return "MergedWithPrevious";
+    case SplitBehavior::kMergedWithNext: return "MergedWithNext";
+    case SplitBehavior::kContiguous: return "Contiguous";
+  }
+  return "Isolated";
+}
+
+SequencePreTokenizer make_sequence(std::vector<PreTokenizer> steps) {
+  for (size_t i = 0; i + 1 < steps.size(); ++i) {
+    if (std::holds_alternative<ByteLevelPreTokenizer>(steps[i]))
+      throw Error(fmt::format("pre_tokenizer Sequence: ByteLevel is step {} of {}; it may only be the last step", i + 1, steps.size()));
+  }
+  auto list = std::make_shared<PreTokenizerSteps>();
+  list->steps = std::move(steps);
+  return SequencePreTokenizer{std::move(list)};
 }
 
 std::vector<Word> pre_tokenize(const PreTokenizer& pre_tokenizer, const AlignedText& text, bool first) {
-  if (std::holds_alternative<BertPreTokenizer>(pre_tokenizer)) return split_bert(text);
-  if (const auto* metaspace = std::get_if<MetaspacePreTokenizer>(&pre_tokenizer)) return split_metaspace(*metaspace, text, first);
-  const auto& byte_level = std::get<ByteLevelPreTokenizer>(pre_tokenizer);
-  const AlignedText* source = &text;
-  AlignedText prefixed;
-  if (byte_level.add_prefix_space && !text.empty() && text.chars[0] != U' ') {
-    prefixed.push_back(U' ', text.origin[0]);
-    prefixed.chars += text.chars;
-    prefixed.origin.insert(prefixed.origin.end(), text.origin.begin(), text.origin.end());
-    source = &prefixed;
-  }
   std::vector<Word> words;
-  if (!byte_level.use_regex) {
-    if (!source->empty()) words.push_back(Word::from(*source, 0, source->size()));
+  if (std::holds_alternative<BertPreTokenizer>(pre_tokenizer)) {
+    for (const auto& [begin, end] : split_bert_ranges(text)) words.push_back(Word::from(text, begin, end));
     return words;
   }
-  for (auto [begin, end] : split_gpt2(source->chars)) words.push_back(Word::from(*source, begin, end));
+  if (const auto* byte_level = std::get_if<ByteLevelPreTokenizer>(&pre_tokenizer)) {
+    AlignedText prefixed;
+    const AlignedText* source = &text;  // no copy unless a space is prepended
+    if (byte_level->add_prefix_space && !text.empty() && text.chars[0] != U' ') {
+      prefixed = byte_level_source(*byte_level, text);
+      source = &prefixed;
+    }
+    if (!byte_level->use_regex) {
+      if (!source->empty()) words.push_back(Word::from(*source, 0, source->size()));
+      return words;
+    }
+    for (auto [begin, end] : split_gpt2(source->chars)) words.push_back(Word::from(*source, begin, end));
+    return words;
+  }
+  std::vector<AlignedText> pieces;
+  split_piece(pre_tokenizer, text, first, pieces);
+  words.reserve(pieces.size());
+  for (const AlignedText& piece : pieces) {
+    if (!piece.empty()) words.push_back(Word::from(piece, 0, piece.size()));
+  }
   return words;
 }
 
