@@ -106,9 +106,13 @@ AlignedText normalize_unicode(const UnicodeNormalizer& step, const AlignedText& 
   // that starts at a starter (combining class 0).
   std::vector<std::pair<char32_t, uint32_t>> segment;
   std::vector<utf8proc_int32_t> buffer;
+  std::vector<uint32_t> origins;
   auto flush = [&] {
     if (segment.empty()) return;
-    // Canonical ordering: stable sort of each run of non-starters by combining class.
+    // Canonical ordering: stable sort of each run of non-starters by combining class. The
+    // characters move, their origins stay in place (HF aligns reordered marks by position).
+    origins.clear();
+    for (const auto& item : segment) origins.push_back(item.second);
     for (size_t i = 0; i < segment.size();) {
       if (combining_class(segment[i].first) == 0) {
         ++i;
@@ -120,6 +124,7 @@ AlignedText normalize_unicode(const UnicodeNormalizer& step, const AlignedText& 
                        [](const auto& a, const auto& b) { return combining_class(a.first) < combining_class(b.first); });
       i = j;
     }
+    for (size_t k = 0; k < segment.size(); ++k) segment[k].second = origins[k];
     if (!compose || segment.size() == 1) {
       for (const auto& [c, from] : segment) out.push_back(c, from);
     } else {

@@ -123,6 +123,39 @@ inline std::vector<std::string> fortune_lines(const std::string& name, size_t co
 
 inline std::string fortune_path(const std::string& name) { return (fs::path("/usr/share/games/fortunes") / name).string(); }
 
+// The venv python (scripts/peer_python.sh), or empty when setup.sh has not made it.
+inline std::string peer_python() {
+  const std::string command = (source_dir() / "scripts" / "peer_python.sh").string() + " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {};
+  char buffer[4096];
+  std::string out;
+  while (fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
+  if (pclose(pipe) != 0) return {};
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+// Runs `python tests/text/SCRIPT fixtures/varied_texts.json DIR` (DIR: a scratch folder of the
+// calling test) and parses its stdout; null when the peer venv is missing, a test failure when the
+// script fails.
+inline nlohmann::json run_peer_script(const std::string& script) {
+  const std::string python = peer_python();
+  if (python.empty()) return nullptr;
+  const fs::path dir = scratch_dir() / "reference";
+  fs::create_directories(dir);
+  const fs::path out = dir / "reference.json";
+  const fs::path errors = dir / "errors.txt";
+  const std::string command = "'" + python + "' '" + (source_dir() / "tests" / "text" / script).string() + "' '" +
+                              (source_dir() / "tests" / "text" / "fixtures" / "varied_texts.json").string() + "' '" +
+                              dir.string() + "' > '" + out.string() + "' 2> '" + errors.string() + "'";
+  if (std::system(command.c_str()) != 0) {
+    ADD_FAILURE() << script << " failed: " << read_all(errors);
+    return nullptr;
+  }
+  return nlohmann::json::parse(read_all(out));
+}
+
 // Compares one encoding with the reference's JSON; `what` names the input in failures.
 inline void expect_same_encoding(const Encoding& ours, const nlohmann::json& reference, const std::string& what,
                                  bool compare_offsets = true) {

@@ -21,41 +21,15 @@ namespace {
 
 using testing::fs::path;
 
-// The venv python (scripts/peer_python.sh), or empty when setup.sh has not made it.
-std::string peer_python() {
-  const std::string command = (testing::source_dir() / "scripts" / "peer_python.sh").string() + " 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {};
-  char buffer[4096];
-  std::string out;
-  while (fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
-  if (pclose(pipe) != 0) return {};
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
-
 // Runs hf_unigram_reference.py once per test process and caches its JSON.
 const nlohmann::json* reference() {
   static nlohmann::json cached;
   static bool done = false;
   if (done) return cached.is_null() ? nullptr : &cached;
   done = true;
-  const std::string python = peer_python();
-  if (python.empty()) return nullptr;
   // The first test to ask runs the script in its own scratch folder (ctest -j runs tests apart).
-  const path dir = testing::scratch_dir() / "reference";
-  testing::fs::create_directories(dir);
-  const path out = dir / "reference.json";
-  const path errors = dir / "errors.txt";
-  const std::string command = "'" + python + "' '" + (testing::source_dir() / "tests" / "text" / "hf_unigram_reference.py").string() +
-                              "' '" + (testing::source_dir() / "tests" / "text" / "fixtures" / "varied_texts.json").string() + "' '" +
-                              dir.string() + "' > '" + out.string() + "' 2> '" + errors.string() + "'";
-  if (std::system(command.c_str()) != 0) {
-    ADD_FAILURE() << "hf_unigram_reference.py failed: " << testing::read_all(errors);
-    return nullptr;
-  }
-  cached = nlohmann::json::parse(testing::read_all(out));
-  return &cached;
+  cached = testing::run_peer_script("hf_unigram_reference.py");
+  return cached.is_null() ? nullptr : &cached;
 }
 
 #define REQUIRE_PEER()                                                                           \

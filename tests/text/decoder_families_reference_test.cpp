@@ -1,0 +1,127 @@
+// The tokenizers of today's decoder families against Hugging Face tokenizers (the official Python
+// binding, in the test venv scripts/setup.sh makes). hf_decoder_families_reference.py trains a
+// stand-in for each family -- a small BPE model in the family's published tokenizer.json format:
+// Llama 3 and Qwen2 (byte-level BPE behind a Split regex with lookahead), SmolLM2 (Digits then
+// ByteLevel), Llama 2 / Mistral / Gemma (SentencePiece-style BPE with byte fallback, Prepend and
+// Replace normalisers or Metaspace, ByteFallback / Fuse / Strip decoders) -- and encodes held-out
+// text. Ids with and without special tokens, offsets and both decodes must be identical.
+#include <gtest/gtest.h>
+
+#include "attnkit/error.h"
+#include "attnkit/text/bpe.h"
+#include "attnkit/text/byte_level_bpe.h"
+#include "attnkit/text/tokenizer_json.h"
+#include "reference_support.h"
+
+namespace attnkit::text {
+namespace {
+
+using testing::fs::path;
+
+// Runs hf_decoder_families_reference.py once per test process and caches its JSON.
+const nlohmann::json* families_reference() {
+  static nlohmann::json cached;
+  static bool done = false;
+  if (done) return cached.is_null() ? nullptr : &cached;
+  done = true;
+  cached = testing::run_peer_script("hf_decoder_families_reference.py");
+  return cached.is_null() ? nullptr : &cached;
+}
+
+#define REQUIRE_FAMILIES_PEER()                                                                  \
+  const nlohmann::json* ref = families_reference();                                              \
+  if (ref == nullptr) GTEST_SKIP() << "the Python peer venv is missing (run scripts/setup.sh)"
+
+Tokenizer load_family(const nlohmann::json& config) {
+  return read_tokenizer_json((path(config.at("dir").get<std::string>()) / "tokenizer.json").string());
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> family_offsets(const nlohmann::json& list) {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  for (const auto& pair : list) out.emplace_back(pair.at(0).get<uint32_t>(), pair.at(1).get<uint32_t>());
+  return out;
+}
+
+// Every case of `config`: ids, ids without specials, offsets, decode with and without specials.
+void expect_family_matches(const Tokenizer& tokenizer, const nlohmann::json& config) {
+  const std::string name = config.at("name").get<std::string>();
+  for (const auto& item : config.at("cases")) {
+    const std::string text = item.at("text").get<std::string>();
+    const std::string what = name + ": '" + text + "'";
+    const Encoding encoding = tokenizer.encode(text);
+    EXPECT_EQ(encoding.ids, item.at("ids").get<std::vector<uint32_t>>()) << what;
+    EXPECT_EQ(tokenizer.encode(text, false).ids, item.at("ids_plain").get<std::vector<uint32_t>>()) << what;
+    EXPECT_EQ(encoding.offsets, family_offsets(item.at("offsets"))) << what;
+    EXPECT_EQ(tokenizer.decode(encoding.ids), item.at("decoded").get<std::string>()) << what;
+    EXPECT_EQ(tokenizer.decode(encoding.ids, false), item.at("decoded_all").get<std::string>()) << what;
+  }
+}
+
+TEST(DecoderFamiliesReference, EveryFamilyMatchesHuggingFaceOnHeldOutText) {
+  REQUIRE_FAMILIES_PEER();
+  std::vector<std::string> names;
+  for (const auto& config : ref->at("configs")) names.push_back(config.at("name").get<std::string>());
+  EXPECT_EQ(names, (std::vector<std::string>{"llama3", "qwen2", "smollm2", "llama2", "mistral", "gemma"}));
+  for (const auto& config : ref->at("configs")) {
+    SCOPED_TRACE(config.at("name").get<std::string>());
+    EXPECT_GE(config.at("cases").size(), 300u);
+    const Tokenizer tokenizer = load_family(config);
+    expect_family_matches(tokenizer, config);
+  }
+}
+
+TEST(DecoderFamiliesReference, ModelsAreTheKindTheFamilyNeeds) {
+  REQUIRE_FAMILIES_PEER();
+  for (const auto& config : ref->at("configs")) {
+    const std::string name = config.at("name").get<std::string>();
+    const Tokenizer tokenizer = load_family(config);
+    const bool sentencepiece = name == "llama2" || name == "mistral" || name == "gemma";
+    EXPECT_EQ(dynamic_cast<const Bpe*>(tokenizer.parts().model.get()) != nullptr, sentencepiece) << name;
+    EXPECT_EQ(dynamic_cast<const ByteLevelBpe*>(tokenizer.parts().model.get()) != nullptr, !sentencepiece) << name;
+    if (!sentencepiece) continue;
+    // The held-out text must reach the byte fallback (<0xNN> ids 3.. of Llama 2, 6.. of Gemma) and
+    // decode those bytes back.
+    const auto first_byte = tokenizer.token_to_id("<0x00>");
+    ASSERT_TRUE(first_byte.has_value()) << name;
+    size_t fallbacks = 0;
+    for (const auto& item : config.at("cases")) {
+      for (uint32_t id : item.at("ids").get<std::vector<uint32_t>>()) fallbacks += id >= *first_byte && id < *first_byte + 256;
+    }
+    EXPECT_GE(fallbacks, 50u) << name;
+    EXPECT_EQ(tokenizer.special_ids().unknown, tokenizer.token_to_id("<unk>")) << name;
+  }
+}
+
+TEST(DecoderFamiliesReference, SaveLoadKeepsFileAndIds) {
+  REQUIRE_FAMILIES_PEER();
+  for (const auto& config : ref->at("configs")) {
+    SCOPED_TRACE(config.at("name").get<std::string>());
+    const Tokenizer first = load_family(config);
+    const std::string saved = tokenizer_to_json_string(first);
+    const Tokenizer second = tokenizer_from_json_string(saved);
+    EXPECT_EQ(tokenizer_to_json_string(second), saved);
+    expect_family_matches(second, config);
+    // The parts are written as HF writes them (the model's merges as pairs, HF >= 0.20's form).
+    const auto hf = nlohmann::json::parse(testing::read_all(path(config.at("dir").get<std::string>()) / "tokenizer.json"));
+    const auto ours = nlohmann::json::parse(saved);
+    for (const char* part : {"normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens"}) {
+      EXPECT_EQ(ours.at(part), hf.at(part)) << part;
+    }
+    EXPECT_EQ(ours.at("model").at("vocab"), hf.at("model").at("vocab"));
+  }
+}
+
+TEST(DecoderFamiliesReference, BatchEncodingMatchesOneByOne) {
+  REQUIRE_FAMILIES_PEER();
+  for (const auto& config : ref->at("configs")) {
+    const Tokenizer tokenizer = load_family(config);
+    std::vector<EncodeInput> inputs;
+    for (const auto& item : config.at("cases")) inputs.push_back({item.at("text").get<std::string>(), std::nullopt});
+    const auto batch = tokenizer.encode_batch(inputs, 2);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      EXPECT_EQ(batch[i].ids, config.at("cases").at(i).at("ids").get<std::vector<uint32_t>>()) << config.at("name");
+  }
+}
+
+}  // namespace
+}  // namespace attnkit::text
