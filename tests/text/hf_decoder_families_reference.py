@@ -171,6 +171,23 @@ def main():
         decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]),
         ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"], bos_template("<bos>"))
 
+    # Every Split behaviour, inverted or not, and the other splitters, on the Llama 3 stand-in's
+    # model: a regex with lookahead and Unicode classes, a literal, Digits runs.
+    behaviors = ["removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"]
+    base = configs["llama3"]
+    for behavior in behaviors:
+        for invert in (False, True):
+            t = Tokenizer.from_str(base.to_str())
+            t.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(r"\s+(?!\S)|\p{P}+|(?<=\d)(?=\p{L})"), behavior, invert=invert),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+            configs["split_%s%s" % (behavior, "_invert" if invert else "")] = t
+    t = Tokenizer.from_str(base.to_str())
+    t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split("in", "merged_with_next"),
+                                               pre_tokenizers.Digits(individual_digits=False),
+                                               pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True)])
+    configs["split_literal_digits"] = t
+
     specials_text = {
         "llama3": ["<|begin_of_text|>Hello<|eot_id|>", "a <|start_header_id|>user<|end_header_id|>\n\nhi there<|eot_id|> b",
                    "<|end_of_text|> after <|reserved_special_token_0|>x"],
@@ -189,7 +206,7 @@ def main():
         tok.save(os.path.join(d, "tokenizer.json"))
         tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))  # what the file says, nothing else
         cases = []
-        for text in held + varied + HARD + specials_text[name]:
+        for text in held + varied + HARD + specials_text.get(name, specials_text["llama3"]):
             enc = tok.encode(text)
             cases.append({"text": text, "ids": enc.ids, "ids_plain": tok.encode(text, add_special_tokens=False).ids,
                           "offsets": [list(o) for o in enc.offsets],
