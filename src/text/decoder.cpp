@@ -86,6 +86,9 @@ std::vector<std::string> chain_replace(const ReplaceDecoder& decoder, std::vecto
   for (std::string& token : tokens) {
     std::string out;
     size_t previous = 0;
+    // HF's tokens are Rust strings: raw bytes (a ByteLevel step before) are U+FFFD there.
+    if (unicode::find_invalid_utf8(token) != std::string_view::npos)
+      token = unicode::encode_utf8(unicode::decode_utf8(token, unicode::InvalidUtf8::kReplace));
     if (decoder.compiled) {
       for (const auto& [begin, end] : decoder.compiled->find_all(token)) {
         out.append(token, previous, begin - previous);

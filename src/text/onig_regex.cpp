@@ -50,6 +50,9 @@ OnigRegex::~OnigRegex() {
 
 std::vector<std::pair<size_t, size_t>> OnigRegex::find_all(std::string_view utf8) const {
   std::vector<std::pair<size_t, size_t>> matches;
+  // Oniguruma trusts its input to be valid in the encoding; callers pass valid UTF-8.
+  if (unicode::find_invalid_utf8(utf8) != std::string_view::npos)
+    throw Error(fmt::format("{}: regex '{}' was given text that is not valid UTF-8", what_, pattern_));
   auto* regex = static_cast<regex_t*>(regex_);
   std::unique_ptr<OnigRegion, void (*)(OnigRegion*)> region(onig_region_new(), [](OnigRegion* r) { onig_region_free(r, 1); });
   std::unique_ptr<OnigMatchParam, void (*)(OnigMatchParam*)> param(onig_new_match_param(), onig_free_match_param);

@@ -318,9 +318,25 @@ const char* split_behavior_name(SplitBehavior behavior) {
   return "Isolated";
 }
 
+bool contains_byte_level(const PreTokenizer& pre_tokenizer) {
+  if (std::holds_alternative<ByteLevelPreTokenizer>(pre_tokenizer)) return true;
+  const auto* sequence = std::get_if<SequencePreTokenizer>(&pre_tokenizer);
+  if (sequence == nullptr) return false;
+  for (const auto& step : sequence->steps->steps) {
+    if (contains_byte_level(step)) return true;
+  }
+  return false;
+}
+
+bool ends_in_byte_level(const PreTokenizer& pre_tokenizer) {
+  if (std::holds_alternative<ByteLevelPreTokenizer>(pre_tokenizer)) return true;
+  const auto* sequence = std::get_if<SequencePreTokenizer>(&pre_tokenizer);
+  return sequence != nullptr && !sequence->steps->steps.empty() && ends_in_byte_level(sequence->steps->steps.back());
+}
+
 SequencePreTokenizer make_sequence(std::vector<PreTokenizer> steps) {
   for (size_t i = 0; i + 1 < steps.size(); ++i) {
-    if (std::holds_alternative<ByteLevelPreTokenizer>(steps[i]))
+    if (contains_byte_level(steps[i]))
       throw Error(fmt::format("pre_tokenizer Sequence: ByteLevel is step {} of {}; it may only be the last step", i + 1, steps.size()));
   }
   auto list = std::make_shared<PreTokenizerSteps>();

@@ -109,15 +109,12 @@ size_t resolve_threads(int threads, size_t work) {
 Tokenizer::Tokenizer(TokenizerParts parts) : parts_(std::move(parts)) {
   if (!parts_.model) throw Error("tokenizer: no model");
   byte_level_ = dynamic_cast<const ByteLevelBpe*>(parts_.model.get()) != nullptr;
-  const auto* sequence = std::get_if<SequencePreTokenizer>(&parts_.pre_tokenizer);
-  const bool ends_in_byte_level = std::holds_alternative<ByteLevelPreTokenizer>(parts_.pre_tokenizer) ||
-                                  (sequence != nullptr && !sequence->steps->steps.empty() &&
-                                   std::holds_alternative<ByteLevelPreTokenizer>(sequence->steps->steps.back()));
-  if (byte_level_ && !ends_in_byte_level) {
+  const bool sequence = std::holds_alternative<SequencePreTokenizer>(parts_.pre_tokenizer);
+  if (byte_level_ && !ends_in_byte_level(parts_.pre_tokenizer)) {
     throw Error("tokenizer: a byte-level BPE model needs the ByteLevel pre-tokenizer (alone or last in a Sequence)");
   }
-  if (!byte_level_ && sequence != nullptr && ends_in_byte_level) {
-    throw Error("tokenizer: a pre-tokenizer Sequence that ends in ByteLevel needs a byte-level BPE model");
+  if (!byte_level_ && sequence && contains_byte_level(parts_.pre_tokenizer)) {
+    throw Error("tokenizer: a pre-tokenizer Sequence with a ByteLevel step needs a byte-level BPE model");
   }
   for (const auto* pieces : {&parts_.post_processor.single, &parts_.post_processor.pair}) {
     for (const auto& piece : *pieces) {

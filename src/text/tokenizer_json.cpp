@@ -80,14 +80,14 @@ const json& required(const json& node, const char* key, const std::string& part)
 
 // Whether a pre_tokenizer node is ByteLevel or a Sequence whose last step is (the model is then
 // byte-level BPE).
-bool ends_in_byte_level(const json& node) {
+bool json_ends_in_byte_level(const json& node) {
   if (!node.is_object()) return false;
   auto type = node.find("type");
   if (type == node.end() || !type->is_string()) return false;
   if (*type == "ByteLevel") return true;
   auto list = node.find("pretokenizers");
   if (*type != "Sequence" || list == node.end() || !list->is_array() || list->empty()) return false;
-  return ends_in_byte_level(list->back());
+  return json_ends_in_byte_level(list->back());
 }
 
 // ---- base64 (Precompiled charsmaps) ----------------------------------------------------------
@@ -815,7 +815,7 @@ Tokenizer tokenizer_from_json_string(const std::string& text, const std::string&
   try {
     if (!root.is_object()) fail("the top level is not a JSON object");
     TokenizerParts parts;
-    parts.model = read_model(member_or_null(root, "model"), ends_in_byte_level(member_or_null(root, "pre_tokenizer")));
+    parts.model = read_model(member_or_null(root, "model"), json_ends_in_byte_level(member_or_null(root, "pre_tokenizer")));
     parts.normalizer = read_normalizer(member_or_null(root, "normalizer"));
     parts.pre_tokenizer = read_pre_tokenizer(member_or_null(root, "pre_tokenizer"));
     parts.post_processor = read_post_processor(member_or_null(root, "post_processor"));

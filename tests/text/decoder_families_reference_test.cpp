@@ -73,6 +73,65 @@ TEST(DecoderFamiliesReference, EveryFamilyMatchesHuggingFaceOnHeldOutText) {
   }
 }
 
+// Rust's String::from_utf8_lossy, which HF's ByteLevel decoder ends with: each maximal prefix of
+// a valid sequence that is cut short, or each other invalid byte, becomes one U+FFFD.
+std::string utf8_lossy(const std::string& bytes) {
+  std::string out;
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    size_t need = 0;
+    unsigned char low = 0x80, high = 0xBF;  // the range of the second byte
+    if (b < 0x80) {
+      out += bytes[i++];
+      continue;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+      need = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      need = 2;
+      if (b == 0xE0) low = 0xA0;
+      if (b == 0xED) high = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      need = 3;
+      if (b == 0xF0) low = 0x90;
+      if (b == 0xF4) high = 0x8F;
+    }
+    size_t j = i + 1;
+    size_t got = 0;
+    while (got < need && j < bytes.size()) {
+      const auto c = static_cast<unsigned char>(bytes[j]);
+      if (c < (got == 0 ? low : 0x80) || c > (got == 0 ? high : 0xBF)) break;
+      ++j;
+      ++got;
+    }
+    if (need > 0 && got == need) {
+      out.append(bytes, i, j - i);
+    } else {
+      out += "\xEF\xBF\xBD";
+    }
+    i = j;
+  }
+  return out;
+}
+
+TEST(DecoderFamiliesReference, RandomIdsDecodeAsHuggingFaceDecodesThem) {
+  REQUIRE_FAMILIES_PEER();
+  for (const auto& config : ref->at("configs")) {
+    const Tokenizer tokenizer = load_family(config);
+    // Byte-level decoders give the raw bytes (decode(encode(x)) == x for any bytes); HF gives them
+    // as a Rust string, with U+FFFD for what is not UTF-8. Compared as HF gives them.
+    const bool byte_level = dynamic_cast<const ByteLevelBpe*>(tokenizer.parts().model.get()) != nullptr;
+    auto as_hf = [&](const std::string& text) { return byte_level ? utf8_lossy(text) : text; };
+    ASSERT_GE(config.at("decodes").size(), 60u);
+    for (const auto& item : config.at("decodes")) {
+      const auto ids = item.at("ids").get<std::vector<uint32_t>>();
+      const std::string what = config.at("name").get<std::string>() + ": " + item.at("ids").dump();
+      EXPECT_EQ(as_hf(tokenizer.decode(ids)), item.at("decoded").get<std::string>()) << what;
+      EXPECT_EQ(as_hf(tokenizer.decode(ids, false)), item.at("decoded_all").get<std::string>()) << what;
+    }
+  }
+}
+
 TEST(DecoderFamiliesReference, ModelsAreTheKindTheFamilyNeeds) {
   REQUIRE_FAMILIES_PEER();
   for (const auto& config : ref->at("configs")) {

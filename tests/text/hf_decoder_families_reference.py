@@ -6,11 +6,12 @@ half of some fortunes files with the family's published normalizer / pre-tokeniz
 post-processor configuration and its special tokens -- a stand-in in the family's format -- saves
 it as OUT_DIR/NAME/tokenizer.json, and encodes HELD-OUT text: the other half of the files, the
 varied texts of CORPUS.json and a hand-made hard set. Prints JSON:
-    {"configs": [{"name", "dir", "cases": [{"text", "ids", "ids_plain", "offsets", "decoded",
-                                            "decoded_all"}]}]}
+    {"configs": [{"name", "dir", "cases": [{"text", "ids", "ids_plain", "offsets", "decoded", "decoded_all"}],
+                  "decodes": [{"ids", "decoded", "decoded_all"}]}]}
 ids_plain: without special tokens; decoded: decode(ids) (specials skipped); decoded_all: with them."""
 import json
 import os
+import random
 import sys
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -211,8 +212,16 @@ def main():
             cases.append({"text": text, "ids": enc.ids, "ids_plain": tok.encode(text, add_special_tokens=False).ids,
                           "offsets": [list(o) for o in enc.offsets],
                           "decoded": tok.decode(enc.ids), "decoded_all": tok.decode(enc.ids, skip_special_tokens=False)})
-        out["configs"].append({"name": name, "dir": d, "cases": cases, "train_lines": len(train),
-                               "vocab_size": tok.get_vocab_size()})
+        # Decoding alone: random id lists (specials, byte tokens that form no valid UTF-8, pieces
+        # with the metaspace at odd places) through the decoders.
+        rng = random.Random(42)
+        size = tok.get_vocab_size()
+        decodes = []
+        for _ in range(60):
+            ids = [rng.randrange(0, 300) if rng.random() < 0.6 else rng.randrange(0, size) for _ in range(rng.randrange(1, 13))]
+            decodes.append({"ids": ids, "decoded": tok.decode(ids), "decoded_all": tok.decode(ids, skip_special_tokens=False)})
+        out["configs"].append({"name": name, "dir": d, "cases": cases, "decodes": decodes, "train_lines": len(train),
+                               "vocab_size": size})
     json.dump(out, sys.stdout, ensure_ascii=False)
 
 

@@ -79,7 +79,11 @@ using PreTokenizer = std::variant<BertPreTokenizer, ByteLevelPreTokenizer, Metas
 struct PreTokenizerSteps {
   std::vector<PreTokenizer> steps;
 };
+// Throws attnkit::Error when a step before the last holds a ByteLevel step.
 SequencePreTokenizer make_sequence(std::vector<PreTokenizer> steps);
+// Whether `pre_tokenizer` is ByteLevel or holds one, and whether its last step is ByteLevel.
+bool contains_byte_level(const PreTokenizer& pre_tokenizer);
+bool ends_in_byte_level(const PreTokenizer& pre_tokenizer);
 
 // Character ranges [begin, end) of GPT-2's pre-tokens; they cover `chars` exactly.
 std::vector<std::pair<size_t, size_t>> split_gpt2(std::u32string_view chars);
