@@ -190,19 +190,11 @@ void split_by_behavior(const AlignedText& text, std::vector<Span> spans, SplitBe
     case SplitBehavior::kIsolated:
       for (const Span& span : spans) kept.emplace_back(span.begin, span.end);
       break;
-    case SplitBehavior::kContiguous:
+    case SplitBehavior::kContiguous:          // runs of matches, and runs of the rest, join
+    case SplitBehavior::kMergedWithPrevious:  // a match joins the stretch before it
       for (const Span& span : spans) {
-        if (span.match == previous_match && !kept.empty()) {
-          kept.back().second = span.end;
-        } else {
-          kept.emplace_back(span.begin, span.end);
-        }
-        previous_match = span.match;
-      }
-      break;
-    case SplitBehavior::kMergedWithPrevious:
-      for (const Span& span : spans) {
-        if (span.match && !previous_match && !kept.empty()) {
+        const bool join = behavior == SplitBehavior::kContiguous ? span.match == previous_match : span.match && !previous_match;
+        if (join && !kept.empty()) {
           kept.back().second = span.end;
         } else {
           kept.emplace_back(span.begin, span.end);

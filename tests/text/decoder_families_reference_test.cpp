@@ -19,47 +19,22 @@ namespace {
 
 using testing::fs::path;
 
-// Runs hf_decoder_families_reference.py once per test process and caches its JSON.
-const nlohmann::json* families_reference() {
-  static nlohmann::json cached;
-  static bool done = false;
-  if (done) return cached.is_null() ? nullptr : &cached;
-  done = true;
-  cached = testing::run_peer_script("hf_decoder_families_reference.py");
-  return cached.is_null() ? nullptr : &cached;
-}
-
-#define REQUIRE_FAMILIES_PEER()                                                                  \
-  const nlohmann::json* ref = families_reference();                                              \
-  if (ref == nullptr) GTEST_SKIP() << "the Python peer venv is missing (run scripts/setup.sh)"
-
 Tokenizer load_family(const nlohmann::json& config) {
   return read_tokenizer_json((path(config.at("dir").get<std::string>()) / "tokenizer.json").string());
 }
 
-std::vector<std::pair<uint32_t, uint32_t>> family_offsets(const nlohmann::json& list) {
-  std::vector<std::pair<uint32_t, uint32_t>> out;
-  for (const auto& pair : list) out.emplace_back(pair.at(0).get<uint32_t>(), pair.at(1).get<uint32_t>());
-  return out;
-}
-
-// Every case of `config`: ids, ids without specials, offsets, decode with and without specials.
+// Every case of `config`: ids, offsets, decode (reference_support.h), and ids without specials, decode
+// with them.
 void expect_family_matches(const Tokenizer& tokenizer, const nlohmann::json& config) {
-  const std::string name = config.at("name").get<std::string>();
-  for (const auto& item : config.at("cases")) {
-    const std::string text = item.at("text").get<std::string>();
-    const std::string what = name + ": '" + text + "'";
-    const Encoding encoding = tokenizer.encode(text);
-    EXPECT_EQ(encoding.ids, item.at("ids").get<std::vector<uint32_t>>()) << what;
+  testing::expect_peer_cases(tokenizer, config, [&](const nlohmann::json& item, const std::string& text, const Encoding& encoding,
+                                                    const std::string& what) {
     EXPECT_EQ(tokenizer.encode(text, false).ids, item.at("ids_plain").get<std::vector<uint32_t>>()) << what;
-    EXPECT_EQ(encoding.offsets, family_offsets(item.at("offsets"))) << what;
-    EXPECT_EQ(tokenizer.decode(encoding.ids), item.at("decoded").get<std::string>()) << what;
     EXPECT_EQ(tokenizer.decode(encoding.ids, false), item.at("decoded_all").get<std::string>()) << what;
-  }
+  });
 }
 
 TEST(DecoderFamiliesReference, EveryFamilyMatchesHuggingFaceOnHeldOutText) {
-  REQUIRE_FAMILIES_PEER();
+  ATTNKIT_REQUIRE_PEER_REFERENCE(ref, "hf_decoder_families_reference.py");
   std::vector<std::string> names;
   for (const auto& config : ref->at("configs")) names.push_back(config.at("name").get<std::string>());
   names.resize(std::min<size_t>(names.size(), 7));
@@ -115,7 +90,7 @@ std::string utf8_lossy(const std::string& bytes) {
 }
 
 TEST(DecoderFamiliesReference, RandomIdsDecodeAsHuggingFaceDecodesThem) {
-  REQUIRE_FAMILIES_PEER();
+  ATTNKIT_REQUIRE_PEER_REFERENCE(ref, "hf_decoder_families_reference.py");
   for (const auto& config : ref->at("configs")) {
     const Tokenizer tokenizer = load_family(config);
     // Byte-level decoders give the raw bytes (decode(encode(x)) == x for any bytes); HF gives them
@@ -133,7 +108,7 @@ TEST(DecoderFamiliesReference, RandomIdsDecodeAsHuggingFaceDecodesThem) {
 }
 
 TEST(DecoderFamiliesReference, ModelsAreTheKindTheFamilyNeeds) {
-  REQUIRE_FAMILIES_PEER();
+  ATTNKIT_REQUIRE_PEER_REFERENCE(ref, "hf_decoder_families_reference.py");
   for (const auto& config : ref->at("configs")) {
     const std::string name = config.at("name").get<std::string>();
     const Tokenizer tokenizer = load_family(config);
@@ -155,7 +130,7 @@ TEST(DecoderFamiliesReference, ModelsAreTheKindTheFamilyNeeds) {
 }
 
 TEST(DecoderFamiliesReference, SaveLoadKeepsFileAndIds) {
-  REQUIRE_FAMILIES_PEER();
+  ATTNKIT_REQUIRE_PEER_REFERENCE(ref, "hf_decoder_families_reference.py");
   for (const auto& config : ref->at("configs")) {
     SCOPED_TRACE(config.at("name").get<std::string>());
     const Tokenizer first = load_family(config);
@@ -174,7 +149,7 @@ TEST(DecoderFamiliesReference, SaveLoadKeepsFileAndIds) {
 }
 
 TEST(DecoderFamiliesReference, BatchEncodingMatchesOneByOne) {
-  REQUIRE_FAMILIES_PEER();
+  ATTNKIT_REQUIRE_PEER_REFERENCE(ref, "hf_decoder_families_reference.py");
   for (const auto& config : ref->at("configs")) {
     const Tokenizer tokenizer = load_family(config);
     std::vector<EncodeInput> inputs;

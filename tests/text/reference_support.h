@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "attnkit/text/encoding.h"
+#include "attnkit/text/tokenizer.h"
 
 namespace attnkit::text::testing {
 
@@ -156,6 +158,43 @@ inline nlohmann::json run_peer_script(const std::string& script) {
   return nlohmann::json::parse(read_all(out));
 }
 
+// run_peer_script(SCRIPT) once per test process (the first test to ask runs it in its own scratch
+// folder, so ctest -j is safe), kept; nullptr when the venv is missing or the script failed.
+inline const nlohmann::json* peer_reference(const std::string& script) {
+  static std::map<std::string, nlohmann::json> cache;
+  auto it = cache.find(script);
+  if (it == cache.end()) it = cache.emplace(script, run_peer_script(script)).first;
+  return it->second.is_null() ? nullptr : &it->second;
+}
+
+// Declares `ref`, the JSON of SCRIPT, or skips the test when the peer venv is missing.
+#define ATTNKIT_REQUIRE_PEER_REFERENCE(ref, script)                                              \
+  const nlohmann::json* ref = ::attnkit::text::testing::peer_reference(script);                  \
+  if (ref == nullptr) GTEST_SKIP() << "the Python peer venv is missing (run scripts/setup.sh)"
+
+// [[begin, end], ...] as offsets.
+inline std::vector<std::pair<uint32_t, uint32_t>> offsets_from_json(const nlohmann::json& list) {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  for (const auto& pair : list) out.emplace_back(pair.at(0).get<uint32_t>(), pair.at(1).get<uint32_t>());
+  return out;
+}
+
+// Every case of a peer script's config ({"name", "cases": [{"text", "ids", "offsets", "decoded"}]}):
+// ids, offsets and decode equal the peer's; more(item, text, encoding, what) checks the rest.
+template <typename More>
+void expect_peer_cases(const Tokenizer& tokenizer, const nlohmann::json& config, More&& more) {
+  const std::string name = config.at("name").get<std::string>();
+  for (const auto& item : config.at("cases")) {
+    const std::string text = item.at("text").get<std::string>();
+    const std::string what = name + ": '" + text + "'";
+    const Encoding encoding = tokenizer.encode(text);
+    EXPECT_EQ(encoding.ids, item.at("ids").get<std::vector<uint32_t>>()) << what;
+    EXPECT_EQ(encoding.offsets, offsets_from_json(item.at("offsets"))) << what;
+    EXPECT_EQ(tokenizer.decode(encoding.ids), item.at("decoded").get<std::string>()) << what;
+    more(item, text, encoding, what);
+  }
+}
+
 // Compares one encoding with the reference's JSON; `what` names the input in failures.
 inline void expect_same_encoding(const Encoding& ours, const nlohmann::json& reference, const std::string& what,
                                  bool compare_offsets = true) {
@@ -167,9 +206,7 @@ inline void expect_same_encoding(const Encoding& ours, const nlohmann::json& ref
   std::vector<uint8_t> special(reference.at("special_tokens_mask").get<std::vector<uint8_t>>());
   EXPECT_EQ(ours.special_tokens_mask, special) << what;
   if (compare_offsets) {
-    std::vector<std::pair<uint32_t, uint32_t>> offsets;
-    for (const auto& pair : reference.at("offsets")) offsets.emplace_back(pair.at(0).get<uint32_t>(), pair.at(1).get<uint32_t>());
-    EXPECT_EQ(ours.offsets, offsets) << what;
+    EXPECT_EQ(ours.offsets, offsets_from_json(reference.at("offsets"))) << what;
   }
 }
 
