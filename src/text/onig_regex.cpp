@@ -54,11 +54,20 @@ std::vector<std::pair<size_t, size_t>> OnigRegex::find_all(std::string_view utf8
   if (unicode::find_invalid_utf8(utf8) != std::string_view::npos)
     throw Error(fmt::format("{}: regex '{}' was given text that is not valid UTF-8", what_, pattern_));
   auto* regex = static_cast<regex_t*>(regex_);
-  std::unique_ptr<OnigRegion, void (*)(OnigRegion*)> region(onig_region_new(), [](OnigRegion* r) { onig_region_free(r, 1); });
-  std::unique_ptr<OnigMatchParam, void (*)(OnigMatchParam*)> param(onig_new_match_param(), onig_free_match_param);
+  // One region and match parameter per thread, reused by every search (no allocation per call).
+  thread_local std::unique_ptr<OnigRegion, void (*)(OnigRegion*)> region(onig_region_new(),
+                                                                         [](OnigRegion* r) { onig_region_free(r, 1); });
+  thread_local std::unique_ptr<OnigMatchParam, void (*)(OnigMatchParam*)> param(
+      [] {
+        OnigMatchParam* p = onig_new_match_param();
+        if (p != nullptr) {
+          onig_initialize_match_param(p);
+          onig_set_retry_limit_in_search_of_match_param(p, kRetryLimitInSearch);
+        }
+        return p;
+      }(),
+      onig_free_match_param);
   if (!region || !param) throw Error(fmt::format("{}: out of memory for a regex search", what_));
-  onig_initialize_match_param(param.get());
-  onig_set_retry_limit_in_search_of_match_param(param.get(), kRetryLimitInSearch);
   const auto* text = reinterpret_cast<const OnigUChar*>(utf8.data());
   const auto* end = text + utf8.size();
   size_t from = 0;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 
 #include "attnkit/error.h"
 #include "attnkit/text/unicode.h"
@@ -133,49 +134,49 @@ struct Span {
   bool match;
 };
 
-// The matches of `split` in `text` and the stretches between them, covering the text in order (as
-// HF's Pattern::find_matches), in characters.
-std::vector<Span> split_matches(const SplitPreTokenizer& split, const AlignedText& text) {
+// The matches of `split` in characters [begin, end) of `text` and the stretches between them,
+// covering the range in order (as HF's Pattern::find_matches), in characters of `text`.
+std::vector<Span> split_matches(const SplitPreTokenizer& split, const AlignedText& text, size_t begin, size_t end) {
   std::string utf8;
-  std::vector<size_t> offsets;  // offsets[i]: byte offset of character i; offsets[size]: the end
-  offsets.reserve(text.size() + 1);
-  for (char32_t c : text.chars) {
+  std::vector<size_t> offsets;  // offsets[i]: byte offset of character begin + i; then the end
+  offsets.reserve(end - begin + 1);
+  for (size_t i = begin; i < end; ++i) {
     offsets.push_back(utf8.size());
+    const char32_t c = text.chars[i];
     unicode::append_utf8(utf8, c > 0x10FFFF ? unicode::kReplacementCharacter : c);  // a raw byte: U+FFFD
   }
   offsets.push_back(utf8.size());
   auto char_at = [&](size_t byte) {
-    return static_cast<size_t>(std::lower_bound(offsets.begin(), offsets.end(), byte) - offsets.begin());
+    return begin + static_cast<size_t>(std::lower_bound(offsets.begin(), offsets.end(), byte) - offsets.begin());
   };
   std::vector<Span> spans;
-  size_t previous = 0;
+  size_t previous = begin;
   for (const auto& [byte_begin, byte_end] : split.compiled->find_all(utf8)) {
-    const size_t begin = char_at(byte_begin);
-    const size_t end = char_at(byte_end);
-    if (previous != begin) spans.push_back({previous, begin, false});
-    spans.push_back({begin, end, true});
-    previous = end;
+    const size_t match_begin = char_at(byte_begin);
+    const size_t match_end = char_at(byte_end);
+    if (previous != match_begin) spans.push_back({previous, match_begin, false});
+    spans.push_back({match_begin, match_end, true});
+    previous = match_end;
   }
-  if (previous != text.size()) spans.push_back({previous, text.size(), false});
+  if (previous != end) spans.push_back({previous, end, false});
   return spans;
 }
 
-std::vector<Span> digit_matches(const AlignedText& text) {
+std::vector<Span> digit_matches(const AlignedText& text, size_t begin, size_t end) {
   std::vector<Span> spans;
-  size_t previous = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
+  size_t previous = begin;
+  for (size_t i = begin; i < end; ++i) {
     if (!unicode::is_number(text.chars[i])) continue;
     if (previous < i) spans.push_back({previous, i, false});
     spans.push_back({i, i + 1, true});
     previous = i + 1;
   }
-  if (previous < text.size()) spans.push_back({previous, text.size(), false});
+  if (previous < end) spans.push_back({previous, end, false});
   return spans;
 }
 
-// HF's NormalizedString::split: which stretches become pieces under `behavior`.
-void split_by_behavior(const AlignedText& text, std::vector<Span> spans, SplitBehavior behavior, bool invert,
-                       std::vector<AlignedText>& pieces) {
+// HF's NormalizedString::split: the stretches that become pieces under `behavior`.
+std::vector<std::pair<size_t, size_t>> kept_by_behavior(std::vector<Span> spans, SplitBehavior behavior, bool invert) {
   if (invert) {
     for (Span& span : spans) span.match = !span.match;
   }
@@ -214,15 +215,13 @@ void split_by_behavior(const AlignedText& text, std::vector<Span> spans, SplitBe
       std::reverse(kept.begin(), kept.end());
       break;
   }
-  for (const auto& [begin, end] : kept) {
-    if (end > begin) pieces.push_back(text.slice(begin, end));
-  }
+  return kept;
 }
 
-std::vector<std::pair<size_t, size_t>> split_bert_ranges(const AlignedText& text) {
+std::vector<std::pair<size_t, size_t>> split_bert_ranges(const AlignedText& text, size_t begin, size_t end) {
   std::vector<std::pair<size_t, size_t>> ranges;
-  size_t start = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
+  size_t start = begin;
+  for (size_t i = begin; i < end; ++i) {
     const char32_t c = text.chars[i];
     if (unicode::is_whitespace(c)) {
       if (i > start) ranges.emplace_back(start, i);
@@ -233,48 +232,67 @@ std::vector<std::pair<size_t, size_t>> split_bert_ranges(const AlignedText& text
       start = i + 1;
     }
   }
-  if (text.size() > start) ranges.emplace_back(start, text.size());
+  if (end > start) ranges.emplace_back(start, end);
   return ranges;
 }
 
-// The text a ByteLevel step splits: with ' ' prepended when add_prefix_space asks for it.
-AlignedText byte_level_source(const ByteLevelPreTokenizer& byte_level, const AlignedText& text) {
-  if (!byte_level.add_prefix_space || text.empty() || text.chars[0] == U' ') return text;
-  AlignedText prefixed;
-  prefixed.push_back(U' ', text.origin[0]);
-  prefixed.chars += text.chars;
-  prefixed.origin.insert(prefixed.origin.end(), text.origin.begin(), text.origin.end());
-  return prefixed;
-}
+// A piece: characters [begin, end) of a text that is either the input or one a step made
+// (Metaspace's replacement, ByteLevel's prefix space), kept in a deque so pieces can point into it.
+struct Piece {
+  const AlignedText* text;
+  size_t begin;
+  size_t end;
+};
+using PieceTexts = std::deque<AlignedText>;
 
 // One step on one piece; `first`: the piece starts its input (Metaspace's "first" scheme).
-void split_piece(const PreTokenizer& step, const AlignedText& piece, bool first, std::vector<AlignedText>& out) {
+void split_piece(const PreTokenizer& step, Piece piece, bool first, PieceTexts& texts, std::vector<Piece>& out) {
+  auto keep = [&](const AlignedText* text, const std::vector<std::pair<size_t, size_t>>& ranges) {
+    for (const auto& [begin, end] : ranges) {
+      if (end > begin) out.push_back({text, begin, end});
+    }
+  };
+  const AlignedText& text = *piece.text;
   if (std::holds_alternative<BertPreTokenizer>(step)) {
-    for (const auto& [begin, end] : split_bert_ranges(piece)) out.push_back(piece.slice(begin, end));
+    keep(&text, split_bert_ranges(text, piece.begin, piece.end));
   } else if (const auto* byte_level = std::get_if<ByteLevelPreTokenizer>(&step)) {
-    const AlignedText source = byte_level_source(*byte_level, piece);
+    Piece source = piece;
+    if (byte_level->add_prefix_space && piece.end > piece.begin && text.chars[piece.begin] != U' ') {
+      AlignedText& prefixed = texts.emplace_back();  // ' ' before the piece, aligned with its first character
+      prefixed.push_back(U' ', text.origin[piece.begin]);
+      prefixed.chars.append(text.chars, piece.begin, piece.end - piece.begin);
+      prefixed.origin.insert(prefixed.origin.end(), text.origin.begin() + static_cast<std::ptrdiff_t>(piece.begin),
+                             text.origin.begin() + static_cast<std::ptrdiff_t>(piece.end));
+      source = {&prefixed, 0, prefixed.size()};
+    }
     if (!byte_level->use_regex) {
-      if (!source.empty()) out.push_back(source);
+      if (source.end > source.begin) out.push_back(source);
     } else {
-      for (const auto& [begin, end] : split_gpt2(source.chars)) out.push_back(source.slice(begin, end));
+      const std::u32string_view chars = std::u32string_view(source.text->chars).substr(source.begin, source.end - source.begin);
+      for (const auto& [begin, end] : split_gpt2(chars)) out.push_back({source.text, source.begin + begin, source.begin + end});
     }
   } else if (const auto* metaspace = std::get_if<MetaspacePreTokenizer>(&step)) {
-    split_metaspace(*metaspace, piece, first, out);
+    std::vector<AlignedText> parts;
+    split_metaspace(*metaspace, text.slice(piece.begin, piece.end), first, parts);
+    for (AlignedText& part : parts) {
+      const AlignedText& stored = texts.emplace_back(std::move(part));
+      if (!stored.empty()) out.push_back({&stored, 0, stored.size()});
+    }
   } else if (const auto* split = std::get_if<SplitPreTokenizer>(&step)) {
-    split_by_behavior(piece, split_matches(*split, piece), split->behavior, split->invert, out);
+    keep(&text, kept_by_behavior(split_matches(*split, text, piece.begin, piece.end), split->behavior, split->invert));
   } else if (const auto* digits = std::get_if<DigitsPreTokenizer>(&step)) {
-    split_by_behavior(piece, digit_matches(piece), digits->individual_digits ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
-                      false, out);
+    keep(&text, kept_by_behavior(digit_matches(text, piece.begin, piece.end),
+                                 digits->individual_digits ? SplitBehavior::kIsolated : SplitBehavior::kContiguous, false));
   } else if (const auto* sequence = std::get_if<SequencePreTokenizer>(&step)) {
-    std::vector<AlignedText> pieces{piece};
-    std::vector<AlignedText> next;
+    std::vector<Piece> pieces{piece};
+    std::vector<Piece> next;
     for (const PreTokenizer& inner : sequence->steps->steps) {
       next.clear();
-      for (size_t k = 0; k < pieces.size(); ++k) split_piece(inner, pieces[k], first && k == 0, next);
+      for (size_t k = 0; k < pieces.size(); ++k) split_piece(inner, pieces[k], first && k == 0, texts, next);
       pieces.swap(next);
     }
-    for (auto& p : pieces) out.push_back(std::move(p));
-  } else if (!piece.empty()) {  // NoPreTokenizer
+    out.insert(out.end(), pieces.begin(), pieces.end());
+  } else if (piece.end > piece.begin) {  // NoPreTokenizer
     out.push_back(piece);
   }
 }
@@ -337,31 +355,12 @@ SequencePreTokenizer make_sequence(std::vector<PreTokenizer> steps) {
 }
 
 std::vector<Word> pre_tokenize(const PreTokenizer& pre_tokenizer, const AlignedText& text, bool first) {
+  PieceTexts texts;
+  std::vector<Piece> pieces;
+  split_piece(pre_tokenizer, {&text, 0, text.size()}, first, texts, pieces);
   std::vector<Word> words;
-  if (std::holds_alternative<BertPreTokenizer>(pre_tokenizer)) {
-    for (const auto& [begin, end] : split_bert_ranges(text)) words.push_back(Word::from(text, begin, end));
-    return words;
-  }
-  if (const auto* byte_level = std::get_if<ByteLevelPreTokenizer>(&pre_tokenizer)) {
-    AlignedText prefixed;
-    const AlignedText* source = &text;  // no copy unless a space is prepended
-    if (byte_level->add_prefix_space && !text.empty() && text.chars[0] != U' ') {
-      prefixed = byte_level_source(*byte_level, text);
-      source = &prefixed;
-    }
-    if (!byte_level->use_regex) {
-      if (!source->empty()) words.push_back(Word::from(*source, 0, source->size()));
-      return words;
-    }
-    for (auto [begin, end] : split_gpt2(source->chars)) words.push_back(Word::from(*source, begin, end));
-    return words;
-  }
-  std::vector<AlignedText> pieces;
-  split_piece(pre_tokenizer, text, first, pieces);
   words.reserve(pieces.size());
-  for (const AlignedText& piece : pieces) {
-    if (!piece.empty()) words.push_back(Word::from(piece, 0, piece.size()));
-  }
+  for (const Piece& piece : pieces) words.push_back(Word::from(*piece.text, piece.begin, piece.end));
   return words;
 }
 
