@@ -78,6 +78,12 @@ const json& required(const json& node, const char* key, const std::string& part)
   return *it;
 }
 
+std::string required_string(const json& node, const char* key, const std::string& part) {
+  const json& value = required(node, key, part);
+  if (!value.is_string()) fail(fmt::format("{}: \"{}\" is not a string", part, key));
+  return value.get<std::string>();
+}
+
 // Whether a pre_tokenizer node is ByteLevel or a Sequence whose last step is (the model is then
 // byte-level BPE).
 bool json_ends_in_byte_level(const json& node) {
@@ -328,13 +334,9 @@ void read_normalizer_steps(const json& node, std::vector<NormalizerStep>& steps,
     steps.emplace_back(NmtNormalizer{});
   } else if (type == "Replace") {
     auto [pattern, regex] = read_pattern(node, "Replace normalizer");
-    const json& content = required(node, "content", "Replace normalizer");
-    if (!content.is_string()) fail("Replace normalizer: \"content\" is not a string");
-    steps.emplace_back(make_replace(std::move(pattern), regex, content.get<std::string>()));
+    steps.emplace_back(make_replace(std::move(pattern), regex, required_string(node, "content", "Replace normalizer")));
   } else if (type == "Prepend") {
-    const json& prepend = required(node, "prepend", "Prepend normalizer");
-    if (!prepend.is_string()) fail("Prepend normalizer: \"prepend\" is not a string");
-    steps.emplace_back(PrependNormalizer{prepend.get<std::string>()});
+    steps.emplace_back(PrependNormalizer{required_string(node, "prepend", "Prepend normalizer")});
   } else if (type == "Precompiled") {
     const json& charsmap = node.at("precompiled_charsmap");
     if (!charsmap.is_string()) fail("Precompiled normalizer: precompiled_charsmap is not a base64 string");
@@ -652,9 +654,7 @@ Decoder read_decoder(const json& node, const Model& model) {
   }
   if (type == "Replace") {
     auto [pattern, regex] = read_pattern(node, "Replace decoder");
-    const json& content = required(node, "content", "Replace decoder");
-    if (!content.is_string()) fail("Replace decoder: \"content\" is not a string");
-    return make_replace_decoder(std::move(pattern), regex, content.get<std::string>());
+    return make_replace_decoder(std::move(pattern), regex, required_string(node, "content", "Replace decoder"));
   }
   if (type == "ByteFallback") return ByteFallbackDecoder{};
   if (type == "Fuse") return FuseDecoder{};
