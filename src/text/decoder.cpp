@@ -58,10 +58,6 @@ std::string decode_byte_level(const std::vector<std::string>& tokens) {
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 std::vector<std::string> chain_metaspace(const MetaspaceDecoder& decoder, std::vector<std::string> tokens) {
   std::string replacement;
   unicode::append_utf8(replacement, decoder.replacement);
