@@ -2,13 +2,17 @@
 // 0.15.2) cannot check: the unknown-token and byte-fallback rules on hand-made vocabularies (the
 // expected ids and offsets are what tokenizers 0.15.2 gives for the same model), ignore_merges
 // and Metaspace's split flag (options of tokenizers >= 0.19), and the decoders one by one.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "attnkit/text/bpe.h"
+#include "attnkit/text/byte_level.h"
+#include "attnkit/text/byte_level_bpe.h"
 #include "attnkit/text/decoder.h"
 #include "attnkit/text/pre_tokenizer.h"
+#include "attnkit/text/tokenizer.h"
 #include "attnkit/text/tokenizer_json.h"
 #include "attnkit/text/unicode.h"
 
@@ -110,6 +114,41 @@ TEST(SentencePieceBpe, DecodersOneByOne) {
   const Decoder sequence = make_decoder_sequence({make_replace_decoder("\u2581", false, " "), ByteFallbackDecoder{}, FuseDecoder{},
                                                   StripDecoder{U' ', 1, 0}});
   EXPECT_EQ(decode_tokens(sequence, Tokens{"\u2581Hi", "<0x21>", "\u2581\u2581x"}), "Hi!  x");
+}
+
+// The parts put together in C++ as docs/tokenizers.md shows (what a GGUF reader would do).
+TEST(SentencePieceBpe, PartsPutTogetherInCode) {
+  std::vector<std::pair<std::string, uint32_t>> entries;
+  for (uint32_t byte = 0; byte < 256; ++byte) entries.emplace_back(byte_level::bytes_to_token(std::string(1, char(byte))), byte);
+  entries.emplace_back("he", 256);
+  const std::vector<Merge> merges{{"h", "e"}};
+  const std::string llama3_regex = "(?i:'s|'t)|\\p{L}+|\\p{N}{1,3}|\\s+(?!\\S)|\\s+";
+  TokenizerParts parts;
+  parts.model = std::make_shared<ByteLevelBpe>(Vocabulary::from_pairs(entries), merges);
+  parts.pre_tokenizer = make_sequence({make_split(llama3_regex, /*regex=*/true, SplitBehavior::kIsolated, /*invert=*/false),
+                                       ByteLevelPreTokenizer{/*add_prefix_space=*/false, /*use_regex=*/false}});
+  parts.decoder = ByteLevelDecoder{};
+  const Tokenizer llama3(std::move(parts));
+  // "he" merged, "'s", " ", "123", "45" (digits in threes), each byte's token id being the byte.
+  EXPECT_EQ(llama3.encode("he's 12345").ids, (std::vector<uint32_t>{256, '\'', 's', ' ', '1', '2', '3', '4', '5'}));
+  EXPECT_EQ(llama3.decode(llama3.encode("he's 12345").ids), "he's 12345");
+
+  std::vector<std::pair<std::string, uint32_t>> pieces{{"<unk>", 0}};
+  for (uint32_t byte = 0; byte < 256; ++byte) pieces.emplace_back(fmt::format("<0x{:02X}>", byte), 1 + byte);
+  for (const char* piece : {"\u2581", "h", "e", "he", "\u2581he"}) pieces.emplace_back(piece, static_cast<uint32_t>(pieces.size()));
+  TokenizerParts sp;
+  BpeOptions options;
+  options.unk_token = "<unk>";
+  options.fuse_unk = options.byte_fallback = true;
+  sp.model = std::make_shared<Bpe>(Vocabulary::from_pairs(pieces), std::vector<Merge>{{"h", "e"}, {"\u2581", "he"}}, options);
+  sp.normalizer = Normalizer({PrependNormalizer{"\u2581"}, make_replace(" ", false, "\u2581")}, /*is_sequence=*/true);
+  sp.pre_tokenizer = NoPreTokenizer{};
+  sp.decoder = make_decoder_sequence({make_replace_decoder("\u2581", false, " "), ByteFallbackDecoder{}, FuseDecoder{},
+                                      StripDecoder{U' ', 1, 0}});
+  const Tokenizer llama2(std::move(sp));
+  // "▁he▁x": "▁he", "▁", and x (no piece) as its byte <0x78>.
+  EXPECT_EQ(llama2.encode("he x").ids, (std::vector<uint32_t>{261, 257, 1 + 0x78}));
+  EXPECT_EQ(llama2.decode(llama2.encode("he x").ids), "he x");
 }
 
 }  // namespace
