@@ -7,47 +7,32 @@ trains stand-ins in the Llama 3, Qwen2, SmolLM2, Llama 2, Mistral and Gemma toke
 and `attnkit tokenize --decode` the same text."""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runner  # noqa: E402
+import tokenizer_peer  # noqa: E402
 
 BUILD_DIR = "build"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAMILIES = ["llama3", "qwen2", "smollm2", "llama2", "mistral", "gemma"]
 # Line breaks of any kind would split a text into several input lines.
 BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-
-
-def peer_python():
-    p = subprocess.run([os.path.join(ROOT, "scripts", "peer_python.sh")], capture_output=True, text=True)
-    return p.stdout.strip() if p.returncode == 0 else None
 
 
 class DecoderFamiliesCli(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        python = peer_python()
-        if python is None:
-            raise unittest.SkipTest("the Python peer venv is missing (run scripts/setup.sh)")
-        p = subprocess.run([python, os.path.join(ROOT, "tests", "text", "hf_decoder_families_reference.py"),
-                            os.path.join(ROOT, "tests", "text", "fixtures", "varied_texts.json"), cls.tmp.name],
-                           capture_output=True, text=True, timeout=600)
-        if p.returncode != 0:
-            raise RuntimeError("hf_decoder_families_reference.py failed: " + p.stderr)
-        cls.reference = {c["name"]: c for c in json.loads(p.stdout)["configs"]}
+        cls.reference = tokenizer_peer.reference_configs("hf_decoder_families_reference.py", cls.tmp.name)
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
     def attnkit(self, directory, stdin, *extra):
-        p = subprocess.run([os.path.join(BUILD_DIR, "attnkit"), "tokenize", "--tokenizer", directory, *extra],
-                           input=stdin, capture_output=True, text=True, timeout=300)
+        p = tokenizer_peer.tokenize(BUILD_DIR, directory, stdin, *extra)
         self.assertEqual(p.returncode, 0, p.stderr)
         return p.stdout.split("\n")
 
@@ -78,8 +63,7 @@ class DecoderFamiliesCli(unittest.TestCase):
         file["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {"Regex": "\\s+(?!\\S"}
         with open(os.path.join(d, "tokenizer.json"), "w") as f:
             json.dump(file, f)
-        p = subprocess.run([os.path.join(BUILD_DIR, "attnkit"), "tokenize", "--tokenizer", d], input="x\n",
-                           capture_output=True, text=True, timeout=60)
+        p = tokenizer_peer.tokenize(BUILD_DIR, d, "x\n", timeout=60)
         self.assertNotEqual(p.returncode, 0)
         self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
         self.assertIn("Split pre_tokenizer: regex", p.stderr)
