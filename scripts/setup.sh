@@ -8,7 +8,7 @@ PACKAGES=(
   libtorch-dev python3-torch libopenblas-dev
   libgloo-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libtomlplusplus-dev
-  libutf8proc-dev libre2-dev zlib1g-dev  # zlib: the gzip IDX files of Fashion-MNIST
+  libutf8proc-dev libre2-dev libonig-dev zlib1g-dev  # zlib: the gzip IDX files of Fashion-MNIST
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox chromium
   clang libclang-rt-14-dev  # make fuzz (libFuzzer), make test-asan

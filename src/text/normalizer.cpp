@@ -106,9 +106,13 @@ AlignedText normalize_unicode(const UnicodeNormalizer& step, const AlignedText& 
   // that starts at a starter (combining class 0).
   std::vector<std::pair<char32_t, uint32_t>> segment;
   std::vector<utf8proc_int32_t> buffer;
+  std::vector<uint32_t> origins;
   auto flush = [&] {
     if (segment.empty()) return;
-    // Canonical ordering: stable sort of each run of non-starters by combining class.
+    // Canonical ordering: stable sort of each run of non-starters by combining class. The
+    // characters move, their origins stay in place (HF aligns reordered marks by position).
+    origins.clear();
+    for (const auto& item : segment) origins.push_back(item.second);
     for (size_t i = 0; i < segment.size();) {
       if (combining_class(segment[i].first) == 0) {
         ++i;
@@ -120,6 +124,7 @@ AlignedText normalize_unicode(const UnicodeNormalizer& step, const AlignedText& 
                        [](const auto& a, const auto& b) { return combining_class(a.first) < combining_class(b.first); });
       i = j;
     }
+    for (size_t k = 0; k < segment.size(); ++k) segment[k].second = origins[k];
     if (!compose || segment.size() == 1) {
       for (const auto& [c, from] : segment) out.push_back(c, from);
     } else {
@@ -328,6 +333,14 @@ AlignedText normalize(const NormalizerStep& step, const AlignedText& text) {
   if (const auto* unicode_form = std::get_if<UnicodeNormalizer>(&step)) return normalize_unicode(*unicode_form, text);
   if (const auto* replace = std::get_if<ReplaceNormalizer>(&step)) return normalize_replace(*replace, text);
   if (const auto* precompiled = std::get_if<PrecompiledNormalizer>(&step)) return normalize_precompiled(*precompiled->charsmap, text);
+  if (const auto* prepend = std::get_if<PrependNormalizer>(&step)) {
+    if (text.empty()) return text;
+    AlignedText out;  // the prepended characters align with the first one, as in HF
+    for (char32_t c : unicode::decode_utf8(prepend->prepend, unicode::InvalidUtf8::kReplace)) out.push_back(c, text.origin[0]);
+    out.chars += text.chars;
+    out.origin.insert(out.origin.end(), text.origin.begin(), text.origin.end());
+    return out;
+  }
   AlignedText out;
   out.chars.reserve(text.size());
   out.origin.reserve(text.size());

@@ -87,7 +87,7 @@ size_t PostProcessor::added_tokens(bool pair) const {
 }
 
 Encoding PostProcessor::process(Encoding first, const Encoding* second, bool add_special_tokens) const {
-  const bool trim = (kind == Kind::kByteLevel || kind == Kind::kRoberta) && trim_offsets;
+  const bool trim = (kind == Kind::kByteLevel || kind == Kind::kRoberta || (kind == Kind::kTemplate && byte_level_first)) && trim_offsets;
   if (trim) trim_byte_level_offsets(first, add_prefix_space);
   Encoding second_copy;
   if (second != nullptr) {

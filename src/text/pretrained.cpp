@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "attnkit/error.h"
+#include "attnkit/text/bpe.h"
 #include "attnkit/text/marian_tokenizer.h"
 #include "attnkit/text/sentencepiece_model.h"
 #include "attnkit/text/unigram.h"
@@ -157,7 +158,8 @@ void save_tokenizer(const Tokenizer& tokenizer, const std::string& directory) {
   if (const auto* bpe = dynamic_cast<const ByteLevelBpe*>(&model)) {
     write_vocab_json(bpe->vocabulary(), (dir / "vocab.json").string());
     write_merges_txt(bpe->merges(), (dir / "merges.txt").string());
-  } else if (dynamic_cast<const Unigram*>(&model) == nullptr) {  // WordPiece; Unigram has only tokenizer.json
+  } else if (dynamic_cast<const Unigram*>(&model) == nullptr && dynamic_cast<const Bpe*>(&model) == nullptr) {
+    // WordPiece; Unigram and SentencePiece-style BPE have only tokenizer.json
     write_vocab_txt(model.vocabulary(), (dir / "vocab.txt").string());
   }
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "attnkit/error.h"
+#include "attnkit/text/bpe.h"
 #include "attnkit/text/byte_level_bpe.h"
 #include "attnkit/text/unicode.h"
 #include "attnkit/text/unigram.h"
@@ -108,8 +109,12 @@ size_t resolve_threads(int threads, size_t work) {
 Tokenizer::Tokenizer(TokenizerParts parts) : parts_(std::move(parts)) {
   if (!parts_.model) throw Error("tokenizer: no model");
   byte_level_ = dynamic_cast<const ByteLevelBpe*>(parts_.model.get()) != nullptr;
-  if (byte_level_ && !std::holds_alternative<ByteLevelPreTokenizer>(parts_.pre_tokenizer)) {
-    throw Error("tokenizer: a byte-level BPE model needs the ByteLevel pre-tokenizer");
+  const bool sequence = std::holds_alternative<SequencePreTokenizer>(parts_.pre_tokenizer);
+  if (byte_level_ && !ends_in_byte_level(parts_.pre_tokenizer)) {
+    throw Error("tokenizer: a byte-level BPE model needs the ByteLevel pre-tokenizer (alone or last in a Sequence)");
+  }
+  if (!byte_level_ && sequence && contains_byte_level(parts_.pre_tokenizer)) {
+    throw Error("tokenizer: a pre-tokenizer Sequence with a ByteLevel step needs a byte-level BPE model");
   }
   for (const auto* pieces : {&parts_.post_processor.single, &parts_.post_processor.pair}) {
     for (const auto& piece : *pieces) {
@@ -295,6 +300,8 @@ SpecialTokenIds Tokenizer::special_ids() const {
     if (const auto id = wordpiece->vocabulary().find(wordpiece->options().unk_token)) out.unknown = *id;
   } else if (const auto* unigram = dynamic_cast<const Unigram*>(parts_.model.get())) {
     if (const auto id = unigram->unk_id()) out.unknown = *id;
+  } else if (const auto* bpe = dynamic_cast<const Bpe*>(parts_.model.get())) {
+    if (const auto id = bpe->unk_id()) out.unknown = *id;
   }
   if (parts_.padding) out.pad = parts_.padding->pad_id;
   return out;

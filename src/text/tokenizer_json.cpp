@@ -12,6 +12,7 @@
 
 #include "attnkit/error.h"
 #include "attnkit/file.h"
+#include "attnkit/text/bpe.h"
 #include "attnkit/text/byte_level_bpe.h"
 #include "attnkit/text/unigram.h"
 #include "attnkit/text/unicode.h"
@@ -50,6 +51,49 @@ T value_or(const json& node, const char* key, T fallback) {
   auto it = node.find(key);
   if (it == node.end() || it->is_null()) return fallback;
   return it->get<T>();
+}
+
+// A string member that may be absent or null.
+std::optional<std::string> optional_string(const json& node, const char* key, const std::string& part) {
+  auto it = node.find(key);
+  if (it == node.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) fail(fmt::format("{}: \"{}\" is not a string", part, key));
+  return it->get<std::string>();
+}
+
+// {"String": s} or {"Regex": r}: the pattern and whether it is a regex.
+std::pair<std::string, bool> read_pattern(const json& node, const std::string& part) {
+  auto it = node.find("pattern");
+  if (it == node.end()) fail(fmt::format("{}: \"pattern\" is missing", part));
+  const json& pattern = *it;
+  const bool regex = pattern.is_object() && pattern.contains("Regex");
+  if (!pattern.is_object() || !(regex || pattern.contains("String")) || !pattern.at(regex ? "Regex" : "String").is_string())
+    fail(fmt::format("{}: pattern is neither {{\"String\": s}} nor {{\"Regex\": r}}", part));
+  return {pattern.at(regex ? "Regex" : "String").get<std::string>(), regex};
+}
+
+const json& required(const json& node, const char* key, const std::string& part) {
+  auto it = node.find(key);
+  if (it == node.end()) fail(fmt::format("{}: \"{}\" is missing", part, key));
+  return *it;
+}
+
+std::string required_string(const json& node, const char* key, const std::string& part) {
+  const json& value = required(node, key, part);
+  if (!value.is_string()) fail(fmt::format("{}: \"{}\" is not a string", part, key));
+  return value.get<std::string>();
+}
+
+// Whether a pre_tokenizer node is ByteLevel or a Sequence whose last step is (the model is then
+// byte-level BPE).
+bool json_ends_in_byte_level(const json& node) {
+  if (!node.is_object()) return false;
+  auto type = node.find("type");
+  if (type == node.end() || !type->is_string()) return false;
+  if (*type == "ByteLevel") return true;
+  auto list = node.find("pretokenizers");
+  if (*type != "Sequence" || list == node.end() || !list->is_array() || list->empty()) return false;
+  return json_ends_in_byte_level(list->back());
 }
 
 // ---- base64 (Precompiled charsmaps) ----------------------------------------------------------
@@ -130,7 +174,7 @@ Vocabulary read_model_vocabulary(const json& model) {
   return Vocabulary::from_pairs(entries);
 }
 
-std::shared_ptr<const Model> read_model(const json& model) {
+std::shared_ptr<const Model> read_model(const json& model, bool byte_level) {
   if (!model.is_object()) fail("\"model\" is missing or not an object");
   std::string type = model.contains("type") ? model.at("type").get<std::string>() : (model.contains("merges") ? "BPE" : "WordPiece");
   if (type == "WordPiece") {
@@ -141,14 +185,14 @@ std::shared_ptr<const Model> read_model(const json& model) {
     return std::make_shared<WordPiece>(read_model_vocabulary(model), options);
   }
   if (type == "BPE") {
-    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix", "unk_token"}) {
-      if (!value_or<std::string>(model, key, "").empty()) fail(fmt::format("BPE model: \"{}\" is not supported (byte-level BPE only)", key));
-    }
     if (value_or<double>(model, "dropout", 0.0) != 0.0) fail("BPE model: dropout is not supported");
-    if (value_or<bool>(model, "byte_fallback", false)) fail("BPE model: byte_fallback is not supported");
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+      if (optional_string(model, key, "BPE model").value_or("").size() > 0) fail(fmt::format("BPE model: \"{}\" is not supported", key));
+    }
     Vocabulary vocabulary = read_model_vocabulary(model);
     std::vector<Merge> merges;
-    const json& list = model.at("merges");
+    const json& list = required(model, "merges", "BPE model");
+    if (!list.is_array()) fail("BPE model: \"merges\" is not an array");
     merges.reserve(list.size());
     for (size_t i = 0; i < list.size(); ++i) {
       const json& item = list[i];
@@ -160,7 +204,7 @@ std::shared_ptr<const Model> read_model(const json& model) {
           fail(fmt::format("model.merges[{}] '{}' is not two tokens separated by one space", i, text));
         }
         merge = {text.substr(0, space), text.substr(space + 1)};
-      } else if (item.is_array() && item.size() == 2) {
+      } else if (item.is_array() && item.size() == 2 && item[0].is_string() && item[1].is_string()) {
         merge = {item[0].get<std::string>(), item[1].get<std::string>()};
       } else {
         fail(fmt::format("model.merges[{}] is neither \"a b\" nor [\"a\", \"b\"]", i));
@@ -170,6 +214,18 @@ std::shared_ptr<const Model> read_model(const json& model) {
       }
       merges.push_back(std::move(merge));
     }
+    if (!byte_level) {
+      BpeOptions options;
+      options.unk_token = optional_string(model, "unk_token", "BPE model");
+      options.fuse_unk = value_or<bool>(model, "fuse_unk", false);
+      options.byte_fallback = value_or<bool>(model, "byte_fallback", false);
+      options.ignore_merges = value_or<bool>(model, "ignore_merges", false);
+      return std::make_shared<Bpe>(std::move(vocabulary), std::move(merges), std::move(options));
+    }
+    // Byte-level: every byte has a token, so there is no unknown token or byte fallback to use.
+    if (optional_string(model, "unk_token", "BPE model").value_or("").size() > 0)
+      fail("BPE model: \"unk_token\" is not supported with the ByteLevel pre_tokenizer");
+    if (value_or<bool>(model, "byte_fallback", false)) fail("BPE model: byte_fallback is not supported with the ByteLevel pre_tokenizer");
     ByteLevelBpeOptions options;
     options.ignore_merges = value_or<bool>(model, "ignore_merges", false);
     return std::make_shared<ByteLevelBpe>(std::move(vocabulary), std::move(merges), options);
@@ -213,6 +269,21 @@ ordered_json write_model(const Model& model) {
     for (const auto& piece : unigram->pieces()) vocab.push_back(ordered_json::array({piece.piece, piece.score}));
     out["vocab"] = std::move(vocab);
     out["byte_fallback"] = unigram->byte_fallback();
+    return out;
+  }
+  if (const auto* bpe = dynamic_cast<const Bpe*>(&model)) {  // as HF writes it
+    out["type"] = "BPE";
+    out["dropout"] = nullptr;
+    out["unk_token"] = bpe->options().unk_token ? ordered_json(*bpe->options().unk_token) : ordered_json(nullptr);
+    out["continuing_subword_prefix"] = nullptr;
+    out["end_of_word_suffix"] = nullptr;
+    out["fuse_unk"] = bpe->options().fuse_unk;
+    out["byte_fallback"] = bpe->options().byte_fallback;
+    if (bpe->options().ignore_merges) out["ignore_merges"] = true;
+    out["vocab"] = detail::vocabulary_to_json(bpe->vocabulary());
+    ordered_json merges = ordered_json::array();
+    for (const auto& merge : bpe->merges()) merges.push_back(ordered_json::array({merge.left, merge.right}));
+    out["merges"] = std::move(merges);
     return out;
   }
   const auto& bpe = dynamic_cast<const ByteLevelBpe&>(model);
@@ -262,17 +333,17 @@ void read_normalizer_steps(const json& node, std::vector<NormalizerStep>& steps,
   } else if (type == "Nmt") {
     steps.emplace_back(NmtNormalizer{});
   } else if (type == "Replace") {
-    const json& pattern = node.at("pattern");
-    const bool regex = pattern.is_object() && pattern.contains("Regex");
-    if (!pattern.is_object() || !(regex || pattern.contains("String"))) fail("Replace normalizer: pattern is neither {\"String\": s} nor {\"Regex\": r}");
-    steps.emplace_back(make_replace(pattern.at(regex ? "Regex" : "String").get<std::string>(), regex, node.at("content").get<std::string>()));
+    auto [pattern, regex] = read_pattern(node, "Replace normalizer");
+    steps.emplace_back(make_replace(std::move(pattern), regex, required_string(node, "content", "Replace normalizer")));
+  } else if (type == "Prepend") {
+    steps.emplace_back(PrependNormalizer{required_string(node, "prepend", "Prepend normalizer")});
   } else if (type == "Precompiled") {
     const json& charsmap = node.at("precompiled_charsmap");
     if (!charsmap.is_string()) fail("Precompiled normalizer: precompiled_charsmap is not a base64 string");
     steps.emplace_back(PrecompiledNormalizer{std::make_shared<PrecompiledCharsmap>(base64_decode(charsmap.get<std::string>(), "precompiled_charsmap"))});
   } else {
     fail(fmt::format("normalizer type \"{}\" is not supported (BertNormalizer, Sequence, NFC, NFD, NFKC, NFKD, Lowercase, "
-                     "StripAccents, Strip, Nmt, Replace, Precompiled or null)", type));
+                     "StripAccents, Strip, Nmt, Replace, Prepend, Precompiled or null)", type));
   }
 }
 
@@ -308,6 +379,9 @@ ordered_json write_normalizer_step(const NormalizerStep& step) {
     out["type"] = "Replace";
     out["pattern"] = {{replace->regex ? "Regex" : "String", replace->pattern}};
     out["content"] = replace->content;
+  } else if (const auto* prepend = std::get_if<PrependNormalizer>(&step)) {
+    out["type"] = "Prepend";
+    out["prepend"] = prepend->prepend;
   } else {
     out["type"] = "Precompiled";
     out["precompiled_charsmap"] = base64_encode(std::get<PrecompiledNormalizer>(step).charsmap->blob());
@@ -327,7 +401,7 @@ ordered_json write_normalizer(const std::optional<Normalizer>& normalizer) {
 }
 
 PreTokenizer read_pre_tokenizer(const json& node) {
-  if (node.is_null()) fail("pre_tokenizer is null; BertPreTokenizer, ByteLevel or Metaspace is needed");
+  if (node.is_null()) return NoPreTokenizer{};
   std::string type = type_of(node, "pre_tokenizer");
   if (type == "BertPreTokenizer") return BertPreTokenizer{};
   if (type == "ByteLevel") {
@@ -338,23 +412,42 @@ PreTokenizer read_pre_tokenizer(const json& node) {
     return pre_tokenizer;
   }
   if (type == "Sequence") {
-    const json& list = node.at("pretokenizers");
-    if (!list.is_array() || list.size() != 2 || type_of(list[0], "pre_tokenizer") != "WhitespaceSplit" ||
-        type_of(list[1], "pre_tokenizer") != "Metaspace") {
-      fail("pre_tokenizer Sequence: only [WhitespaceSplit, Metaspace] is supported");
+    const json& list = required(node, "pretokenizers", "pre_tokenizer Sequence");
+    if (!list.is_array()) fail("pre_tokenizer Sequence: \"pretokenizers\" is not an array");
+    if (list.size() == 2 && type_of(list[0], "pre_tokenizer") == "WhitespaceSplit" && type_of(list[1], "pre_tokenizer") == "Metaspace") {
+      PreTokenizer inner = read_pre_tokenizer(list[1]);  // older T5 files
+      std::get<MetaspacePreTokenizer>(inner).whitespace_split = true;
+      return inner;
     }
-    PreTokenizer inner = read_pre_tokenizer(list[1]);
-    std::get<MetaspacePreTokenizer>(inner).whitespace_split = true;
-    return inner;
+    std::vector<PreTokenizer> steps;
+    for (const json& item : list) {
+      if (type_of(item, "pre_tokenizer") == "WhitespaceSplit") fail("pre_tokenizer Sequence: WhitespaceSplit is supported only before Metaspace");
+      steps.push_back(read_pre_tokenizer(item));
+    }
+    return make_sequence(std::move(steps));
   }
   if (type == "Metaspace") {
     MetaspacePreTokenizer metaspace;
     metaspace.replacement = read_replacement_char(node, "Metaspace pre_tokenizer");
     metaspace.add_prefix_space = value_or<bool>(node, "add_prefix_space", true);
     metaspace.prepend_scheme = read_prepend_scheme(node, "Metaspace pre_tokenizer");
+    metaspace.split = value_or<bool>(node, "split", true);
     return metaspace;
   }
-  fail(fmt::format("pre_tokenizer type \"{}\" is not supported (BertPreTokenizer, ByteLevel, Metaspace or Sequence [WhitespaceSplit, Metaspace])", type));
+  if (type == "Split") {
+    auto [pattern, regex] = read_pattern(node, "Split pre_tokenizer");
+    const json& behavior_node = required(node, "behavior", "Split pre_tokenizer");
+    const std::string behavior_name = behavior_node.is_string() ? behavior_node.get<std::string>() : behavior_node.dump();
+    const auto behavior = split_behavior_from_string(behavior_name);
+    if (!behavior) {
+      fail(fmt::format("Split pre_tokenizer: behavior {} is not Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous",
+                       behavior_node.dump()));
+    }
+    return make_split(std::move(pattern), regex, *behavior, value_or<bool>(node, "invert", false));
+  }
+  if (type == "Digits") return DigitsPreTokenizer{value_or<bool>(node, "individual_digits", false)};
+  fail(fmt::format("pre_tokenizer type \"{}\" is not supported (BertPreTokenizer, ByteLevel, Metaspace, Split, Digits, "
+                   "Sequence or null)", type));
 }
 
 ordered_json write_pre_tokenizer(const PreTokenizer& pre_tokenizer) {
@@ -368,11 +461,32 @@ ordered_json write_pre_tokenizer(const PreTokenizer& pre_tokenizer) {
     out["replacement"] = utf8_of(metaspace->replacement);
     out["add_prefix_space"] = metaspace->add_prefix_space;
     out["prepend_scheme"] = metaspace->prepend_scheme;
+    if (!metaspace->split) out["split"] = false;
     if (!metaspace->whitespace_split) return out;
     ordered_json sequence;
     sequence["type"] = "Sequence";
     sequence["pretokenizers"] = ordered_json::array({ordered_json{{"type", "WhitespaceSplit"}}, std::move(out)});
     return sequence;
+  }
+  if (std::holds_alternative<NoPreTokenizer>(pre_tokenizer)) return nullptr;
+  if (const auto* split = std::get_if<SplitPreTokenizer>(&pre_tokenizer)) {
+    out["type"] = "Split";
+    out["pattern"] = {{split->regex ? "Regex" : "String", split->pattern}};
+    out["behavior"] = split_behavior_name(split->behavior);
+    out["invert"] = split->invert;
+    return out;
+  }
+  if (const auto* digits = std::get_if<DigitsPreTokenizer>(&pre_tokenizer)) {
+    out["type"] = "Digits";
+    out["individual_digits"] = digits->individual_digits;
+    return out;
+  }
+  if (const auto* sequence = std::get_if<SequencePreTokenizer>(&pre_tokenizer)) {
+    out["type"] = "Sequence";
+    ordered_json list = ordered_json::array();
+    for (const auto& step : sequence->steps->steps) list.push_back(write_pre_tokenizer(step));
+    out["pretokenizers"] = std::move(list);
+    return out;
   }
   const auto& byte_level = std::get<ByteLevelPreTokenizer>(pre_tokenizer);
   out["type"] = "ByteLevel";
@@ -427,6 +541,18 @@ PostProcessor read_post_processor(const json& node) {
                                   sep.at(0).get<std::string>(), unsigned_value<uint32_t>(sep.at(1), "post_processor.sep"),
                                   value_or<bool>(node, "trim_offsets", true), value_or<bool>(node, "add_prefix_space", true));
   }
+  if (type == "Sequence") {  // Llama 3's: ByteLevel (offsets), then the template
+    const json& list = required(node, "processors", "post_processor Sequence");
+    if (!list.is_array() || list.size() != 2 || type_of(list[0], "post_processor") != "ByteLevel" ||
+        type_of(list[1], "post_processor") != "TemplateProcessing") {
+      fail("post_processor Sequence: only [ByteLevel, TemplateProcessing] is supported");
+    }
+    PostProcessor processor = read_post_processor(list[1]);
+    processor.byte_level_first = true;
+    processor.trim_offsets = value_or<bool>(list[0], "trim_offsets", true);
+    processor.add_prefix_space = value_or<bool>(list[0], "add_prefix_space", true);
+    return processor;
+  }
   if (type == "TemplateProcessing") {
     PostProcessor processor;
     processor.kind = PostProcessor::Kind::kTemplate;
@@ -441,7 +567,7 @@ PostProcessor read_post_processor(const json& node) {
     return processor;
   }
   fail(fmt::format("post_processor type \"{}\" is not supported (BertProcessing, RobertaProcessing, TemplateProcessing, "
-                   "ByteLevel or null)", type));
+                   "ByteLevel, Sequence [ByteLevel, TemplateProcessing] or null)", type));
 }
 
 ordered_json write_template(const std::vector<TemplatePiece>& pieces) {
@@ -485,6 +611,18 @@ ordered_json write_post_processor(const PostProcessor& processor) {
       return out;
     }
     case PostProcessor::Kind::kTemplate: {
+      if (processor.byte_level_first) {
+        PostProcessor inner = processor;
+        inner.byte_level_first = false;
+        ordered_json byte_level;
+        byte_level["type"] = "ByteLevel";
+        byte_level["add_prefix_space"] = processor.add_prefix_space;
+        byte_level["trim_offsets"] = processor.trim_offsets;
+        byte_level["use_regex"] = true;
+        out["type"] = "Sequence";
+        out["processors"] = ordered_json::array({std::move(byte_level), write_post_processor(inner)});
+        return out;
+      }
       out["type"] = "TemplateProcessing";
       out["single"] = write_template(processor.single);
       out["pair"] = write_template(processor.pair);
@@ -504,6 +642,7 @@ Decoder read_decoder(const json& node, const Model& model) {
   if (node.is_null()) {
     if (dynamic_cast<const WordPiece*>(&model)) return WordPieceDecoder{};
     if (dynamic_cast<const Unigram*>(&model)) return MetaspaceDecoder{};
+    if (dynamic_cast<const Bpe*>(&model)) return FuseDecoder{};
     return ByteLevelDecoder{};
   }
   std::string type = type_of(node, "decoder");
@@ -513,7 +652,29 @@ Decoder read_decoder(const json& node, const Model& model) {
     return MetaspaceDecoder{read_replacement_char(node, "Metaspace decoder"), value_or<bool>(node, "add_prefix_space", true),
                             read_prepend_scheme(node, "Metaspace decoder")};
   }
-  fail(fmt::format("decoder type \"{}\" is not supported (WordPiece, ByteLevel or Metaspace)", type));
+  if (type == "Replace") {
+    auto [pattern, regex] = read_pattern(node, "Replace decoder");
+    return make_replace_decoder(std::move(pattern), regex, required_string(node, "content", "Replace decoder"));
+  }
+  if (type == "ByteFallback") return ByteFallbackDecoder{};
+  if (type == "Fuse") return FuseDecoder{};
+  if (type == "Strip") {
+    const json& content = required(node, "content", "Strip decoder");
+    const std::u32string chars =
+        content.is_string() ? unicode::decode_utf8(content.get<std::string>(), unicode::InvalidUtf8::kReplace) : std::u32string();
+    if (chars.size() != 1) fail(fmt::format("Strip decoder: content {} is not one character", content.dump()));
+    return StripDecoder{chars[0], unsigned_value<size_t>(required(node, "start", "Strip decoder"), "Strip decoder: start"),
+                        unsigned_value<size_t>(required(node, "stop", "Strip decoder"), "Strip decoder: stop")};
+  }
+  if (type == "Sequence") {
+    const json& list = required(node, "decoders", "decoder Sequence");
+    if (!list.is_array()) fail("decoder Sequence: \"decoders\" is not an array");
+    std::vector<Decoder> steps;
+    for (const json& item : list) steps.push_back(read_decoder(item, model));
+    return make_decoder_sequence(std::move(steps));
+  }
+  fail(fmt::format("decoder type \"{}\" is not supported (WordPiece, ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip "
+                   "or Sequence)", type));
 }
 
 ordered_json write_decoder(const Decoder& decoder) {
@@ -527,6 +688,24 @@ ordered_json write_decoder(const Decoder& decoder) {
     out["replacement"] = utf8_of(metaspace->replacement);
     out["add_prefix_space"] = metaspace->add_prefix_space;
     out["prepend_scheme"] = metaspace->prepend_scheme;
+  } else if (const auto* replace = std::get_if<ReplaceDecoder>(&decoder)) {
+    out["type"] = "Replace";
+    out["pattern"] = {{replace->regex ? "Regex" : "String", replace->pattern}};
+    out["content"] = replace->content;
+  } else if (std::holds_alternative<ByteFallbackDecoder>(decoder)) {
+    out["type"] = "ByteFallback";
+  } else if (std::holds_alternative<FuseDecoder>(decoder)) {
+    out["type"] = "Fuse";
+  } else if (const auto* strip = std::get_if<StripDecoder>(&decoder)) {
+    out["type"] = "Strip";
+    out["content"] = utf8_of(strip->content);
+    out["start"] = strip->start;
+    out["stop"] = strip->stop;
+  } else if (const auto* sequence = std::get_if<SequenceDecoder>(&decoder)) {
+    out["type"] = "Sequence";
+    ordered_json list = ordered_json::array();
+    for (const auto& step : sequence->steps->steps) list.push_back(write_decoder(step));
+    out["decoders"] = std::move(list);
   } else {
     out["type"] = "ByteLevel";
     out["add_prefix_space"] = true;
@@ -636,7 +815,7 @@ Tokenizer tokenizer_from_json_string(const std::string& text, const std::string&
   try {
     if (!root.is_object()) fail("the top level is not a JSON object");
     TokenizerParts parts;
-    parts.model = read_model(member_or_null(root, "model"));
+    parts.model = read_model(member_or_null(root, "model"), json_ends_in_byte_level(member_or_null(root, "pre_tokenizer")));
     parts.normalizer = read_normalizer(member_or_null(root, "normalizer"));
     parts.pre_tokenizer = read_pre_tokenizer(member_or_null(root, "pre_tokenizer"));
     parts.post_processor = read_post_processor(member_or_null(root, "post_processor"));

@@ -13,37 +13,24 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runner  # noqa: E402
+import tokenizer_peer  # noqa: E402
 
 BUILD_DIR = "build"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def peer_python():
-    p = subprocess.run([os.path.join(ROOT, "scripts", "peer_python.sh")], capture_output=True, text=True)
-    return p.stdout.strip() if p.returncode == 0 else None
+peer_python = tokenizer_peer.peer_python
 
 
 class UnigramCli(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        python = peer_python()
-        if python is None:
-            raise unittest.SkipTest("the Python peer venv is missing (run scripts/setup.sh)")
-        p = subprocess.run([python, os.path.join(ROOT, "tests", "text", "hf_unigram_reference.py"),
-                            os.path.join(ROOT, "tests", "text", "fixtures", "varied_texts.json"), cls.tmp.name],
-                           capture_output=True, text=True, timeout=600)
-        if p.returncode != 0:
-            raise RuntimeError("hf_unigram_reference.py failed: " + p.stderr)
-        cls.reference = {c["name"]: c for c in json.loads(p.stdout)["configs"]}
+        cls.reference = tokenizer_peer.reference_configs("hf_unigram_reference.py", cls.tmp.name)
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
     def tokenize(self, directory, text, *extra):
-        p = subprocess.run([os.path.join(BUILD_DIR, "attnkit"), "tokenize", "--tokenizer", directory, *extra],
-                           input=text, capture_output=True, text=True, timeout=300)
+        p = tokenizer_peer.tokenize(BUILD_DIR, directory, text, *extra)
         self.assertEqual(p.returncode, 0, p.stderr)
         return p.stdout
 

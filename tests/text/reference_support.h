@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "attnkit/text/encoding.h"
+#include "attnkit/text/tokenizer.h"
 
 namespace attnkit::text::testing {
 
@@ -123,6 +125,76 @@ inline std::vector<std::string> fortune_lines(const std::string& name, size_t co
 
 inline std::string fortune_path(const std::string& name) { return (fs::path("/usr/share/games/fortunes") / name).string(); }
 
+// The venv python (scripts/peer_python.sh), or empty when setup.sh has not made it.
+inline std::string peer_python() {
+  const std::string command = (source_dir() / "scripts" / "peer_python.sh").string() + " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {};
+  char buffer[4096];
+  std::string out;
+  while (fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
+  if (pclose(pipe) != 0) return {};
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+// Runs `python tests/text/SCRIPT fixtures/varied_texts.json DIR` (DIR: a scratch folder of the
+// calling test) and parses its stdout; null when the peer venv is missing, a test failure when the
+// script fails.
+inline nlohmann::json run_peer_script(const std::string& script) {
+  const std::string python = peer_python();
+  if (python.empty()) return nullptr;
+  const fs::path dir = scratch_dir() / "reference";
+  fs::create_directories(dir);
+  const fs::path out = dir / "reference.json";
+  const fs::path errors = dir / "errors.txt";
+  const std::string command = "'" + python + "' '" + (source_dir() / "tests" / "text" / script).string() + "' '" +
+                              (source_dir() / "tests" / "text" / "fixtures" / "varied_texts.json").string() + "' '" +
+                              dir.string() + "' > '" + out.string() + "' 2> '" + errors.string() + "'";
+  if (std::system(command.c_str()) != 0) {
+    ADD_FAILURE() << script << " failed: " << read_all(errors);
+    return nullptr;
+  }
+  return nlohmann::json::parse(read_all(out));
+}
+
+// run_peer_script(SCRIPT) once per test process (the first test to ask runs it in its own scratch
+// folder, so ctest -j is safe), kept; nullptr when the venv is missing or the script failed.
+inline const nlohmann::json* peer_reference(const std::string& script) {
+  static std::map<std::string, nlohmann::json> cache;
+  auto it = cache.find(script);
+  if (it == cache.end()) it = cache.emplace(script, run_peer_script(script)).first;
+  return it->second.is_null() ? nullptr : &it->second;
+}
+
+// Declares `ref`, the JSON of SCRIPT, or skips the test when the peer venv is missing.
+#define ATTNKIT_REQUIRE_PEER_REFERENCE(ref, script)                                              \
+  const nlohmann::json* ref = ::attnkit::text::testing::peer_reference(script);                  \
+  if (ref == nullptr) GTEST_SKIP() << "the Python peer venv is missing (run scripts/setup.sh)"
+
+// [[begin, end], ...] as offsets.
+inline std::vector<std::pair<uint32_t, uint32_t>> offsets_from_json(const nlohmann::json& list) {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  for (const auto& pair : list) out.emplace_back(pair.at(0).get<uint32_t>(), pair.at(1).get<uint32_t>());
+  return out;
+}
+
+// Every case of a peer script's config ({"name", "cases": [{"text", "ids", "offsets", "decoded"}]}):
+// ids, offsets and decode equal the peer's; more(item, text, encoding, what) checks the rest.
+template <typename More>
+void expect_peer_cases(const Tokenizer& tokenizer, const nlohmann::json& config, More&& more) {
+  const std::string name = config.at("name").get<std::string>();
+  for (const auto& item : config.at("cases")) {
+    const std::string text = item.at("text").get<std::string>();
+    const std::string what = name + ": '" + text + "'";
+    const Encoding encoding = tokenizer.encode(text);
+    EXPECT_EQ(encoding.ids, item.at("ids").get<std::vector<uint32_t>>()) << what;
+    EXPECT_EQ(encoding.offsets, offsets_from_json(item.at("offsets"))) << what;
+    EXPECT_EQ(tokenizer.decode(encoding.ids), item.at("decoded").get<std::string>()) << what;
+    more(item, text, encoding, what);
+  }
+}
+
 // Compares one encoding with the reference's JSON; `what` names the input in failures.
 inline void expect_same_encoding(const Encoding& ours, const nlohmann::json& reference, const std::string& what,
                                  bool compare_offsets = true) {
@@ -134,9 +206,7 @@ inline void expect_same_encoding(const Encoding& ours, const nlohmann::json& ref
   std::vector<uint8_t> special(reference.at("special_tokens_mask").get<std::vector<uint8_t>>());
   EXPECT_EQ(ours.special_tokens_mask, special) << what;
   if (compare_offsets) {
-    std::vector<std::pair<uint32_t, uint32_t>> offsets;
-    for (const auto& pair : reference.at("offsets")) offsets.emplace_back(pair.at(0).get<uint32_t>(), pair.at(1).get<uint32_t>());
-    EXPECT_EQ(ours.offsets, offsets) << what;
+    EXPECT_EQ(ours.offsets, offsets_from_json(reference.at("offsets"))) << what;
   }
 }
 

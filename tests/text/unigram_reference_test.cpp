@@ -21,72 +21,18 @@ namespace {
 
 using testing::fs::path;
 
-// The venv python (scripts/peer_python.sh), or empty when setup.sh has not made it.
-std::string peer_python() {
-  const std::string command = (testing::source_dir() / "scripts" / "peer_python.sh").string() + " 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {};
-  char buffer[4096];
-  std::string out;
-  while (fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
-  if (pclose(pipe) != 0) return {};
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
-
-// Runs hf_unigram_reference.py once per test process and caches its JSON.
-const nlohmann::json* reference() {
-  static nlohmann::json cached;
-  static bool done = false;
-  if (done) return cached.is_null() ? nullptr : &cached;
-  done = true;
-  const std::string python = peer_python();
-  if (python.empty()) return nullptr;
-  // The first test to ask runs the script in its own scratch folder (ctest -j runs tests apart).
-  const path dir = testing::scratch_dir() / "reference";
-  testing::fs::create_directories(dir);
-  const path out = dir / "reference.json";
-  const path errors = dir / "errors.txt";
-  const std::string command = "'" + python + "' '" + (testing::source_dir() / "tests" / "text" / "hf_unigram_reference.py").string() +
-                              "' '" + (testing::source_dir() / "tests" / "text" / "fixtures" / "varied_texts.json").string() + "' '" +
-                              dir.string() + "' > '" + out.string() + "' 2> '" + errors.string() + "'";
-  if (std::system(command.c_str()) != 0) {
-    ADD_FAILURE() << "hf_unigram_reference.py failed: " << testing::read_all(errors);
-    return nullptr;
-  }
-  cached = nlohmann::json::parse(testing::read_all(out));
-  return &cached;
-}
-
-#define REQUIRE_PEER()                                                                           \
-  const nlohmann::json* ref = reference();                                                       \
-  if (ref == nullptr) GTEST_SKIP() << "the Python peer venv is missing (run scripts/setup.sh)"
-
-std::vector<std::pair<uint32_t, uint32_t>> offsets_of(const nlohmann::json& list) {
-  std::vector<std::pair<uint32_t, uint32_t>> out;
-  for (const auto& pair : list) out.emplace_back(pair.at(0).get<uint32_t>(), pair.at(1).get<uint32_t>());
-  return out;
-}
-
 void expect_matches(const Tokenizer& tokenizer, const nlohmann::json& config) {
-  const std::string name = config.at("name").get<std::string>();
-  for (const auto& item : config.at("cases")) {
-    const std::string text = item.at("text").get<std::string>();
-    const std::string what = name + ": '" + text + "'";
-    const Encoding encoding = tokenizer.encode(text);
-    EXPECT_EQ(encoding.ids, item.at("ids").get<std::vector<uint32_t>>()) << what;
-    EXPECT_EQ(encoding.offsets, offsets_of(item.at("offsets"))) << what;
-    EXPECT_EQ(tokenizer.decode(encoding.ids), item.at("decoded").get<std::string>()) << what;
-    if (tokenizer.parts().normalizer) {
-      const AlignedText original = AlignedText::identity(unicode::decode_utf8(text, unicode::InvalidUtf8::kReplace));
-      const AlignedText normalized = normalize(*tokenizer.parts().normalizer, original);
-      EXPECT_EQ(unicode::encode_utf8(normalized.chars), item.at("normalized").get<std::string>()) << what;
-    }
-  }
+  testing::expect_peer_cases(tokenizer, config, [&](const nlohmann::json& item, const std::string& text, const Encoding&,
+                                                    const std::string& what) {
+    if (!tokenizer.parts().normalizer) return;
+    const AlignedText original = AlignedText::identity(unicode::decode_utf8(text, unicode::InvalidUtf8::kReplace));
+    const AlignedText normalized = normalize(*tokenizer.parts().normalizer, original);
+    EXPECT_EQ(unicode::encode_utf8(normalized.chars), item.at("normalized").get<std::string>()) << what;
+  });
 }
 
 TEST(UnigramReference, EveryConfigMatchesHuggingFace) {
-  REQUIRE_PEER();
+  ATTNKIT_REQUIRE_PEER_REFERENCE(ref, "hf_unigram_reference.py");
   ASSERT_GE(ref->at("configs").size(), 7u);
   for (const auto& config : ref->at("configs")) {
     // A directory: tokenizer.json, or (config "spm") a SentencePiece spiece.model.
@@ -99,7 +45,7 @@ TEST(UnigramReference, EveryConfigMatchesHuggingFace) {
 }
 
 TEST(UnigramReference, BatchEncodingMatchesOneByOne) {
-  REQUIRE_PEER();
+  ATTNKIT_REQUIRE_PEER_REFERENCE(ref, "hf_unigram_reference.py");
   const auto& config = ref->at("configs").at(2);
   ASSERT_EQ(config.at("name"), "albert");
   const Tokenizer tokenizer = read_tokenizer_json((path(config.at("dir").get<std::string>()) / "tokenizer.json").string());
@@ -110,7 +56,7 @@ TEST(UnigramReference, BatchEncodingMatchesOneByOne) {
 }
 
 TEST(UnigramReference, SaveLoadKeepsFileAndIds) {
-  REQUIRE_PEER();
+  ATTNKIT_REQUIRE_PEER_REFERENCE(ref, "hf_unigram_reference.py");
   for (const auto& config : ref->at("configs")) {
     const path file = path(config.at("dir").get<std::string>()) / "tokenizer.json";
     SCOPED_TRACE(file.string());

@@ -8,13 +8,15 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "attnkit/text/model.h"
 
 namespace attnkit::text {
+namespace detail {
+class BpeMergeTable;  // src/text/bpe_merge.h
+}
 
 struct Merge {
   std::string left;
@@ -43,18 +45,13 @@ class ByteLevelBpe final : public Model {
   const ByteLevelBpeOptions& options() const { return options_; }
 
  private:
-  struct MergeResult {
-    uint32_t rank;
-    uint32_t id;
-  };
   void merge_word(std::string_view word, std::vector<ModelToken>& out) const;
-  const MergeResult* find_merge(uint32_t left, uint32_t right) const;
 
   Vocabulary vocabulary_;
   std::vector<Merge> merges_;
   ByteLevelBpeOptions options_;
   uint32_t byte_ids_[256];
-  std::unordered_map<uint64_t, MergeResult> merge_table_;  // (left id << 32 | right id) -> result
+  std::unique_ptr<const detail::BpeMergeTable> merge_table_;
 
   uint64_t cache_key_;  // this model's key into each thread's caches (unique per process)
 };

@@ -6,6 +6,17 @@
 //                     so decode(encode(x)) == x for any byte string.
 //   MetaspaceDecoder: concatenate, the replacement character back to ' ' (dropped in the first
 //                     token when a prefix space was added).
+// The SentencePiece-BPE decoders of tokenizer.json (Llama 2, Mistral, Gemma), run as HF runs them:
+// each turns the list of token strings into a new list, and the final list is concatenated.
+//   ReplaceDecoder:      a literal (or an Oniguruma regex) replaced in every token.
+//   ByteFallbackDecoder: runs of <0xNN> tokens become the text of their bytes (U+FFFD per token
+//                        when the bytes are not valid UTF-8).
+//   FuseDecoder:         all tokens joined into one.
+//   StripDecoder:        up to `start` leading and `stop` trailing `content` characters cut from
+//                        every token.
+//   SequenceDecoder:     several decoders in order.
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -25,7 +36,36 @@ struct MetaspaceDecoder {
   std::string prepend_scheme = "always";
 };
 
-using Decoder = std::variant<WordPieceDecoder, ByteLevelDecoder, MetaspaceDecoder>;
+class OnigRegex;  // src/text/onig_regex.h
+struct ReplaceDecoder {
+  std::string pattern;  // UTF-8
+  bool regex = false;   // false: `pattern` is a literal string
+  std::string content;
+  std::shared_ptr<const OnigRegex> compiled;  // set by make_replace_decoder for a regex
+};
+// Throws attnkit::Error naming the regex when it does not compile.
+ReplaceDecoder make_replace_decoder(std::string pattern, bool regex, std::string content);
+
+struct ByteFallbackDecoder {};
+struct FuseDecoder {};
+struct StripDecoder {
+  char32_t content = U' ';
+  size_t start = 0;
+  size_t stop = 0;
+};
+
+struct DecoderSteps;  // below: the list a SequenceDecoder holds
+struct SequenceDecoder {
+  std::shared_ptr<const DecoderSteps> steps;
+};
+
+using Decoder = std::variant<WordPieceDecoder, ByteLevelDecoder, MetaspaceDecoder, ReplaceDecoder, ByteFallbackDecoder,
+                             FuseDecoder, StripDecoder, SequenceDecoder>;
+
+struct DecoderSteps {
+  std::vector<Decoder> steps;
+};
+SequenceDecoder make_decoder_sequence(std::vector<Decoder> steps);
 
 std::string decode_tokens(const Decoder& decoder, const std::vector<std::string>& tokens);
 

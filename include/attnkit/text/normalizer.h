@@ -8,7 +8,8 @@
 // The SentencePiece-era normalisers of the Hugging Face library are steps of a Normalizer too:
 //   NFC/NFD/NFKC/NFKD, Lowercase, StripAccents (drop combining marks), Strip (whitespace at the
 //   ends), Replace (a literal or a regex; ECMAScript regex syntax), Nmt (SentencePiece's nmt rules:
-//   drop some controls, map odd spaces to ' '), Precompiled (SentencePiece's precompiled charsmap).
+//   drop some controls, map odd spaces to ' '), Precompiled (SentencePiece's precompiled charsmap),
+//   Prepend (a string put before any non-empty text, as Llama 2's "▁").
 // A Normalizer runs its steps in order; `sequence` records whether tokenizer.json wrote a Sequence.
 #include <memory>
 #include <optional>
@@ -41,6 +42,9 @@ struct StripNormalizer {
   bool right = true;
 };
 struct NmtNormalizer {};
+struct PrependNormalizer {
+  std::string prepend;  // UTF-8
+};
 
 class CompiledPattern;  // a regex compiled once (normalizer.cpp)
 struct ReplaceNormalizer {
@@ -73,7 +77,8 @@ struct PrecompiledNormalizer {
 };
 
 using NormalizerStep = std::variant<BertNormalizer, UnicodeNormalizer, LowercaseNormalizer, StripAccentsNormalizer,
-                                    StripNormalizer, NmtNormalizer, ReplaceNormalizer, PrecompiledNormalizer>;
+                                    StripNormalizer, NmtNormalizer, ReplaceNormalizer, PrecompiledNormalizer,
+                                    PrependNormalizer>;
 
 struct Normalizer {
   std::vector<NormalizerStep> steps;

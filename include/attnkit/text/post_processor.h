@@ -34,6 +34,9 @@ struct PostProcessor {
   std::map<std::string, TemplateSpecialToken> special_tokens;
   bool trim_offsets = false;      // kByteLevel, kRoberta
   bool add_prefix_space = false;  // kByteLevel, kRoberta: a prefix space of the first token is not trimmed
+  // kTemplate: tokenizer.json's Sequence [ByteLevel, TemplateProcessing] (Llama 3): the byte-level
+  // offset trimming (trim_offsets, add_prefix_space) runs before the template.
+  bool byte_level_first = false;
 
   // BERT's [CLS] A [SEP] / [CLS] A [SEP] B [SEP] with the given ids.
   static PostProcessor bert(const std::string& cls, uint32_t cls_id, const std::string& sep, uint32_t sep_id);
