@@ -9,10 +9,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 namespace attnkit::ops {
 
@@ -232,37 +233,24 @@ at::Tensor rotary_rotate(const at::Tensor& x, const RotaryTables& tables) {
   return at::cat({out, x.narrow(3, w, d - w)}, 3);
 }
 
-// Differentiable Y = tril(Q Kᵀ) V (reverse: s >= t) on the causal-product kernel; its backward is
-// three more causal products, so it is differentiable again.
-at::Tensor rotary_causal_product(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                 bool reverse);
-
-class RotaryCausalProduct : public torch::autograd::Function<RotaryCausalProduct> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
-                            const at::Tensor& k, const at::Tensor& v, bool reverse) {
-    ctx->save_for_backward({q, k, v});
-    ctx->saved_data["reverse"] = reverse;
-    return detail::causal_product_forward(q, k, v, reverse);
+// Y_i = Σ_{j<=i} (q_i·k_j) v_j over [B, H, n, ·] in chunks of rows: within a chunk the masked
+// product tril(Q_c K_cᵀ) V_c, across chunks the running sum Σ k_j v_jᵀ. ATen ops only, so autograd
+// differentiates it (to any order); memory O(n·chunk + m·dv) per batch and head, no n×n matrix.
+// (The unrotated denominator needs only a cumulative sum.)
+at::Tensor rotary_causal_numerator(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  constexpr int64_t chunk = 64;
+  const int64_t n = q.size(2);
+  auto state = at::zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, v.options());
+  std::vector<at::Tensor> rows;
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t len = std::min(chunk, n - start);
+    auto qc = q.narrow(2, start, len), kc = k.narrow(2, start, len), vc = v.narrow(2, start, len);
+    auto scores = at::matmul(qc, kc.transpose(-2, -1)).tril();
+    rows.push_back(at::matmul(scores, vc) + at::matmul(qc, state));
+    state = state + at::matmul(kc.transpose(-2, -1), vc);
   }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2];
-    const bool reverse = ctx->saved_data["reverse"].toBool();
-    const auto& g = grads[0];
-    at::Tensor dq, dk, dv;
-    if (ctx->needs_input_grad(0)) dq = rotary_causal_product(g, v, k, reverse);
-    if (ctx->needs_input_grad(1)) dk = rotary_causal_product(v, g, q, !reverse);
-    if (ctx->needs_input_grad(2)) dv = rotary_causal_product(k, q, g, !reverse);
-    return {dq, dk, dv, at::Tensor()};
-  }
-};
-
-at::Tensor rotary_causal_product(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                 bool reverse) {
-  return RotaryCausalProduct::apply(q, k, v, reverse);
+  if (rows.empty()) return at::zeros({q.size(0), q.size(1), 0, v.size(3)}, v.options());
+  return at::cat(rows, 2);
 }
 
 void rotary_check_self_attention(const char* op, const at::Tensor& q, const at::Tensor& k,
@@ -280,7 +268,7 @@ at::Tensor rotary_feature_attention(const at::Tensor& rq, const at::Tensor& rk,
                                     detail::Denominator rule) {
   at::Tensor num, den;
   if (causal) {
-    num = rotary_causal_product(rq.contiguous(), rk.contiguous(), v.contiguous(), false);
+    num = rotary_causal_numerator(rq, rk, v);
     den = (phi_q * phi_k.cumsum(2)).sum(-1, /*keepdim=*/true);
   } else {
     num = at::matmul(rq, at::matmul(rk.transpose(-2, -1), v));

@@ -577,7 +577,7 @@ TEST(RotaryLinear, RotationChangesOnlyTheNumerator) {
 TEST(RotaryLinear, StepsEqualTheParallelCausalForm) {
   torch::manual_seed(23);
   auto c = config_of(RotaryScaling::Llama3, 8, 6);
-  const int64_t n = 70;  // crosses the causal-product kernel's chunk boundary
+  const int64_t n = 70;  // crosses the causal numerator's 64-row chunk boundary
   auto q = torch::randn({2, 2, n, 8}, torch::kDouble), k = torch::randn({2, 2, n, 8}, torch::kDouble);
   auto v = torch::randn({2, 2, n, 5}, torch::kDouble);
   auto positions = torch::stack({torch::arange(n, torch::kLong), torch::arange(n, torch::kLong) + 3});
@@ -623,6 +623,17 @@ TEST(RotaryLinear, GradientsByFiniteDifferences) {
         {q, k, v});
     EXPECT_TRUE(rc.ok) << "cosformer causal " << causal << ": " << rc.message;
   }
+  // Across the causal numerator's 64-row chunks.
+  auto ql = torch::randn({1, 1, 67, 2}, torch::kDouble).requires_grad_();
+  auto kl = torch::randn({1, 1, 67, 2}, torch::kDouble).requires_grad_();
+  auto vl = torch::randn({1, 1, 67, 1}, torch::kDouble).requires_grad_();
+  auto long_tables = ops::RotaryEmbedding(config_of(RotaryScaling::None, 2)).tables(torch::arange(67, torch::kLong).view({1, 67}));
+  auto r = testing::gradcheck(
+      [&](const std::vector<at::Tensor>& in) {
+        return ops::rotary_linear_attention(in[0], in[1], in[2], ops::FeatureMap::elu(), long_tables, true);
+      },
+      {ql, kl, vl});
+  EXPECT_TRUE(r.ok) << "linear causal n = 67: " << r.message;
 }
 
 TEST(RotaryLinear, BadInputsAreOneLineErrors) {

@@ -125,8 +125,8 @@ at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& positions,
 //   out_i = Σ_j (R_i φ(q_i))·(R_j φ(k_j)) v_j / (φ(q_i)·Σ_j φ(k_j) + 1e-6)
 // R_i the rotation above at token i's position (tables [batch or 1, n, w], w <= φ's width), j over
 // all tokens or (causal) j <= i. The rotation enters the numerator only; the denominator is linear
-// attention's, unrotated, so it stays positive. Differentiable (causal: the chunked causal-product
-// kernel, no n×n matrix).
+// attention's, unrotated, so it stays positive. Differentiable (ATen ops; causal: in chunks of 64
+// rows, a masked product within a chunk and a running sum across chunks, no n×n matrix).
 at::Tensor rotary_linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const FeatureMap& feature_map, const RotaryTables& tables,
                                    bool causal);
@@ -161,4 +161,4 @@ at::Tensor rotary_cosformer_attention_step(RotaryLinearState& state, const at::T
                                            const RotaryTables& tables, int64_t horizon);
 
 }  // namespace attnkit::ops
-// Kernel: src/ops/rotary.cpp (ATen ops; the causal numerator through src/ops/feature_attention.h's causal-product kernel). Tests: tests/ops/rotary_test.cpp (RotaryConfig.*), (RotaryTables.*), (RotaryApply.*), (RotaryLinear.*), and tests/python/test_rotary_hf.py against transformers.
+// Kernel: src/ops/rotary.cpp (ATen ops). Tests: tests/ops/rotary_test.cpp (RotaryConfig.*), (RotaryTables.*), (RotaryApply.*), (RotaryLinear.*), and tests/python/test_rotary_hf.py against transformers.
