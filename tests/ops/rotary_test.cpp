@@ -554,6 +554,25 @@ TEST(RotaryLinear, MatchesTheExplicitMatrixFullAndCausal) {
   }
 }
 
+TEST(RotaryLinear, FavorFeaturesAndTablesSharedAcrossTheBatch) {
+  // FAVOR's features are positive, so the ReLU reference applied to φ(q), φ(k) computes the same
+  // sums; its 12 features take tables up to 12 wide (here 8: partial). Tables of batch 1 serve a
+  // batch of 3.
+  torch::manual_seed(25);
+  auto fm = ops::FeatureMap::favor(8, 12, 3);
+  auto c = config_of(RotaryScaling::None, 12, 8);
+  auto q = torch::randn({3, 2, 10, 8}, torch::kDouble), k = torch::randn({3, 2, 10, 8}, torch::kDouble);
+  auto v = torch::randn({3, 2, 10, 4}, torch::kDouble);
+  auto tables = ops::RotaryEmbedding(c).tables(torch::arange(10, torch::kLong).view({1, 10}) + 2);
+  for (bool causal : {false, true}) {
+    auto out = ops::rotary_linear_attention(q, k, v, fm, tables, causal);
+    auto want = reference_rotary_attention(fm.apply(q), fm.apply(k), v, tables, causal, 1);
+    EXPECT_LT(max_abs_diff(out, want), 1e-10 * (1 + want.abs().max().item<double>())) << "causal " << causal;
+    auto row = ops::rotary_linear_attention(q.narrow(0, 2, 1), k.narrow(0, 2, 1), v.narrow(0, 2, 1), fm, tables, causal);
+    EXPECT_LT(max_abs_diff(out.narrow(0, 2, 1), row), 1e-12);
+  }
+}
+
 TEST(RotaryLinear, RotationChangesOnlyTheNumerator) {
   // With every token at position 0 the rotation is the identity: plain linear attention.
   torch::manual_seed(22);
