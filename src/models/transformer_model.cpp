@@ -223,7 +223,8 @@ layers::BlockInputs TransformerModelImpl::block_inputs_of(const ModelInputs& in)
     block_inputs.self.key_padding = in.attention_mask->to(at::kBool);
   }
   block_inputs.self.mask = in.mask;
-  // The positions attention sees: the position ids, else offset + 0..n−1 (the embeddings' own).
+  // The positions attention sees (rotary kinds): the position ids, else offset + 0..n−1 (RoBERTa's
+  // learned table numbers its rows from the padding id on; that stays the embeddings' affair).
   block_inputs.self.positions =
       in.position_ids ? *in.position_ids
                       : at::arange(in.position_offset, in.position_offset + in.input_ids.size(1),
