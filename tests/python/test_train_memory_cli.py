@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """attnkit train refuses a model that cannot fit in memory before allocating it (issue 32's three
-commands): each ends within seconds with one line naming the setting, the estimate and the limit,
-and writes no run directory."""
+commands): each ends (well within the 60 s timeout: no hang) with one line naming the setting, the
+estimate and the limit, its peak resident memory that of a process that allocated no model (below
+2 GB: LibTorch's start-up alone is a few hundred MB), and writes no run directory. Memory, not wall
+time, says "before allocating": on a loaded machine the process start alone can take seconds."""
 import os
+import resource
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -19,13 +21,13 @@ class TrainMemoryCli(unittest.TestCase):
     def refused(self, *settings):
         with tempfile.TemporaryDirectory() as tmp:
             run_dir = os.path.join(tmp, "run")
-            start = time.monotonic()
             p = subprocess.run([os.path.join(BUILD_DIR, "attnkit"), "--threads", "1", "train",
                                 "--task.name", "copy", "--run.dir", run_dir, *settings],
                                capture_output=True, text=True, timeout=60)
-            seconds = time.monotonic() - start
+            # The largest peak resident set of this test's children so far, in KiB (Linux).
+            peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
             self.assertNotEqual(p.returncode, 0, p.stderr)
-            self.assertLess(seconds, 5.0, p.stderr)
+            self.assertLess(peak_mb, 2048, p.stderr)
             lines = [line for line in p.stderr.splitlines() if line.strip()]
             self.assertEqual(len(lines), 1, p.stderr)
             self.assertFalse(os.path.exists(run_dir), "a refused run wrote its directory")
