@@ -1,5 +1,7 @@
 #include "attnkit/metrics/metrics.h"
 
+#include "attnkit/strings.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -346,17 +348,6 @@ std::vector<std::u32string> python_split(const std::u32string& line) {
   }
   if (!word.empty()) out.push_back(std::move(word));
   return out;
-}
-
-void replace_all(std::u32string& s, std::u32string_view from, std::u32string_view to) {
-  std::u32string out;
-  size_t at = 0;
-  for (size_t hit; (hit = s.find(from, at)) != std::u32string::npos; at = hit + from.size()) {
-    out.append(s, at, hit - at);
-    out += to;
-  }
-  out.append(s, at, std::u32string::npos);
-  s = std::move(out);
 }
 
 bool ascii_digit(char32_t c) { return c >= U'0' && c <= U'9'; }

@@ -2,20 +2,13 @@
 
 #include <optional>
 
+#include "attnkit/strings.h"
 #include "attnkit/text/byte_level.h"
 #include "attnkit/text/unicode.h"
 #include "onig_regex.h"
 
 namespace attnkit::text {
 namespace {
-
-void replace_all(std::string& text, const std::string& from, const std::string& to) {
-  size_t pos = 0;
-  while ((pos = text.find(from, pos)) != std::string::npos) {
-    text.replace(pos, from.size(), to);
-    pos += to.size();
-  }
-}
 
 // The clean-up of the reference WordPiece decoder, applied to each token with its leading space.
 void clean_up_tokenization(std::string& text) {

@@ -2,6 +2,7 @@
 
 #include "attnkit/error.h"
 #include "attnkit/file.h"
+#include "attnkit/strings.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -107,18 +108,12 @@ nlohmann::json read_json(const fs::path& path) {
   }
 }
 
-std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
-
 // transformers' clean_up_tokenization (decode's clean_up_tokenization_spaces, on by default).
 std::string clean_up_tokenization(std::string s) {
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
            {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}})
-    s = replace_all(std::move(s), from, to);
+    replace_all(s, from, to);
   return s;
 }
 
@@ -257,7 +252,8 @@ std::string MarianTokenizer::decode(const std::vector<int64_t>& ids, bool skip_s
     }
   }
   flush();
-  return clean_up_tokenization(strip(replace_all(out, kSpaceMark, " ")));
+  replace_all(out, kSpaceMark, " ");
+  return clean_up_tokenization(strip(out));
 }
 
 std::optional<int64_t> MarianTokenizer::token_to_id(const std::string& token) const { return id_of(token); }
