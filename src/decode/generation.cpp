@@ -181,29 +181,24 @@ bool processors_active(const GenerationConfig& config, int64_t step) {
 }
 
 // Greedy's choice when no processor acts: per row of logits [R, V] (contiguous), the first
-// largest logit (a NaN counts as largest, as ATen's argmax has it) and its log-probability,
-// log-softmax in double over the row, read in place: no copy of the logits. Rows split over the
-// threads.
+// largest logit (a NaN counts as largest, as ATen's argmax has it), read in place. Rows split over
+// the threads.
 template <typename T>
-void argmax_log_probability(const T* logits, int64_t R, int64_t V, std::vector<int64_t>& token,
-                            std::vector<double>& logp) {
+void argmax_rows(const T* logits, int64_t R, int64_t V, std::vector<int64_t>& token) {
   ops::cpu::parallel_for(0, R, 1, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const T* x = logits + r * V;
       int64_t best = 0;
       for (int64_t i = 1; i < V && !std::isnan(x[best]); ++i)
         if (x[i] > x[best] || std::isnan(x[i])) best = i;
-      const double top = static_cast<double>(x[best]);
-      double sum = 0.0;
-      for (int64_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(x[i]) - top);
       token[static_cast<size_t>(r)] = best;
-      logp[static_cast<size_t>(r)] = static_cast<double>(x[best]) - top - std::log(sum);
     }
   });
 }
 
-// The step's token and its log-probability per row: greedy without processors from the logits in
-// place; otherwise the processors, the sampling warpers and the choice on one double copy.
+// The step's token and its log-probability per row: greedy without processors takes the argmax of
+// the logits in place; otherwise the processors, the sampling warpers and the choice work on one
+// double copy. No .item() per row: the values are read from the tensors' memory.
 void choose_tokens(const at::Tensor& logits, const std::vector<std::vector<int64_t>>& histories,
                    int64_t step, const GenerationConfig& config,
                    c10::optional<at::Generator>& generator, std::vector<int64_t>& token,
@@ -213,11 +208,17 @@ void choose_tokens(const at::Tensor& logits, const std::vector<std::vector<int64
   logp.assign(static_cast<size_t>(R), 0.0);
   if (config.strategy == Strategy::Greedy && !processors_active(config, step) && V > 0 &&
       (logits.scalar_type() == at::kFloat || logits.scalar_type() == at::kDouble)) {
+    // The argmax in place; the chosen tokens' log-probabilities from one log-softmax in double
+    // (ATen converts inside the op: the scores of the processed path, bit for bit, with one copy
+    // of the logits rather than a conversion and a clone).
     const at::Tensor x = logits.contiguous();
     if (x.scalar_type() == at::kFloat)
-      argmax_log_probability(x.data_ptr<float>(), R, V, token, logp);
+      argmax_rows(x.data_ptr<float>(), R, V, token);
     else
-      argmax_log_probability(x.data_ptr<double>(), R, V, token, logp);
+      argmax_rows(x.data_ptr<double>(), R, V, token);
+    const at::Tensor log_probs = x.log_softmax(-1, at::kDouble).contiguous();
+    const double* lp = log_probs.data_ptr<double>();
+    for (int64_t r = 0; r < R; ++r) logp[static_cast<size_t>(r)] = lp[r * V + token[static_cast<size_t>(r)]];
     return;
   }
   at::Tensor scores =
