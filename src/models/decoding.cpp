@@ -148,7 +148,7 @@ DecodingTraits TaskModelImpl::decoding_traits() const {
 }
 
 Decoding TaskModelImpl::decoding(const DecodingRequest& request, const CacheFactory& caches) {
-  check_prompts(request, config().vocab_size);
+  check_prompts(request, decoding_traits().prompt_vocab);
   TaskModel self(std::static_pointer_cast<TaskModelImpl>(shared_from_this()));
   Decoding out;
   out.prompts = request.prompts;
@@ -189,7 +189,7 @@ DecodingTraits EncoderDecoderModelImpl::decoding_traits() const {
 
 Decoding EncoderDecoderModelImpl::decoding(const DecodingRequest& request,
                                            const CacheFactory& caches) {
-  check_prompts(request, config().encoder.vocab_size);
+  check_prompts(request, decoding_traits().prompt_vocab);
   if (request.condition_class >= 0)
     throw Error("--condition: encoder-decoder models take no condition");
   const int64_t start = request.decoder_start_token_id >= 0 ? request.decoder_start_token_id
