@@ -35,7 +35,7 @@ else
   /usr/bin/python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --no-deps --require-hashes \
     -r scripts/requirements-bench.txt -r scripts/requirements-python-package.txt >&2
-  "$VENV/bin/python" -c "import torch, transformers, pytest; from transformers import AttentionInterface; from transformers.masking_utils import AttentionMaskInterface" >&2
+  "$VENV/bin/python" -c "import torch, transformers, pytest, gguf; from transformers import AttentionInterface; from transformers.masking_utils import AttentionMaskInterface" >&2
   echo "$want" > "$stamp"
 fi
 echo "$VENV/bin/python"
