@@ -47,8 +47,8 @@ class KVCache : public layers::AttentionCache {
  public:
   explicit KVCache(int64_t horizon) : horizon_(horizon) {}
 
-  at::Tensor attend(const MultiHeadAttentionImpl&, const at::Tensor& qh, const at::Tensor& kh,
-                    const at::Tensor& vh, const StepInputs& step) override {
+  at::Tensor attend(const MultiHeadAttentionImpl& attention, const at::Tensor& qh,
+                    const at::Tensor& kh, const at::Tensor& vh, const StepInputs& step) override {
     const int64_t B = kh.size(0), H = kh.size(1), n = kh.size(2);
     check_horizon(length_, n, horizon_);
     if (!keys_.defined()) {
@@ -62,7 +62,11 @@ class KVCache : public layers::AttentionCache {
     length_ += n;
     at::Tensor k_all = keys_.narrow(2, 0, length_), v_all = values_.narrow(2, 0, length_);
     at::Tensor mask = ops::padding_mask(valid_.narrow(1, 0, length_));  // [B, 1, 1, T]
-    return ops::softmax_attention(qh, k_all, v_all, mask, step.causal);
+    const auto& spec = attention.options().spec();
+    return ops::softmax_attention(
+        qh, k_all, v_all, mask, step.causal,
+        spec.scale > 0 ? c10::optional<double>(spec.scale) : c10::nullopt, {},
+        ops::SoftmaxExtras{spec.window, spec.logit_softcap});
   }
 
   void select_rows(const at::Tensor& index) override {
@@ -253,7 +257,7 @@ IncrementalModel::IncrementalModel(models::TransformerModel model, int64_t batch
 at::Tensor IncrementalModel::forward(const at::Tensor& ids, const at::Tensor& valid,
                                      const at::Tensor& positions,
                                      const c10::optional<at::Tensor>& token_types, bool causal) {
-  return model_->step(cache_, ids, {valid, positions, causal}, token_types);
+  return model_->step(cache_, ids, {valid, positions, causal, {}}, token_types);
 }
 
 at::Tensor positions_from_valid(const at::Tensor& valid) {

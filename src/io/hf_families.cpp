@@ -10,13 +10,17 @@ namespace attnkit::io::detail {
 using nlohmann::json;
 
 // The records, one file each (hf_bert.cpp, hf_albert.cpp, hf_gpt2.cpp, hf_roberta.cpp; Marian and
-// BART share hf_bart_like.cpp). A family = its file + its line here + its row below.
+// BART share hf_bart_like.cpp; the Llama families hf_llama.cpp). A family = its file + its line here + its row below.
 const HuggingFaceFamily& bert_family();
 const HuggingFaceFamily& albert_family();
 const HuggingFaceFamily& gpt2_family();
 const HuggingFaceFamily& marian_family();
 const HuggingFaceFamily& bart_family();
 const HuggingFaceFamily& roberta_family();
+const HuggingFaceFamily& llama_family();
+const HuggingFaceFamily& mistral_family();
+const HuggingFaceFamily& qwen2_family();
+const HuggingFaceFamily& gemma_family();
 
 const std::vector<const HuggingFaceFamily*>& huggingface_families() {
   static const std::vector<const HuggingFaceFamily*> families = {
@@ -26,6 +30,10 @@ const std::vector<const HuggingFaceFamily*>& huggingface_families() {
       &marian_family(),
       &bart_family(),
       &roberta_family(),
+      &llama_family(),
+      &mistral_family(),
+      &qwen2_family(),
+      &gemma_family(),
   };
   return families;
 }

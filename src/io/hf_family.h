@@ -122,10 +122,10 @@ struct HuggingFaceFamily {
 
 // The table of families (hf_families.cpp), in the order errors list them.
 const std::vector<const HuggingFaceFamily*>& huggingface_families();
-// "bert, albert, gpt2, marian, bart, roberta": the model types of the table.
+// "bert, albert, gpt2, marian, bart, roberta, llama, ...": the model types of the table.
 std::string huggingface_model_types();
 // The family of a config.json "model_type"; throws attnkit::Error "config.json: model_type 'X' is
-// not supported (attnkit reads bert, albert, gpt2, marian, bart, roberta)", X on one line.
+// not supported (attnkit reads bert, albert, ..., gemma)", X on one line.
 const HuggingFaceFamily& huggingface_family_named(const std::string& model_type);
 // The family config.json names: its "model_type", else the first "architectures" name that
 // starts with a family's prefix. Throws attnkit::Error "config.json: ...".

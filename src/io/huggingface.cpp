@@ -390,13 +390,15 @@ models::EncoderDecoderConfig encoder_decoder_config_from_huggingface(const json&
 
 json config_to_huggingface(const TransformerConfig& c, const HeadsConfig& h) {
   using detail::require_expressible;
-  require_expressible(c.attention.kind == layers::AttentionKind::Softmax && !c.attention.talking_heads &&
-                          c.attention.key_size == 0 && c.attention.value_size == 0,
-                      c, "HF models use plain softmax attention with key_size = hidden / heads");
+  require_expressible(c.attention.kind == layers::AttentionKind::Softmax && !c.attention.talking_heads,
+                      c, "HF models use plain softmax attention");
   require_expressible(!c.cross_attention && c.condition_size == 0, c,
                       "cross attention and Conditional LayerNorm have no HF equivalent here");
-  require_expressible(c.positions == layers::PositionEncoding::Learned, c,
-                      "HF models use learned absolute positions");
+  // The Llama families (rotary positions) check their own switches (hf_llama.cpp).
+  require_expressible(c.rotary || (c.attention.key_size == 0 && c.attention.value_size == 0), c,
+                      "HF models of the BERT and GPT-2 families have key_size = hidden / heads");
+  require_expressible(c.rotary || c.positions == layers::PositionEncoding::Learned, c,
+                      "HF models of the BERT and GPT-2 families use learned absolute positions");
   const HuggingFaceFamily* family = one_stack_family_named(c.family.name());
   require_expressible(family != nullptr, c,
                       fmt::format("family must be one of {}", detail::huggingface_model_types()).c_str());

@@ -44,16 +44,24 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options) : options_(o
   if (options.hidden() <= 0 || options.intermediate() <= 0)
     throw Error(fmt::format("feed-forward: hidden ({}) and intermediate ({}) must be positive",
                             options.hidden(), options.intermediate()));
-  fc_in = register_module("fc_in", torch::nn::Linear(options.hidden(), options.intermediate()));
-  fc_out = register_module("fc_out", torch::nn::Linear(options.intermediate(), options.hidden()));
+  const auto in = torch::nn::LinearOptions(options.hidden(), options.intermediate()).bias(options.bias());
+  if (options.gated()) gate = register_module("gate", torch::nn::Linear(in));
+  fc_in = register_module("fc_in", torch::nn::Linear(in));
+  fc_out = register_module(
+      "fc_out", torch::nn::Linear(
+                    torch::nn::LinearOptions(options.intermediate(), options.hidden()).bias(options.bias())));
 }
 
 at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
-  return fc_out->forward(apply_activation(fc_in->forward(x), options_.activation()));
+  at::Tensor inner = apply_activation((gate ? gate : fc_in)->forward(x), options_.activation());
+  if (gate) inner = inner * fc_in->forward(x);
+  return fc_out->forward(inner);
 }
 
 at::Tensor FeedForwardImpl::step(const at::Tensor& x) {
-  return linear_rows(*fc_out, apply_activation(linear_rows(*fc_in, x), options_.activation()));
+  if (!gate) return linear_rows(*fc_out, apply_activation(linear_rows(*fc_in, x), options_.activation()));
+  auto gate_up = linear_rows(x, {{gate->weight, gate->bias}, {fc_in->weight, fc_in->bias}});
+  return linear_rows(*fc_out, apply_activation(gate_up[0], options_.activation()) * gate_up[1]);
 }
 
 }  // namespace attnkit::layers

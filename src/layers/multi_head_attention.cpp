@@ -5,6 +5,8 @@
 #include "attnkit/ops/cosformer_attention.h"
 #include "attnkit/ops/head_gates.h"
 #include "attnkit/ops/masks.h"
+#include "attnkit/ops/rms_norm.h"
+#include "attnkit/ops/rotary.h"
 #include "attnkit/ops/softmax_attention.h"
 #include "attnkit/ops/synthesizer.h"
 #include "attnkit/ops/talking_heads.h"
@@ -82,6 +84,24 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
                             "value_size explicitly",
                             hidden, heads));
   original_heads_ = query_heads_ = heads;
+  kv_heads_ = spec.kv_heads > 0 ? spec.kv_heads : heads;
+  grouped_ = kv_heads_ != heads;
+  if (spec.kv_heads < 0 || heads % kv_heads_ != 0)
+    throw Error(fmt::format("attention: kv_heads {} must divide heads {}", spec.kv_heads, heads));
+  const bool plain_softmax = spec.kind == AttentionKind::Softmax && !spec.talking_heads;
+  if (grouped_ && !plain_softmax && spec.kind != AttentionKind::Linear &&
+      spec.kind != AttentionKind::Cosformer)
+    throw Error(fmt::format("attention: grouped key/value heads (kv_heads {}) need softmax, "
+                            "linear or cosformer attention, not '{}'", kv_heads_, spec.to_string()));
+  if ((spec.window != 0 || spec.logit_softcap != 0 || spec.scale != 0) && !plain_softmax)
+    throw Error(fmt::format("attention: window, logit_softcap and scale are softmax settings; "
+                            "'{}' has none", spec.to_string()));
+  if (spec.window < 0 || (spec.window > 0 && !spec.causal))
+    throw Error(fmt::format("attention: a sliding window ({}) must be positive and causal", spec.window));
+  if (!(spec.logit_softcap >= 0) || !std::isfinite(spec.logit_softcap) || !(spec.scale >= 0) ||
+      !std::isfinite(spec.scale))
+    throw Error(fmt::format("attention: logit_softcap ({}) and scale ({}) must be finite and >= 0",
+                            spec.logit_softcap, spec.scale));
   key_size_ = spec.key_size > 0 ? spec.key_size : hidden / heads;
   value_size_ = spec.value_size > 0 ? spec.value_size : hidden / heads;
   const int64_t memory_hidden = options_.memory_hidden() > 0 ? options_.memory_hidden() : hidden;
@@ -94,12 +114,21 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
                                  torch::nn::LinearOptions(hidden, heads * key_size_).bias(bias)));
   if (uses_keys(spec))
     k = register_module("k", torch::nn::Linear(torch::nn::LinearOptions(memory_hidden,
-                                                                        heads * key_size_)
+                                                                        kv_heads_ * key_size_)
                                                    .bias(bias)));
-  v = register_module("v", torch::nn::Linear(
-                               torch::nn::LinearOptions(memory_hidden, heads * value_size_).bias(bias)));
-  o = register_module("o", torch::nn::Linear(
-                               torch::nn::LinearOptions(heads * value_size_, hidden).bias(bias)));
+  v = register_module("v", torch::nn::Linear(torch::nn::LinearOptions(memory_hidden,
+                                                                      kv_heads_ * value_size_)
+                                                 .bias(bias)));
+  o = register_module("o", torch::nn::Linear(torch::nn::LinearOptions(heads * value_size_, hidden)
+                                                 .bias(bias && spec.output_bias)));
+  if (spec.qk_norm) {
+    if (!q || !k) throw Error(fmt::format("attention: qk_norm needs q and k; '{}' has none", spec.to_string()));
+    if (options_.norm() == NormKind::LayerNorm)
+      throw Error("attention: qk_norm is an RMS norm (norm rms_norm or gemma_rms_norm)");
+    const double unit = options_.norm() == NormKind::GemmaRmsNorm ? 0.0 : 1.0;
+    q_norm = register_parameter("q_norm", torch::full({key_size_}, unit));
+    k_norm = register_parameter("k_norm", torch::full({key_size_}, unit));
+  }
 
   if (spec.kind == AttentionKind::Linear)
     feature_map_ = std::make_shared<ops::FeatureMap>(ops::FeatureMap::from_spec(spec.feature_map, key_size_));
@@ -147,6 +176,32 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   }
   if (spec.kind == AttentionKind::Mixture)
     mixing_ = register_parameter("mixing", torch::zeros({int64_t(spec.mixture.size())}));
+}
+
+void MultiHeadAttentionImpl::reset_norms() {
+  if (!q_norm.defined()) return;
+  torch::NoGradGuard no_grad;
+  const double unit = options_.norm() == NormKind::GemmaRmsNorm ? 0.0 : 1.0;
+  q_norm.fill_(unit);
+  k_norm.fill_(unit);
+}
+
+at::Tensor MultiHeadAttentionImpl::repeat_kv(const at::Tensor& x) const {
+  return grouped_ ? x.repeat_interleave(heads() / kv_heads_, 1) : x;
+}
+
+void MultiHeadAttentionImpl::position_heads(at::Tensor& qh, at::Tensor& kh,
+                                            const ops::RotaryTables& rotary) const {
+  if (q_norm.defined()) {
+    const auto kind = options_.norm() == NormKind::GemmaRmsNorm ? ops::RmsNormKind::Gemma
+                                                                : ops::RmsNormKind::Llama;
+    qh = ops::rms_norm(qh, q_norm, options_.norm_eps(), kind);
+    kh = ops::rms_norm(kh, k_norm, options_.norm_eps(), kind);
+  }
+  if (rotary.cos.defined() && options_.spec().uses_logits()) {
+    qh = ops::apply_rotary(qh, rotary);
+    kh = ops::apply_rotary(kh, rotary);
+  }
 }
 
 void MultiHeadAttentionImpl::set_head_gates(const at::Tensor& gates) {
@@ -245,9 +300,12 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
     if (in.need_head_contexts) empty.head_contexts = x.new_zeros({x.size(0), 0, L, value_size_});
     return empty;
   }
+  if (in.rotary.cos.defined() && memory)
+    throw Error("attention: rotary positions are for self attention (a memory was given)");
   at::Tensor qh = q ? split_heads(q->forward(x), query_heads_) : at::Tensor();
-  at::Tensor kh = k ? split_heads(k->forward(source), query_heads_) : at::Tensor();
-  at::Tensor vh = split_heads(v->forward(source), H);
+  at::Tensor kh = k ? split_heads(k->forward(source), grouped_ ? kv_heads_ : query_heads_) : at::Tensor();
+  at::Tensor vh = split_heads(v->forward(source), grouped_ ? kv_heads_ : H);
+  if (qh.defined() && kh.defined()) position_heads(qh, kh, in.rotary);
 
   AttentionResult result;
   at::Tensor context;
@@ -273,7 +331,15 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
   };
   if (spec.uses_logits()) {
     const auto mask = merged_mask(explicit_mask(), in.key_padding);
-    if (spec.talking_heads || in.need_weights) {
+    const ops::SoftmaxExtras extras{spec.window, spec.logit_softcap};
+    const c10::optional<double> scale =
+        spec.scale > 0 ? c10::optional<double>(spec.scale) : c10::nullopt;
+    if (spec.kind == AttentionKind::Softmax && !spec.talking_heads && in.need_weights) {
+      at::Tensor weights = ops::softmax_attention_weights(qh, kh, mask, spec.causal, scale, extras);
+      if (dropout.rate > 0) weights = ops::apply_attention_dropout(weights, dropout);
+      context = at::matmul(weights, repeat_kv(vh));
+      result.weights = weights;
+    } else if (spec.talking_heads || in.need_weights) {
       at::Tensor scores = logits(qh, kh, spec.kind, L, S);
       // Token-independent logits ([1, H, L, S], random synthesizers) meet a per-batch mask.
       if (scores.size(0) != x.size(0)) scores = scores.expand({x.size(0), -1, -1, -1});
@@ -284,7 +350,7 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
       context = at::matmul(weights, vh);
       if (in.need_weights) result.weights = weights;
     } else if (spec.kind == AttentionKind::Softmax) {
-      context = ops::softmax_attention(qh, kh, vh, mask, spec.causal, c10::nullopt, dropout);
+      context = ops::softmax_attention(qh, kh, vh, mask, spec.causal, scale, dropout, extras);
     } else {
       context = ops::attention_from_logits(logits(qh, kh, spec.kind, L, S), vh, mask, spec.causal,
                                            dropout);
@@ -296,7 +362,16 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
                               "synthesizer kind for XLNet or other masks)",
                               spec.to_string()));
     const bool prefix = in.prefix_lengths && !spec.causal;
-    if (spec.kind == AttentionKind::Linear)
+    kh = repeat_kv(kh);
+    vh = repeat_kv(vh);
+    if (in.rotary.cos.defined()) {
+      if (prefix || in.key_padding || in.need_weights)
+        throw Error(fmt::format("attention: '{}' with rotary positions takes neither key padding, "
+                                "prefix lengths nor need_weights", spec.to_string()));
+      context = spec.kind == AttentionKind::Linear
+                    ? ops::rotary_linear_attention(qh, kh, vh, *feature_map_, in.rotary, spec.causal)
+                    : ops::rotary_cosformer_attention(qh, kh, vh, in.rotary, spec.causal);
+    } else if (spec.kind == AttentionKind::Linear)
       context = prefix ? ops::prefix_linear_attention(qh, kh, vh, *feature_map_,
                                                       *in.prefix_lengths, in.key_padding)
                        : ops::linear_attention(qh, kh, vh, *feature_map_, spec.causal,
@@ -333,22 +408,35 @@ at::Tensor MultiHeadAttentionImpl::step(const at::Tensor& x, const StepInputs& i
                                            : std::string("none")));
   if (!q || !k || options_.spec().talking_heads)
     throw Error(fmt::format("attention step: '{}' has no cached form", options_.spec().to_string()));
-  const int64_t H = heads();
+  if (in.rotary.cos.defined() && !options_.spec().uses_logits())
+    throw Error(fmt::format("attention step: '{}' with rotary positions has no cached form yet",
+                            options_.spec().to_string()));
+  const int64_t H = heads(), KV = grouped_ ? kv_heads_ : H;
   auto qkv = linear_rows(x, {{q->weight, q->bias}, {k->weight, k->bias}, {v->weight, v->bias}});
-  return finish_step(cache.attend(*this, split_heads(qkv[0], H), split_heads(qkv[1], H),
-                                  split_heads(qkv[2], H), in));
+  at::Tensor qh = split_heads(qkv[0], H), kh = split_heads(qkv[1], KV), vh = split_heads(qkv[2], KV);
+  position_heads(qh, kh, in.rotary);
+  // The KV cache keeps the grouped heads (the softmax op reads them grouped); the feature states
+  // sum per query head.
+  if (!options_.spec().uses_logits()) {
+    kh = repeat_kv(kh);
+    vh = repeat_kv(vh);
+  }
+  return finish_step(cache.attend(*this, qh, kh, vh, in));
 }
 
 at::Tensor MultiHeadAttentionImpl::step(const at::Tensor& x, MemoryCache& cache) {
   if (x.dim() != 3 || x.size(2) != options_.hidden())
     throw Error(fmt::format("attention step: x must be [batch, n, {}], got [{}]", options_.hidden(),
                             fmt::join(x.sizes(), ", ")));
-  if (!q) throw Error(fmt::format("attention step: '{}' has no cached form", options_.spec().to_string()));
+  if (!q || grouped_ || q_norm.defined())
+    throw Error(fmt::format("attention step: '{}' has no cached form for cross attention",
+                            options_.spec().to_string()));
   return finish_step(cache.attend(*this, linear_rows(*q, x).contiguous()));
 }
 
 std::pair<at::Tensor, at::Tensor> MultiHeadAttentionImpl::memory_heads(const at::Tensor& memory) {
-  if (!k) throw Error(fmt::format("attention: '{}' has no keys", options_.spec().to_string()));
+  if (!k || grouped_)
+    throw Error(fmt::format("attention: '{}' has no memory keys per head", options_.spec().to_string()));
   return {split_heads(linear_rows(*k, memory), heads()), split_heads(linear_rows(*v, memory), heads())};
 }
 
@@ -379,6 +467,8 @@ void narrow_to(at::Tensor& tensor, int64_t dim, const at::Tensor& index) {
 }  // namespace
 
 void MultiHeadAttentionImpl::prune_heads(const std::vector<int64_t>& heads) {
+  if (grouped_ && !heads.empty())
+    throw Error("prune heads: layers with grouped key/value heads cannot be pruned yet");
   std::vector<int64_t> remove;
   for (int64_t h : heads) {
     if (h < 0 || h >= original_heads_)

@@ -8,11 +8,14 @@ TransformerBlockImpl::TransformerBlockImpl(const TransformerBlockOptions& option
     : options_(options) {
   const auto ln_options = ConditionalLayerNormOptions(options.hidden())
                               .eps(options.layer_norm_eps())
-                              .condition_size(options.condition_size());
+                              .condition_size(options.condition_size())
+                              .kind(options.norm());
   attention = register_module(
       "attention", MultiHeadAttention(MultiHeadAttentionOptions(options.hidden(), options.heads())
                                           .spec(options.attention())
-                                          .dropout(options.attention_dropout())));
+                                          .dropout(options.attention_dropout())
+                                          .norm(options.norm())
+                                          .norm_eps(options.layer_norm_eps())));
   ln_attention = register_module("ln_attention", ConditionalLayerNorm(ln_options));
   if (options.cross_attention()) {
     cross_attention = register_module(
@@ -24,8 +27,16 @@ TransformerBlockImpl::TransformerBlockImpl(const TransformerBlockOptions& option
     ln_cross = register_module("ln_cross", ConditionalLayerNorm(ln_options));
   }
   ffn = register_module("ffn", FeedForward(FeedForwardOptions(options.hidden(), options.intermediate())
-                                               .activation(options.activation())));
+                                               .activation(options.activation())
+                                               .gated(options.gated_mlp())
+                                               .bias(options.mlp_bias())));
   ln_ffn = register_module("ln_ffn", ConditionalLayerNorm(ln_options));
+  if (options.sublayer_output_norm()) {
+    if (!options.norm_first() || options.cross_attention())
+      throw Error("block: sublayer_output_norm needs pre-LN blocks without cross attention");
+    ln_attention_out = register_module("ln_attention_out", ConditionalLayerNorm(ln_options));
+    ln_ffn_out = register_module("ln_ffn_out", ConditionalLayerNorm(ln_options));
+  }
 }
 
 at::Tensor TransformerBlockImpl::norm(ConditionalLayerNorm& ln, const at::Tensor& x,
@@ -35,9 +46,11 @@ at::Tensor TransformerBlockImpl::norm(ConditionalLayerNorm& ln, const at::Tensor
 
 template <typename Sublayer>
 at::Tensor TransformerBlockImpl::residual(const at::Tensor& x, ConditionalLayerNorm& ln,
-                                          const BlockInputs& in, Sublayer&& sublayer) {
+                                          ConditionalLayerNorm& out_ln, const BlockInputs& in,
+                                          Sublayer&& sublayer) {
   const bool pre = options_.norm_first();
   at::Tensor y = sublayer(pre ? norm(ln, x, in) : x);
+  if (out_ln) y = norm(out_ln, y, in);
   if (options_.dropout() > 0 && is_training()) y = torch::dropout(y, options_.dropout(), true);
   if (paths().skip) y = x + y;
   return pre ? y : norm(ln, y, in);
@@ -48,7 +61,7 @@ BlockOutput TransformerBlockImpl::run(const at::Tensor& x, const BlockInputs& in
                                       Skipped&& skipped, Cross&& cross,
                                       FeedForward&& feed_forward) {
   BlockOutput out;
-  at::Tensor h = residual(x, ln_attention, in, [&](const at::Tensor& input) {
+  at::Tensor h = residual(x, ln_attention, ln_attention_out, in, [&](const at::Tensor& input) {
     if (!paths().attention) {
       skipped(input);
       return at::zeros_like(input);
@@ -59,13 +72,14 @@ BlockOutput TransformerBlockImpl::run(const at::Tensor& x, const BlockInputs& in
     return r.output;
   });
   if (cross_attention) {
-    h = residual(h, ln_cross, in, [&](const at::Tensor& input) {
+    ConditionalLayerNorm none{nullptr};
+    h = residual(h, ln_cross, none, in, [&](const at::Tensor& input) {
       AttentionResult r = cross(input);
       out.cross_head_contexts = r.head_contexts;
       return r.output;
     });
   }
-  if (paths().mlp) h = residual(h, ln_ffn, in, feed_forward);
+  if (paths().mlp) h = residual(h, ln_ffn, ln_ffn_out, in, feed_forward);
   out.hidden = h;
   return out;
 }

@@ -55,7 +55,7 @@ class CausalSession : public DecodingSession {
   }
   at::Tensor forward(const at::Tensor& ids, const at::Tensor& valid,
                      const at::Tensor& positions) override {
-    const at::Tensor h = last_column(model_->transformer->step(cache_, ids, {valid, positions, true}));
+    const at::Tensor h = last_column(model_->transformer->step(cache_, ids, {valid, positions, true, {}}));
     return layers::linear_rows(h, lm_head_weight(model_->lm_head, *model_->transformer), {});
   }
   void select_rows(const at::Tensor& index) override { cache_.select_rows(index); }
@@ -85,7 +85,7 @@ class UnilmSession : public DecodingSession {
     // A row that reached its own length limit may be fed on while its batchmates decode (its
     // tokens are discarded by decode::unilm_greedy): keep its positions inside the table.
     const at::Tensor clamped = positions.clamp_max(model_->config().max_positions - 1);
-    const at::Tensor h = model_->transformer->step(cache_, ids, {valid, clamped, !source}, types);
+    const at::Tensor h = model_->transformer->step(cache_, ids, {valid, clamped, !source, {}}, types);
     source_done_ = true;
     return model_->masked_lm->forward(last_column(h).unsqueeze(1),
                                       model_->transformer->word_embeddings())
@@ -117,7 +117,7 @@ class Seq2SeqSession : public DecodingSession {
   }
   at::Tensor forward(const at::Tensor& ids, const at::Tensor& valid,
                      const at::Tensor& positions) override {
-    const at::Tensor h = last_column(model_->decoder->step(cache_, ids, {valid, positions, true}));
+    const at::Tensor h = last_column(model_->decoder->step(cache_, ids, {valid, positions, true, {}}));
     at::Tensor logits =
         layers::linear_rows(h, lm_head_weight(model_->lm_head, *model_->decoder), {});
     // Marian's and BART's final_logits_bias [1, vocab].

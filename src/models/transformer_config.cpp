@@ -94,6 +94,14 @@ void to_json(json& j, const TransformerConfig& c) {
   if (!c.pruned_heads.empty()) j["pruned_heads"] = head_indices_to_json(c.pruned_heads);
   if (!c.pruned_cross_heads.empty())
     j["pruned_cross_heads"] = head_indices_to_json(c.pruned_cross_heads);
+  if (c.norm != layers::NormKind::LayerNorm) j["norm"] = layers::norm_kind_name(c.norm);
+  if (c.gated_mlp) j["gated_mlp"] = true;
+  if (!c.mlp_bias) j["mlp_bias"] = false;
+  if (c.sublayer_output_norm) j["sublayer_output_norm"] = true;
+  if (c.rotary) j["rotary"] = *c.rotary;
+  if (c.rotary_local) j["rotary_local"] = *c.rotary_local;
+  if (!c.layer_windows.empty()) j["layer_windows"] = c.layer_windows;
+  if (c.final_logit_softcap != 0) j["final_logit_softcap"] = c.final_logit_softcap;
 }
 
 json head_indices_to_json(const HeadIndices& heads) {
@@ -168,7 +176,25 @@ void from_json(const json& j, TransformerConfig& c) {
   r.read("pruned_cross_heads", pruned_cross);
   c.pruned_heads = head_indices_from_json(pruned, "config: pruned_heads");
   c.pruned_cross_heads = head_indices_from_json(pruned_cross, "config: pruned_cross_heads");
+  read_name(r, "norm", c.norm, layers::parse_norm_kind, layers::norm_kind_name);
+  r.read("gated_mlp", c.gated_mlp);
+  r.read("mlp_bias", c.mlp_bias);
+  r.read("sublayer_output_norm", c.sublayer_output_norm);
+  json rotary = nullptr, rotary_local = nullptr;
+  r.read("rotary", rotary);
+  r.read("rotary_local", rotary_local);
+  if (!rotary.is_null()) c.rotary = rotary.get<ops::RotaryConfig>();
+  if (!rotary_local.is_null()) c.rotary_local = rotary_local.get<ops::RotaryConfig>();
+  r.read("layer_windows", c.layer_windows);
+  r.read("final_logit_softcap", c.final_logit_softcap);
   r.reject_unknown();
+}
+
+layers::AttentionSpec TransformerConfig::layer_attention(int64_t layer) const {
+  layers::AttentionSpec spec = attention;
+  if (!layer_windows.empty() && layer >= 0 && layer < static_cast<int64_t>(layer_windows.size()))
+    spec.window = layer_windows[static_cast<size_t>(layer)];
+  return spec;
 }
 
 void TransformerConfig::validate() const {
@@ -202,6 +228,28 @@ void TransformerConfig::validate() const {
     throw Error(fmt::format("config: padding_positions needs learned positions and "
                             "position_id_offset = pad_token_id + 1 = {} (got {})",
                             pad_token_id + 1, position_id_offset));
+  if (norm != layers::NormKind::LayerNorm && condition_size > 0)
+    throw Error("config: RMS norms are never conditional (condition_size must be 0)");
+  if (!layer_windows.empty() && static_cast<int64_t>(layer_windows.size()) != layers)
+    throw Error(fmt::format("config: layer_windows has {} entries for {} layers",
+                            layer_windows.size(), layers));
+  if (!layer_windows.empty() && share_layers)
+    throw Error("config: layer_windows with shared layers");
+  for (int64_t w : layer_windows)
+    if (w < 0) throw Error(fmt::format("config: layer_windows: window {} must be >= 0", w));
+  const int64_t head_size = attention.key_size > 0 ? attention.key_size : hidden / heads;
+  for (const auto* r : {&rotary, &rotary_local}) {
+    if (!*r) continue;
+    ops::check_rotary_config(**r);
+    if ((*r)->head_dim != head_size)
+      throw Error(fmt::format("config: rotary head_dim {} differs from the key size {}",
+                              (*r)->head_dim, head_size));
+  }
+  if (rotary_local && !rotary) throw Error("config: rotary_local without rotary");
+  if (rotary && cross_attention) throw Error("config: rotary positions with cross attention");
+  if (!(final_logit_softcap >= 0) || !std::isfinite(final_logit_softcap))
+    throw Error(fmt::format("config: final_logit_softcap must be finite and >= 0 (got {})",
+                            final_logit_softcap));
   const int64_t blocks = share_layers ? layer_groups : layers;
   for (const auto* pruned : {&pruned_heads, &pruned_cross_heads}) {
     const char* name = pruned == &pruned_heads ? "pruned_heads" : "pruned_cross_heads";
@@ -356,6 +404,66 @@ TransformerConfig preset(std::string_view name, const PresetSizes& s) {
 
 }  // namespace attnkit::models
 
+namespace attnkit::ops {
+
+void to_json(nlohmann::json& j, const RotaryConfig& c) {
+  j = nlohmann::json{{"head_dim", c.head_dim}, {"theta", c.theta},
+                     {"scaling", to_string(c.scaling)}};
+  if (c.rotary_dim > 0) j["rotary_dim"] = c.rotary_dim;
+  if (c.factor) j["factor"] = *c.factor;
+  if (c.max_position_embeddings > 0) j["max_position_embeddings"] = c.max_position_embeddings;
+  if (c.original_max_position_embeddings > 0)
+    j["original_max_position_embeddings"] = c.original_max_position_embeddings;
+  if (c.low_freq_factor != 0) j["low_freq_factor"] = c.low_freq_factor;
+  if (c.high_freq_factor != 0) j["high_freq_factor"] = c.high_freq_factor;
+  const std::pair<const char*, const std::optional<double>*> optional[] = {
+      {"beta_fast", &c.beta_fast}, {"beta_slow", &c.beta_slow}, {"mscale", &c.mscale},
+      {"mscale_all_dim", &c.mscale_all_dim}, {"attention_factor", &c.attention_factor}};
+  for (const auto& [key, value] : optional)
+    if (*value) j[key] = **value;
+  if (!c.truncate) j["truncate"] = false;
+  if (!c.short_factor.empty()) j["short_factor"] = c.short_factor;
+  if (!c.long_factor.empty()) j["long_factor"] = c.long_factor;
+}
+
+void from_json(const nlohmann::json& j, RotaryConfig& c) {
+  models::detail::StrictReader r(j, "config: rotary");
+  r.read("head_dim", c.head_dim);
+  r.read("rotary_dim", c.rotary_dim);
+  r.read("theta", c.theta);
+  std::string scaling = to_string(c.scaling);
+  r.read("scaling", scaling);
+  try {
+    c.scaling = parse_rotary_scaling(scaling);
+  } catch (const Error& e) {
+    throw Error(fmt::format("config: rotary: scaling: {}", e.what()));
+  }
+  const std::pair<const char*, std::optional<double>*> optional[] = {
+      {"factor", &c.factor}, {"beta_fast", &c.beta_fast}, {"beta_slow", &c.beta_slow},
+      {"mscale", &c.mscale}, {"mscale_all_dim", &c.mscale_all_dim},
+      {"attention_factor", &c.attention_factor}};
+  for (const auto& [key, value] : optional) {
+    double number = 0;
+    if (!j.contains(key)) {
+      r.read(key, number);  // marks the key as known
+      continue;
+    }
+    r.read(key, number);
+    *value = number;
+  }
+  r.read("max_position_embeddings", c.max_position_embeddings);
+  r.read("original_max_position_embeddings", c.original_max_position_embeddings);
+  r.read("low_freq_factor", c.low_freq_factor);
+  r.read("high_freq_factor", c.high_freq_factor);
+  r.read("truncate", c.truncate);
+  r.read("short_factor", c.short_factor);
+  r.read("long_factor", c.long_factor);
+  r.reject_unknown();
+  check_rotary_config(c);
+}
+
+}  // namespace attnkit::ops
+
 namespace attnkit::layers {
 
 void to_json(nlohmann::json& j, const AttentionSpec& spec) {
@@ -364,6 +472,13 @@ void to_json(nlohmann::json& j, const AttentionSpec& spec) {
            {"talking_heads", spec.talking_heads}, {"max_length", spec.max_length},
            {"synthesizer_hidden", spec.synthesizer_hidden},
            {"factor_rank", spec.factor_rank}, {"bias", spec.bias}};
+  // The Llama-family fields only when set: other configs serialise as before.
+  if (!spec.output_bias) j["output_bias"] = false;
+  if (spec.kv_heads > 0) j["kv_heads"] = spec.kv_heads;
+  if (spec.scale > 0) j["scale"] = spec.scale;
+  if (spec.window > 0) j["window"] = spec.window;
+  if (spec.logit_softcap > 0) j["logit_softcap"] = spec.logit_softcap;
+  if (spec.qk_norm) j["qk_norm"] = true;
 }
 
 void from_json(const nlohmann::json& j, AttentionSpec& spec) {
@@ -386,6 +501,12 @@ void from_json(const nlohmann::json& j, AttentionSpec& spec) {
   r.read("synthesizer_hidden", spec.synthesizer_hidden);
   r.read("factor_rank", spec.factor_rank);
   r.read("bias", spec.bias);
+  r.read("output_bias", spec.output_bias);
+  r.read("kv_heads", spec.kv_heads);
+  r.read("scale", spec.scale);
+  r.read("window", spec.window);
+  r.read("logit_softcap", spec.logit_softcap);
+  r.read("qk_norm", spec.qk_norm);
   r.reject_unknown();
 }
 

@@ -12,13 +12,17 @@ namespace attnkit::models {
 
 using layers::TransformerBlock;
 
-layers::TransformerBlockOptions TransformerModelImpl::block_options() const {
+layers::TransformerBlockOptions TransformerModelImpl::block_options(int64_t layer) const {
   const auto& c = config_;
   return layers::TransformerBlockOptions(c.hidden, c.heads, c.intermediate)
       .activation(c.activation)
       .norm_first(c.norm_first)
       .layer_norm_eps(c.layer_norm_eps)
-      .attention(c.attention)
+      .attention(c.layer_attention(layer))
+      .norm(c.norm)
+      .gated_mlp(c.gated_mlp)
+      .mlp_bias(c.mlp_bias)
+      .sublayer_output_norm(c.sublayer_output_norm)
       .cross_attention(c.cross_attention)
       .cross_spec(c.cross_attention_spec)
       .memory_hidden(c.memory_hidden)
@@ -46,12 +50,15 @@ TransformerModelImpl::TransformerModelImpl(const TransformerConfig& config) : co
                              .padding_positions(c.padding_positions ? c.pad_token_id : -1)));
   blocks = register_module("blocks", torch::nn::ModuleList());
   const int64_t count = c.share_layers ? c.layer_groups : c.layers;
-  for (int64_t i = 0; i < count; ++i) blocks->push_back(TransformerBlock(block_options()));
+  for (int64_t i = 0; i < count; ++i) blocks->push_back(TransformerBlock(block_options(i)));
   if (c.final_layer_norm)
     final_norm = register_module(
         "final_norm", layers::ConditionalLayerNorm(layers::ConditionalLayerNormOptions(c.hidden)
                                                        .eps(c.layer_norm_eps)
-                                                       .condition_size(c.condition_size)));
+                                                       .condition_size(c.condition_size)
+                                                       .kind(c.norm)));
+  if (c.rotary) rotary_ = std::make_shared<ops::RotaryEmbedding>(*c.rotary);
+  if (c.rotary_local) rotary_local_ = std::make_shared<ops::RotaryEmbedding>(*c.rotary_local);
   if (c.pooler) pooler = register_module("pooler", torch::nn::Linear(c.hidden, c.hidden));
   // Pruned heads the config records (a saved pruned model); prune_heads records them again.
   const HeadIndices pruned = c.pruned_heads, pruned_cross = c.pruned_cross_heads;
@@ -90,14 +97,8 @@ void TransformerModelImpl::reset_parameters(double std) {
     }
   }
   for (const auto& module : all) {
-    if (auto* norm = module->as<layers::ConditionalLayerNorm>()) {
-      norm->weight.fill_(1.0);
-      norm->bias.zero_();
-      if (norm->condition_to_weight) {
-        norm->condition_to_weight->weight.zero_();
-        norm->condition_to_bias->weight.zero_();
-      }
-    }
+    if (auto* norm = module->as<layers::ConditionalLayerNorm>()) norm->reset_parameters();
+    if (auto* attention = module->as<layers::MultiHeadAttention>()) attention->reset_norms();
   }
 }
 
@@ -115,7 +116,7 @@ void TransformerModelImpl::unshare() {
   auto fresh = torch::nn::ModuleList();
   HeadIndices pruned, pruned_cross;
   for (int64_t layer = 0; layer < config_.layers; ++layer) {
-    TransformerBlock copy(block_options());
+    TransformerBlock copy(block_options(layer));
     copy->to(block(layer)->parameters().front().scalar_type());  // a float64 model stays float64
     copy->set_paths(block(layer)->paths());
     // The same heads removed as in the shared block, so the shapes match.
@@ -240,6 +241,14 @@ layers::BlockInputs TransformerModelImpl::block_inputs_of(const ModelInputs& in)
   return block_inputs;
 }
 
+const ops::RotaryTables& TransformerModelImpl::rotary_tables(RotaryCall& call, int64_t layer) {
+  const bool local = rotary_local_ && config_.layer_attention(layer).window > 0;
+  ops::RotaryTables& tables = local ? call.local : call.global;
+  if (!tables.cos.defined() && rotary_)
+    tables = (local ? rotary_local_ : rotary_)->tables(call.positions);
+  return tables;
+}
+
 void TransformerModelImpl::set_depth_gates(int64_t layer) {
   // Per-depth gates (shared blocks serve several depths).
   if (!self_gates_.empty()) block(layer)->attention->set_head_gates(self_gates_[layer]);
@@ -301,12 +310,15 @@ at::Tensor TransformerModelImpl::step(StackCache& cache, const at::Tensor& ids,
   std::optional<ops::cpu::SingleThreadedBlas> one_pool;
   if (ids.numel() == 1) one_pool.emplace();
   at::Tensor h = embeddings->forward(ids, token_types, 0, cache.condition, s.positions);
+  RotaryCall rotary{s.positions, {}, {}};
+  layers::StepInputs with_rotary = s;
   for (int64_t layer = 0; layer < config_.layers; ++layer) {
     set_depth_gates(layer);
     layers::BlockCaches caches;
     caches.self = cache.self[layer].get();
     if (config_.cross_attention) caches.cross = cache.cross[layer].get();
-    h = block(layer)->step(h, s, caches, cache.condition);
+    with_rotary.rotary = rotary_tables(rotary, layer);
+    h = block(layer)->step(h, with_rotary, caches, cache.condition);
   }
   if (final_norm) h = final_norm->forward(h, cache.condition);
   cache.length += ids.size(1);
@@ -315,12 +327,14 @@ at::Tensor TransformerModelImpl::step(StackCache& cache, const at::Tensor& ids,
 
 ModelOutput TransformerModelImpl::forward(const ModelInputs& in) {
   ModelOutput out;
-  const layers::BlockInputs block_inputs = block_inputs_of(in);
+  layers::BlockInputs block_inputs = block_inputs_of(in);
   at::Tensor h = embeddings->forward(in.input_ids, in.token_type_ids, in.position_offset,
                                      in.condition, in.position_ids);
   if (in.output_hidden_states) out.hidden_states.push_back(h);
+  RotaryCall rotary{*block_inputs.self.positions, {}, {}};
   for (int64_t layer = 0; layer < config_.layers; ++layer) {
     set_depth_gates(layer);
+    block_inputs.self.rotary = rotary_tables(rotary, layer);
     layers::BlockOutput b = block(layer)->forward(h, block_inputs);
     h = b.hidden;
     record_layer(in, block_inputs, b, out);
@@ -336,6 +350,7 @@ TwoStreamOutput TransformerModelImpl::two_stream_forward(const ModelInputs& in, 
                 "decoder); it takes a single stack of self-attention blocks");
   if (in.prefix_lengths)
     throw Error("two-stream attention: give the content stream's mask as `mask`, not as prefix_lengths");
+  if (rotary_) throw Error("two-stream attention: the model has rotary positions (XLNet's streams take learned or sinusoidal ones)");
   const int64_t E = config_.effective_embedding_size();
   if (!query_vector.defined() || query_vector.dim() != 1 || query_vector.size(0) != E)
     throw Error(fmt::format("two-stream attention: the query stream's start vector must be [{}]", E));

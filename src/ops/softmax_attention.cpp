@@ -125,26 +125,67 @@ void check_inputs(const char* op, const at::Tensor& q, const at::Tensor& k, cons
     detail::check_attention_mask(op, *mask, q.size(0), q.size(1), q.size(2), k.size(2), q);
 }
 
+// Grouped key/value heads repeated to the query heads (transformers' repeat_kv).
+at::Tensor repeat_kv(const char* op, const at::Tensor& q, const at::Tensor& kv) {
+  if (q.dim() != 4 || kv.dim() != 4 || kv.size(1) == q.size(1)) return kv;
+  if (kv.size(1) == 0 || q.size(1) % kv.size(1) != 0)
+    detail::fail(op, fmt::format("{} key/value heads do not divide {} query heads", kv.size(1),
+                                 q.size(1)));
+  return kv.repeat_interleave(q.size(1) / kv.size(1), 1);
+}
+
+void check_extras(const char* op, const SoftmaxExtras& extras, bool causal) {
+  if (extras.window < 0) detail::fail(op, fmt::format("window must be >= 0, got {}", extras.window));
+  if (extras.window > 0 && !causal) detail::fail(op, "a sliding window needs causal attention");
+  if (!(extras.logit_softcap >= 0.0) || !std::isfinite(extras.logit_softcap))
+    detail::fail(op, fmt::format("logit_softcap must be finite and >= 0, got {}", extras.logit_softcap));
+}
+
+// `mask` with the sliding window's band (keys j with 0 <= i + S − L − j < window) added.
+c10::optional<at::Tensor> with_window(const c10::optional<at::Tensor>& mask, int64_t window,
+                                      int64_t L, int64_t S, const at::Tensor& like) {
+  if (window <= 0) return mask;
+  at::Tensor i = at::arange(L, at::kLong).unsqueeze(1) + (S - L), j = at::arange(S, at::kLong);
+  at::Tensor band = (i - j).lt(window).to(like.device());
+  if (!mask.has_value() || !mask->defined()) return band;
+  if (at::isFloatingType(mask->scalar_type()))
+    return at::where(band, *mask, -std::numeric_limits<double>::infinity());
+  return combine_masks(*mask, band);
+}
+
+at::Tensor capped(at::Tensor logits, double cap) {
+  return cap > 0 ? at::tanh(logits / cap) * cap : logits;
+}
+
 }  // namespace
 
-at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                             const c10::optional<at::Tensor>& mask, bool causal,
-                             c10::optional<double> scale, const AttentionDropout& dropout) {
+at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k_in, const at::Tensor& v_in,
+                             const c10::optional<at::Tensor>& mask_in, bool causal,
+                             c10::optional<double> scale, const AttentionDropout& dropout,
+                             const SoftmaxExtras& extras) {
   constexpr const char* op = "softmax_attention";
-  check_inputs(op, q, k, v, mask);
+  const at::Tensor k = repeat_kv(op, q, k_in), v = repeat_kv(op, q, v_in);
+  check_inputs(op, q, k, v, mask_in);
   check_dropout(op, dropout);
-  if (detail::flash_attention_supports(q, mask))
+  check_extras(op, extras, causal);
+  const auto mask = with_window(mask_in, extras.window, q.size(2), k.size(2), q);
+  if (extras.logit_softcap == 0.0 && detail::flash_attention_supports(q, mask))
     return detail::flash_attention(q, k, v, mask, causal, resolve_scale(op, q, scale), dropout);
-  auto weights = masked_softmax_unchecked(scaled_logits(op, q, k, scale), mask, causal);
+  auto weights = masked_softmax_unchecked(
+      capped(scaled_logits(op, q, k, scale), extras.logit_softcap), mask, causal);
   return at::matmul(apply_attention_dropout(weights, dropout), v);
 }
 
-at::Tensor softmax_attention_weights(const at::Tensor& q, const at::Tensor& k,
-                                     const c10::optional<at::Tensor>& mask, bool causal,
-                                     c10::optional<double> scale) {
+at::Tensor softmax_attention_weights(const at::Tensor& q, const at::Tensor& k_in,
+                                     const c10::optional<at::Tensor>& mask_in, bool causal,
+                                     c10::optional<double> scale, const SoftmaxExtras& extras) {
   constexpr const char* op = "softmax_attention_weights";
-  check_inputs(op, q, k, k, mask);
-  return masked_softmax_unchecked(scaled_logits(op, q, k, scale), mask, causal);
+  const at::Tensor k = repeat_kv(op, q, k_in);
+  check_inputs(op, q, k, k, mask_in);
+  check_extras(op, extras, causal);
+  const auto mask = with_window(mask_in, extras.window, q.size(2), k.size(2), q);
+  return masked_softmax_unchecked(capped(scaled_logits(op, q, k, scale), extras.logit_softcap),
+                                  mask, causal);
 }
 
 }  // namespace attnkit::ops

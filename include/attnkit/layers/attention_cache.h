@@ -5,6 +5,8 @@
 // and cosFormer RNN states, the cross-attention cache).
 //
 // Batches are left padded. Every step feeds `n` new columns for every row.
+#include "attnkit/ops/rotary.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -21,6 +23,9 @@ struct StepInputs {
   // true: the n new columns see each other causally; false: all of them (a UniLM source, a
   // prefix-LM prefix: one bidirectional segment).
   bool causal = true;
+  // Rotary positions (the model's tables at `positions`, ops::RotaryTables; undefined = none),
+  // applied to the new columns' queries and keys before they meet the cache.
+  ops::RotaryTables rotary;
 };
 
 // The state one self-attention layer keeps between steps.

@@ -34,8 +34,22 @@ struct AttentionSpec {
   int64_t factor_rank = 8;
   // Components of a Mixture (logit producers only: Softmax and the Synthesizer kinds).
   std::vector<AttentionKind> mixture;
-  // Biases on the q/k/v/o projections.
+  // Biases on the q/k/v projections, and on o when output_bias too (Qwen2: q/k/v only).
   bool bias = true;
+  bool output_bias = true;
+  // Grouped-query attention: key/value heads (dividing the heads; query head h reads key/value
+  // head h / (heads / kv_heads)); 0 = one per query head.
+  int64_t kv_heads = 0;
+  // Softmax: the logits' scale; 0 = 1/sqrt(key_size) (Gemma's query_pre_attn_scalar^-1/2).
+  double scale = 0.0;
+  // Causal softmax: a sliding window of `window` keys ending at the query (Mistral, Gemma 2/3
+  // local layers; ops::SoftmaxExtras); 0 = none.
+  int64_t window = 0;
+  // Softmax: logits -> cap · tanh(logits / cap) (Gemma 2); 0 = none.
+  double logit_softcap = 0.0;
+  // RMS normalisation of each head's q and k over key_size before the rotation (Gemma 3's
+  // q_norm / k_norm, with their RMSNorm's eps); false = none.
+  bool qk_norm = false;
 
   // Kinds that produce an explicit [L, S] logit matrix (so masks of any shape apply).
   bool uses_logits() const;

@@ -1,6 +1,8 @@
 #pragma once
-// Position-wise feed-forward network fc_out(act(fc_in(x))) and the activations the model
-// families use (BERT: exact erf gelu; GPT-2/ALBERT: the tanh approximation "gelu_new").
+// Position-wise feed-forward network fc_out(act(fc_in(x))), or gated (the Llama families' MLP,
+// Shazeer 2020): fc_out(act(gate(x)) · fc_in(x)) (HF: down_proj(act(gate_proj(x)) · up_proj(x))),
+// and the activations the model families use (BERT: exact erf gelu; GPT-2/ALBERT: the tanh
+// approximation "gelu_new"; Llama: silu; Gemma: gelu_pytorch_tanh).
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
@@ -23,6 +25,8 @@ struct FeedForwardOptions {
   TORCH_ARG(int64_t, hidden);
   TORCH_ARG(int64_t, intermediate);
   TORCH_ARG(Activation, activation) = Activation::Gelu;
+  TORCH_ARG(bool, gated) = false;
+  TORCH_ARG(bool, bias) = true;  // on every dense layer
 };
 
 class FeedForwardImpl : public torch::nn::Module {
@@ -33,6 +37,7 @@ class FeedForwardImpl : public torch::nn::Module {
   at::Tensor step(const at::Tensor& x);
   const FeedForwardOptions& options() const { return options_; }
   torch::nn::Linear fc_in{nullptr}, fc_out{nullptr};
+  torch::nn::Linear gate{nullptr};  // gated only
 
  private:
   FeedForwardOptions options_;

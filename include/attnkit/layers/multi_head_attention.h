@@ -2,9 +2,17 @@
 // Multi-head attention as a torch::nn module; the variant is an AttentionSpec value and the
 // computation is delegated to ops/. Shapes: x [batch, L, hidden], memory [batch, S, kv_hidden];
 // per head q/k have key_size and v has value_size (both independent of hidden / heads).
+//
+// The Llama families' attention is the softmax kind with AttentionSpec's extras: grouped-query
+// attention (kv_heads key/value heads, k and v never repeated for the fused kernel), rotary
+// positions on q and k (AttentionInputs::rotary / StepInputs::rotary: one table per model, made
+// by the model), a sliding window, a logit soft-cap, an explicit scale, q/k RMS norms (Gemma 3),
+// q/k/v biases without an o bias (Qwen2).
 #include "attnkit/layers/attention_cache.h"
 #include "attnkit/layers/attention_spec.h"
+#include "attnkit/layers/conditional_layer_norm.h"
 #include "attnkit/ops/linear_attention.h"
+#include "attnkit/ops/rotary.h"
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
@@ -26,6 +34,9 @@ struct MultiHeadAttentionOptions {
   // Dropout on the attention probabilities in training (softmax, Synthesizer, talking-heads and
   // mixture kinds; linear attention and cosFormer have no probabilities to drop).
   TORCH_ARG(double, dropout) = 0.0;
+  // spec.qk_norm: the kind and eps of the q/k norms (the model's norm sites').
+  TORCH_ARG(NormKind, norm) = NormKind::RmsNorm;
+  TORCH_ARG(double, norm_eps) = 1e-6;
 };
 
 struct AttentionInputs {
@@ -47,6 +58,10 @@ struct AttentionInputs {
   // int64 [batch | 1, L]: each query's position (the model's position ids, or offset + 0..L−1),
   // for the position-dependent kinds; the cached step gets them in StepInputs.
   c10::optional<at::Tensor> positions;
+  // Rotary positions (self attention): the model's tables at `positions` (ops::RotaryEmbedding),
+  // applied to q and k; undefined = none. The linear kinds rotate their feature maps instead
+  // (ops::rotary_linear_attention, rotary_cosformer_attention; no key padding or prefix then).
+  ops::RotaryTables rotary;
   bool need_weights = false;        // fill AttentionResult::weights
   bool need_head_contexts = false;  // fill AttentionResult::head_contexts
 };
@@ -102,18 +117,29 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   const MultiHeadAttentionOptions& options() const { return options_; }
   // Heads now (after pruning).
   int64_t heads() const { return options_.heads(); }
+  // Key/value heads of the k and v projections (grouped-query attention: fewer than heads()).
+  int64_t kv_heads() const { return kv_heads_; }
+  bool grouped() const { return grouped_; }
+  // The q/k norms' weights back to their initial value (spec.qk_norm; nothing otherwise).
+  void reset_norms();
   int64_t key_size() const { return key_size_; }
   int64_t value_size() const { return value_size_; }
   const ops::FeatureMap* feature_map() const { return feature_map_.get(); }
 
   // Projections; q and k are empty modules when the kind does not use them (random synthesizer).
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
+  // spec.qk_norm: the RMSNorm weights [key_size] of q and of k.
+  at::Tensor q_norm, k_norm;
 
  private:
   // Head gates, merged heads, output projection through the row kernels: the end of a step.
   at::Tensor finish_step(at::Tensor context);
   at::Tensor logits(const at::Tensor& q, const at::Tensor& k, AttentionKind kind, int64_t L,
                     int64_t S);
+  // The grouped key/value heads repeated to one per query head (for the ops without groups).
+  at::Tensor repeat_kv(const at::Tensor& x) const;
+  // q/k norms and rotary positions on the split heads.
+  void position_heads(at::Tensor& qh, at::Tensor& kh, const ops::RotaryTables& rotary) const;
   at::Tensor explicit_weights(const at::Tensor& q, const at::Tensor& k,
                               const c10::optional<at::Tensor>& mask,
                               const c10::optional<at::Tensor>& key_padding);
@@ -134,6 +160,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   at::Tensor head_gates_;
   int64_t original_heads_ = 0;
   int64_t query_heads_ = 0;
+  int64_t kv_heads_ = 0;
+  bool grouped_ = false;
   std::vector<int64_t> pruned_heads_;
 };
 TORCH_MODULE(MultiHeadAttention);

@@ -10,6 +10,10 @@
 // With skip off the "x +" terms vanish; with the MLP off y = h; with LN off LN is the identity;
 // with attention off the self-attention sub-layer outputs zero (h = x, or LN(x) post-LN), which
 // truncates the network to the paths that skip this layer (short-path experiment).
+//
+// The Llama families: pre-LN blocks with RMSNorm (norm), a gated MLP, and (Gemma 2/3,
+// sublayer_output_norm) a second norm on each sub-layer's output before the residual sum:
+//   h = x + LN'(Att(LN(x)));   y = h + LN''(FFN(LN(h)))
 #include "attnkit/layers/conditional_layer_norm.h"
 #include "attnkit/layers/feed_forward.h"
 #include "attnkit/layers/multi_head_attention.h"
@@ -46,6 +50,10 @@ struct TransformerBlockOptions {
   TORCH_ARG(double, attention_dropout) = 0.0;  // on the attention probabilities
   TORCH_ARG(int64_t, condition_size) = 0;  // > 0: every LayerNorm is conditional
   TORCH_ARG(BlockPaths, paths);
+  TORCH_ARG(NormKind, norm) = NormKind::LayerNorm;  // every norm site's kind
+  TORCH_ARG(bool, gated_mlp) = false;
+  TORCH_ARG(bool, mlp_bias) = true;
+  TORCH_ARG(bool, sublayer_output_norm) = false;
 };
 
 struct BlockInputs {
@@ -108,13 +116,15 @@ class TransformerBlockImpl : public torch::nn::Module {
   MultiHeadAttention attention{nullptr}, cross_attention{nullptr};
   FeedForward ffn{nullptr};
   ConditionalLayerNorm ln_attention{nullptr}, ln_cross{nullptr}, ln_ffn{nullptr};
+  // sublayer_output_norm: the norms of the attention's and the MLP's outputs.
+  ConditionalLayerNorm ln_attention_out{nullptr}, ln_ffn_out{nullptr};
 
  private:
   at::Tensor norm(ConditionalLayerNorm& ln, const at::Tensor& x, const BlockInputs& in);
   // One residual sub-layer around `sublayer`, honouring norm_first and the paths.
   template <typename Sublayer>
-  at::Tensor residual(const at::Tensor& x, ConditionalLayerNorm& ln, const BlockInputs& in,
-                      Sublayer&& sublayer);
+  at::Tensor residual(const at::Tensor& x, ConditionalLayerNorm& ln, ConditionalLayerNorm& out_ln,
+                      const BlockInputs& in, Sublayer&& sublayer);
   // The block's sequence around its sub-layers (callables, no std::function on the step path).
   template <typename Self, typename Skipped, typename Cross, typename FeedForward>
   BlockOutput run(const at::Tensor& x, const BlockInputs& in, Self&& self, Skipped&& skipped,

@@ -4,13 +4,16 @@
 // checkpoints (the enums as their names); io/huggingface converts to and from Hugging Face
 // config.json.
 #include "attnkit/layers/attention_spec.h"
+#include "attnkit/layers/conditional_layer_norm.h"
 #include "attnkit/layers/embeddings.h"
 #include "attnkit/layers/feed_forward.h"
+#include "attnkit/ops/rotary.h"
 
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,8 +95,27 @@ struct TransformerConfig {
   // attention of decoder blocks. Keys are block indices; heads sorted, in the unpruned numbering.
   HeadIndices pruned_heads;
   HeadIndices pruned_cross_heads;
+  // ---- The Llama families (issue 42); the defaults leave the other models unchanged. The
+  // attention's own extras (grouped key/value heads, window, soft-cap, scale, q/k norms, biases)
+  // are in `attention`.
+  // Every norm site's kind (blocks, final norm; the embeddings' LayerNorm stays a LayerNorm).
+  layers::NormKind norm = layers::NormKind::LayerNorm;
+  bool gated_mlp = false;  // fc_out(act(gate(x)) · fc_in(x))
+  bool mlp_bias = true;
+  // Gemma 2/3: a norm on each sub-layer's output before the residual sum.
+  bool sublayer_output_norm = false;
+  // Rotary positions on self attention's q and k (ops::RotaryConfig, head_dim = the key size), one
+  // ops::RotaryEmbedding per model; rotary_local, when given, for the layers with a sliding
+  // window (Gemma 3's local base frequency).
+  std::optional<ops::RotaryConfig> rotary, rotary_local;
+  // Per layer: the sliding window (0 = full attention); empty = attention.window at every layer.
+  std::vector<int64_t> layer_windows;
+  // The causal LM head's logits -> cap · tanh(logits / cap) (Gemma 2); 0 = none.
+  double final_logit_softcap = 0.0;
 
   int64_t effective_embedding_size() const { return embedding_size > 0 ? embedding_size : hidden; }
+  // The attention spec of layer `layer` (its window from layer_windows).
+  layers::AttentionSpec layer_attention(int64_t layer) const;
   // Throws attnkit::Error naming the first inconsistent field.
   void validate() const;
 
@@ -139,6 +161,12 @@ HeadIndices head_indices_from_json(const nlohmann::json& j, const std::string& w
 void from_json(const nlohmann::json& j, TransformerConfig& config);
 
 }  // namespace attnkit::models
+
+namespace attnkit::ops {
+// A checkpoint's "rotary" object: RotaryConfig's fields under their names (strict).
+void to_json(nlohmann::json& j, const RotaryConfig& config);
+void from_json(const nlohmann::json& j, RotaryConfig& config);
+}  // namespace attnkit::ops
 
 namespace attnkit::layers {
 // In the spec's own namespace so nlohmann's ADL finds them.

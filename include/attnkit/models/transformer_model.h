@@ -12,6 +12,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <memory>
 #include <vector>
 
 namespace attnkit::models {
@@ -128,7 +129,14 @@ class TransformerModelImpl : public torch::nn::Module {
   torch::nn::Linear pooler{nullptr};
 
  private:
-  layers::TransformerBlockOptions block_options() const;
+  layers::TransformerBlockOptions block_options(int64_t layer) const;
+  // The rotary tables of layer `layer` at `positions` from the model's tables of this call
+  // (`tables`: global, local), made on first use. Undefined tables without rotary positions.
+  struct RotaryCall {
+    at::Tensor positions;
+    ops::RotaryTables global, local;
+  };
+  const ops::RotaryTables& rotary_tables(RotaryCall& call, int64_t layer);
   // forward's steps, shared with two_stream_forward: the blocks' inputs (checks input_ids and the
   // attention mask), the head gates of one depth, one layer's requested outputs, the final LN and
   // pooler.
@@ -139,6 +147,8 @@ class TransformerModelImpl : public torch::nn::Module {
   void finish(const ModelInputs& in, at::Tensor h, ModelOutput& out);
   TransformerConfig config_;
   std::vector<at::Tensor> self_gates_, cross_gates_;  // per depth; empty = none
+  // config.rotary / rotary_local: one embedding each per model (dynamic scalings keep state).
+  std::shared_ptr<ops::RotaryEmbedding> rotary_, rotary_local_;
 };
 TORCH_MODULE(TransformerModel);
 

@@ -5,6 +5,9 @@
 // mask: bool (true = attend) or additive floating, broadcastable to [batch, heads, L, S].
 // causal: query i may attend key j iff j <= i + (S - L) (see ops/masks.h causal_mask).
 // A query whose keys are all masked gets zero weights and a zero output (never NaN).
+//
+// Grouped-query attention (Llama 2 70B, Mistral, SmolLM2, ...): k and v may have fewer heads than
+// q, Hkv dividing Hq; query head h reads key/value head h / (Hq / Hkv) (transformers' repeat_kv).
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
 
@@ -28,18 +31,30 @@ at::Tensor attention_dropout_keep(int64_t batch, int64_t heads, int64_t L, int64
 // weights [batch, heads, L, S] ∘ keep / (1 − rate); weights unchanged when rate is 0.
 at::Tensor apply_attention_dropout(const at::Tensor& weights, const AttentionDropout& dropout);
 
+// The Llama-family extras of softmax attention.
+struct SoftmaxExtras {
+  // > 0: a sliding window (Mistral, Gemma 2/3 local layers), with causal only: query i (column
+  // c = i + S − L) sees key j iff 0 <= c − j < window (transformers' sliding-window mask).
+  int64_t window = 0;
+  // > 0: logits -> cap · tanh(logits / cap) after the scale, before the mask (Gemma 2's
+  // attn_logit_softcapping).
+  double logit_softcap = 0.0;
+};
+
 // softmax(q kᵀ · scale + mask) v, scale defaults to 1/sqrt(dk); with dropout, the probabilities
 // are dropped as AttentionDropout says before they multiply v.
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const c10::optional<at::Tensor>& mask = c10::nullopt,
                              bool causal = false, c10::optional<double> scale = c10::nullopt,
-                             const AttentionDropout& dropout = {});
+                             const AttentionDropout& dropout = {},
+                             const SoftmaxExtras& extras = {});
 
 // The attention weights softmax(q kᵀ · scale + mask) [batch, heads, L, S], for analysis.
 at::Tensor softmax_attention_weights(const at::Tensor& q, const at::Tensor& k,
                                      const c10::optional<at::Tensor>& mask = c10::nullopt,
                                      bool causal = false,
-                                     c10::optional<double> scale = c10::nullopt);
+                                     c10::optional<double> scale = c10::nullopt,
+                                     const SoftmaxExtras& extras = {});
 
 // Row softmax of logits [batch, heads, L, S] under a mask; fully masked rows give zeros.
 at::Tensor masked_softmax(const at::Tensor& logits,
