@@ -21,6 +21,9 @@ const HuggingFaceFamily& llama_family();
 const HuggingFaceFamily& mistral_family();
 const HuggingFaceFamily& qwen2_family();
 const HuggingFaceFamily& gemma_family();
+const HuggingFaceFamily& gemma2_family();
+const HuggingFaceFamily& gemma3_text_family();
+const HuggingFaceFamily& phi3_family();
 
 const std::vector<const HuggingFaceFamily*>& huggingface_families() {
   static const std::vector<const HuggingFaceFamily*> families = {
@@ -34,6 +37,9 @@ const std::vector<const HuggingFaceFamily*>& huggingface_families() {
       &mistral_family(),
       &qwen2_family(),
       &gemma_family(),
+      &gemma2_family(),
+      &gemma3_text_family(),
+      &phi3_family(),
   };
   return families;
 }

@@ -37,6 +37,8 @@ enum class TensorLayout {
   Same,        // the same shape and values
   Transposed,  // Conv1D's [in, out] against Linear's [out, in]
   FusedQkv,    // q|k|v side by side in one Conv1D ([in, 3 out]); `ours` contains "{qkv}"
+  RowBlocks,   // ours stacked by rows in one Linear (Phi-3's qkv_proj, gate_up_proj): `ours`
+               // contains "{part}", replaced by each of `parts` in order; blocks of any height
 };
 
 struct NameRule {
@@ -45,6 +47,7 @@ struct NameRule {
   Stack stack;
   TensorLayout layout = TensorLayout::Same;
   bool optional = false;  // a checkpoint may lack it: the tensor keeps its initial value
+  std::vector<std::string> parts = {};  // RowBlocks only
 };
 
 // Rules for one module's weight and (when `bias`) bias.

@@ -190,6 +190,8 @@ std::vector<Binding> bindings(const HuggingFaceFamily& family, const HuggingFace
       const std::string ours = proto.stack_prefix + detail::replace_all(rule.ours, "{layer}", index);
       if (rule.layout == TensorLayout::FusedQkv) {
         for (const char* part : {"q", "k", "v"}) binding.ours.push_back(detail::replace_all(ours, "{qkv}", part));
+      } else if (rule.layout == TensorLayout::RowBlocks) {
+        for (const auto& part : rule.parts) binding.ours.push_back(detail::replace_all(ours, "{part}", part));
       } else {
         binding.ours.push_back(ours);
       }
@@ -226,6 +228,10 @@ std::vector<int64_t> expected_hf_shape(const Binding& b, std::map<std::string, a
     if (ours.size() == 2) std::swap(ours[0], ours[1]);
     return ours;
   }
+  if (b.layout == TensorLayout::RowBlocks) {
+    for (size_t i = 1; i < b.ours.size(); ++i) ours[0] += tensor_named(tensors, b.ours[i]).size(0);
+    return ours;
+  }
   // FusedQkv: weight [out, in] x3 -> [in, 3 out]; bias [out] x3 -> [3 out]
   if (ours.size() == 2) return {ours[1], 3 * ours[0]};
   return {3 * ours[0]};
@@ -242,6 +248,15 @@ void assign(const Binding& b, const at::Tensor& hf, std::map<std::string, at::Te
     case TensorLayout::FusedQkv: {
       auto parts = (value.dim() == 2 ? value.t() : value).chunk(3, 0);
       for (int i = 0; i < 3; ++i) tensor_named(tensors, b.ours[i]).copy_(parts[i]);
+      break;
+    }
+    case TensorLayout::RowBlocks: {
+      int64_t row = 0;
+      for (const auto& name : b.ours) {
+        at::Tensor target = tensor_named(tensors, name);
+        target.copy_(value.narrow(0, row, target.size(0)));
+        row += target.size(0);
+      }
       break;
     }
   }
@@ -294,6 +309,7 @@ at::Tensor hf_value(const Binding& b, std::map<std::string, at::Tensor>& tensors
       auto fused = at::cat(parts, 0);
       return (fused.dim() == 2 ? fused.t() : fused).contiguous();
     }
+    case TensorLayout::RowBlocks: return at::cat(parts, 0).contiguous();
   }
   return {};
 }
@@ -328,10 +344,10 @@ Error naming_config_file(const Error& e, const std::string& config_path) {
   return Error(config_path + ": " + (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what));
 }
 
-// A safetensors file's tensors under their canonical names, for a family's head detection.
+// A checkpoint's tensors under their canonical names, for a family's head detection.
 class FileContents final : public detail::CheckpointContents {
  public:
-  FileContents(const SafetensorsFile& file, const std::map<std::string, std::string>& by_name,
+  FileContents(const CheckpointTensors& file, const std::map<std::string, std::string>& by_name,
                std::string prefix, std::string path)
       : file_(file), by_name_(by_name), prefix_(std::move(prefix)), path_(std::move(path)) {}
   bool has(const std::string& name) const override { return by_name_.count(name) > 0; }
@@ -351,7 +367,7 @@ class FileContents final : public detail::CheckpointContents {
   std::string base(const std::string& name) const override { return prefix_ + name; }
 
  private:
-  const SafetensorsFile& file_;
+  const CheckpointTensors& file_;
   const std::map<std::string, std::string>& by_name_;
   std::string prefix_;
   std::string path_;
@@ -423,19 +439,141 @@ const char* next_sentence_output_name(const models::ModelFamily& family) {
 // ------------------------------------------------------------------------------------------
 // Loading
 
+namespace {
+
+// One safetensors file.
+class SingleFile final : public CheckpointTensors {
+ public:
+  explicit SingleFile(const std::string& path) : file_(SafetensorsFile::open(path)) {}
+  const std::vector<TensorEntry>& entries() const override { return file_.entries(); }
+  const TensorEntry& entry(const std::string& name) const override { return file_.entry(name); }
+  at::Tensor tensor(const std::string& name) const override { return file_.tensor(name); }
+  const std::string& path() const override { return file_.path(); }
+
+ private:
+  SafetensorsFile file_;
+};
+
+// The shards of model.safetensors.index.json.
+class ShardedFiles final : public CheckpointTensors {
+ public:
+  explicit ShardedFiles(const std::string& index_path) : path_(index_path) {
+    const json index = read_json_file(index_path);
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+      throw Error(fmt::format("{}: no \"weight_map\" object", index_path));
+    std::map<std::string, size_t> shard_of_file;
+    for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+      if (!it->is_string())
+        throw Error(fmt::format("{}: weight_map: {} is not a file name", index_path, one_line(it.key())));
+      const std::string file = it->get<std::string>();
+      if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..")
+        throw Error(fmt::format("{}: weight_map: shard '{}' is not a plain file name", index_path,
+                                one_line(file)));
+      auto found = shard_of_file.find(file);
+      if (found == shard_of_file.end()) {
+        found = shard_of_file.emplace(file, shards_.size()).first;
+        shards_.push_back(SafetensorsFile::open((fs::path(index_path).parent_path() / file).string()));
+      }
+      shard_of_tensor_[it.key()] = found->second;
+    }
+    // Every tensor of every shard is in the map, in the shard the map names.
+    for (size_t i = 0; i < shards_.size(); ++i)
+      for (const auto& e : shards_[i].entries()) {
+        auto it = shard_of_tensor_.find(e.name);
+        if (it == shard_of_tensor_.end() || it->second != i)
+          throw Error(fmt::format("{}: tensor '{}' of {} is not mapped to that shard", index_path,
+                                  one_line(e.name), shards_[i].path()));
+        entries_.push_back(e);
+      }
+    for (const auto& [name, shard] : shard_of_tensor_)
+      if (!shards_[shard].contains(name))
+        throw Error(fmt::format("{}: tensor '{}' is not in {}", index_path, one_line(name),
+                                shards_[shard].path()));
+  }
+  const std::vector<TensorEntry>& entries() const override { return entries_; }
+  const TensorEntry& entry(const std::string& name) const override { return shard(name).entry(name); }
+  at::Tensor tensor(const std::string& name) const override { return shard(name).tensor(name); }
+  const std::string& path() const override { return path_; }
+
+ private:
+  const SafetensorsFile& shard(const std::string& name) const {
+    auto it = shard_of_tensor_.find(name);
+    if (it == shard_of_tensor_.end())
+      throw Error(fmt::format("{}: no tensor '{}'", path_, one_line(name)));
+    return shards_[it->second];
+  }
+  std::string path_;
+  std::vector<SafetensorsFile> shards_;
+  std::map<std::string, size_t> shard_of_tensor_;
+  std::vector<TensorEntry> entries_;
+};
+
+class InMemory final : public CheckpointTensors {
+ public:
+  InMemory(std::map<std::string, at::Tensor> tensors, std::string path)
+      : tensors_(std::move(tensors)), path_(std::move(path)) {
+    for (const auto& [name, t] : tensors_) {
+      TensorEntry e;
+      e.name = name;
+      e.scalar_type = t.scalar_type();
+      e.dtype = t.scalar_type() == at::kFloat ? "F32" : t.scalar_type() == at::kHalf ? "F16"
+                : t.scalar_type() == at::kBFloat16 ? "BF16" : t.scalar_type() == at::kDouble ? "F64" : "?";
+      e.shape = t.sizes().vec();
+      entries_.push_back(std::move(e));
+    }
+  }
+  const std::vector<TensorEntry>& entries() const override { return entries_; }
+  const TensorEntry& entry(const std::string& name) const override {
+    for (const auto& e : entries_)
+      if (e.name == name) return e;
+    throw Error(fmt::format("{}: no tensor '{}'", path_, one_line(name)));
+  }
+  at::Tensor tensor(const std::string& name) const override {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) throw Error(fmt::format("{}: no tensor '{}'", path_, one_line(name)));
+    return it->second;
+  }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::map<std::string, at::Tensor> tensors_;
+  std::string path_;
+  std::vector<TensorEntry> entries_;
+};
+
+}  // namespace
+
+std::unique_ptr<CheckpointTensors> open_safetensors_checkpoint(const std::string& directory) {
+  const fs::path single = fs::path(directory) / "model.safetensors";
+  const fs::path index = fs::path(directory) / "model.safetensors.index.json";
+  if (fs::exists(single)) return std::make_unique<SingleFile>(single.string());
+  if (fs::exists(index)) return std::make_unique<ShardedFiles>(index.string());
+  if (fs::exists(fs::path(directory) / "pytorch_model.bin"))
+    throw Error(fmt::format("{}: only pytorch_model.bin (pickle) found; attnkit reads "
+                            "model.safetensors (convert it with transformers' save_pretrained("
+                            "safe_serialization=True))", directory));
+  throw Error(fmt::format("{}: no model.safetensors (nor model.safetensors.index.json)", directory));
+}
+
+std::unique_ptr<CheckpointTensors> memory_checkpoint(std::map<std::string, at::Tensor> tensors,
+                                                     std::string path) {
+  return std::make_unique<InMemory>(std::move(tensors), std::move(path));
+}
+
 std::shared_ptr<models::Model> load_huggingface(const std::string& directory, HuggingFaceModel* info_out) {
   const std::string config_path = (fs::path(directory) / "config.json").string();
-  const std::string weights_path = (fs::path(directory) / "model.safetensors").string();
   if (!fs::exists(config_path)) throw Error(fmt::format("{}: no config.json", directory));
-  if (!fs::exists(weights_path)) {
-    if (fs::exists(fs::path(directory) / "pytorch_model.bin"))
-      throw Error(fmt::format("{}: only pytorch_model.bin (pickle) found; attnkit reads "
-                              "model.safetensors (convert it with transformers' save_pretrained("
-                              "safe_serialization=True))", directory));
-    throw Error(fmt::format("{}: no model.safetensors", directory));
-  }
+  const auto file = open_safetensors_checkpoint(directory);
+  return load_huggingface_checkpoint(read_json_file(config_path), config_path, *file, info_out);
+}
+
+std::shared_ptr<models::Model> load_huggingface_checkpoint(const json& config_json,
+                                                           const std::string& config_path,
+                                                           const CheckpointTensors& file,
+                                                           HuggingFaceModel* info_out) {
+  const std::string& weights_path = file.path();
   HuggingFaceModel info;
-  info.config_json = read_json_file(config_path);
+  info.config_json = config_json;
   const HuggingFaceFamily* found = nullptr;
   HuggingFaceConfig config;
   std::map<std::string, models::HeadIndices> pruned;  // Zeroed families: pruned after loading
@@ -450,7 +588,6 @@ std::shared_ptr<models::Model> load_huggingface(const std::string& directory, Hu
   HuggingFaceLayout& layout = info.layout;
   layout.model_type = family.model_type;
 
-  auto file = SafetensorsFile::open(weights_path);
   // Canonical name -> name in the file.
   std::map<std::string, std::string> by_name;
   for (const auto& e : file.entries()) {
@@ -479,10 +616,11 @@ std::shared_ptr<models::Model> load_huggingface(const std::string& directory, Hu
   std::shared_ptr<models::Model> model;
   if (family.encoder_decoder()) {
     const auto& e = config.encoder_decoder;
-    detail::check_config_fits_weights({{e.encoder, {}}, {e.decoder, {}}}, file, config_path);
+    detail::check_config_fits_weights({{e.encoder, {}}, {e.decoder, {}}}, file.entries(),
+                                      weights_path, config_path);
     model = models::EncoderDecoderModel(e).ptr();
   } else {
-    detail::check_config_fits_weights(c, h, file, config_path);
+    detail::check_config_fits_weights({{c, h}}, file.entries(), weights_path, config_path);
     model = models::TaskModel(c, h).ptr();
   }
   model->module().eval();

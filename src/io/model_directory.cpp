@@ -5,6 +5,7 @@
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/io/safetensors.h"
 #include "attnkit/models/model_factory.h"
+#include "attnkit/io/gguf_model.h"
 #include "model_size_check.h"
 
 #include <fmt/format.h>
@@ -174,6 +175,12 @@ std::string resolve_model_path(const std::string& path) {
 
 LoadedModel load_model(const std::string& given) {
   const std::string path = resolve_model_path(given);
+  if (is_gguf_file(path)) {
+    HuggingFaceModel info;
+    auto out = finish(load_gguf(path, &info), path, "huggingface");
+    out.huggingface = std::move(info);
+    return out;
+  }
   if (!fs::is_directory(path)) return load_attnkit(path, nullptr, "", path);
   const std::string config_path = (fs::path(path) / "config.json").string();
   const std::string weights_path = (fs::path(path) / "model.safetensors").string();

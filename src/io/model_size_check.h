@@ -38,9 +38,10 @@ inline double stored_parameters_estimate(const models::TransformerConfig& c, con
 // values + 2^20 (room for kinds that store less, pruned heads, sinusoidal tables).
 inline void check_config_fits_weights(
     const std::vector<std::pair<models::TransformerConfig, models::HeadsConfig>>& stacks,
-    const SafetensorsFile& weights, const std::string& config_where) {
+    const std::vector<TensorEntry>& entries, const std::string& weights_path,
+    const std::string& config_where) {
   double stored = 0;
-  for (const TensorEntry& entry : weights.entries()) {
+  for (const TensorEntry& entry : entries) {
     double elements = 1;
     for (int64_t size : entry.shape) elements *= static_cast<double>(size);
     stored += elements;
@@ -50,7 +51,13 @@ inline void check_config_fits_weights(
   if (needed > 4 * stored + static_cast<double>(1 << 20))
     throw Error(fmt::format("{}: the config describes a model of about {:.3g} parameters, but {} holds only {:.0f} values "
                             "(a config that does not match its weights)",
-                            config_where, needed, weights.path(), stored));
+                            config_where, needed, weights_path, stored));
+}
+
+inline void check_config_fits_weights(
+    const std::vector<std::pair<models::TransformerConfig, models::HeadsConfig>>& stacks,
+    const SafetensorsFile& weights, const std::string& config_where) {
+  check_config_fits_weights(stacks, weights.entries(), weights.path(), config_where);
 }
 
 inline void check_config_fits_weights(const models::TransformerConfig& config, const models::HeadsConfig& heads,

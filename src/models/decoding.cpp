@@ -56,7 +56,8 @@ class CausalSession : public DecodingSession {
   at::Tensor forward(const at::Tensor& ids, const at::Tensor& valid,
                      const at::Tensor& positions) override {
     const at::Tensor h = last_column(model_->transformer->step(cache_, ids, {valid, positions, true, {}}));
-    return layers::linear_rows(h, lm_head_weight(model_->lm_head, *model_->transformer), {});
+    return final_logits(layers::linear_rows(h, lm_head_weight(model_->lm_head, *model_->transformer), {}),
+                        model_->transformer->config());
   }
   void select_rows(const at::Tensor& index) override { cache_.select_rows(index); }
   int64_t state_bytes() const override { return cache_.bytes(); }

@@ -401,6 +401,11 @@ int64_t parameter_count(const torch::nn::Module& module) {
   return count;
 }
 
+at::Tensor final_logits(at::Tensor logits, const TransformerConfig& config) {
+  const double cap = config.final_logit_softcap;
+  return cap > 0 ? at::tanh(logits / cap) * cap : logits;
+}
+
 const at::Tensor& lm_head_weight(const at::Tensor& own_head, const TransformerModelImpl& model) {
   return own_head.defined() ? own_head : model.word_embeddings();
 }

@@ -101,14 +101,14 @@ TEST(Hardening, HuggingFaceConfigQuotesUserStringsOnOneLine) {
   ASSERT_EQ(config["model_type"], "al\nbert");
   const std::string message = error_of([&] { io::config_from_huggingface(config); });
   EXPECT_EQ(message, "config.json: model_type 'al\\nbert' is not supported (attnkit reads bert, "
-                     "albert, gpt2, marian, bart, roberta, llama, mistral, qwen2, gemma)");
+                     "albert, gpt2, marian, bart, roberta, llama, mistral, qwen2, gemma, gemma2, gemma3_text, phi3)");
   const auto dir = scratch_directory("io") / "newline";
   fs::create_directories(dir);
   write_bytes(dir / "model.safetensors", safetensors_bytes("{}"));
   const std::string path = write_bytes(dir / "config.json", text);
   expect_one_line_naming(error_of([&] { io::load_model(dir.string()); }), path,
                          "model_type 'al\\nbert' is not supported (attnkit reads bert, albert, gpt2, "
-                         "marian, bart, roberta, llama, mistral, qwen2, gemma)");
+                         "marian, bart, roberta, llama, mistral, qwen2, gemma, gemma2, gemma3_text, phi3)");
   // The other strings a refusal quotes.
   nlohmann::json bert = {{"model_type", "bert"}, {"vocab_size", 10}, {"hidden_size", 4},
                          {"num_hidden_layers", 1}, {"num_attention_heads", 1}, {"intermediate_size", 8}};

@@ -32,6 +32,39 @@ def run_in_peer_venv(module):
     os.execv(python, [python, script] + sys.argv[1:])
 
 
+SKIP = 77  # ctest's SKIP_RETURN_CODE for the files that need the Python package's venv
+
+
+def python_package_venv():
+    cache = os.environ.get("ATTNKIT_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "attnkit"))
+    return os.path.join(cache, "venv-py")
+
+
+def run_in_python_package_venv():
+    """Makes sure the calling test file runs with transformers 5.x: unless this Python has it, the
+    file is run again with the Python package's venv (~/.cache/attnkit/venv-py: PyTorch 2.x,
+    transformers 5.x, gguf; scripts/python_package_venv.sh makes it, `make test` starts that in the
+    background). Without a finished venv it exits SKIP (ctest: skipped) with one line saying why."""
+    try:
+        import transformers  # noqa: F401
+        if int(transformers.__version__.split(".")[0]) >= 5:
+            return
+    except ImportError:
+        pass
+    script = os.path.abspath(sys.argv[0])
+    name = os.path.basename(script)
+    venv = python_package_venv()
+    python = os.path.join(venv, "bin", "python")
+    if os.environ.get("ATTNKIT_IN_VENV_PY"):
+        sys.exit(f"{name}: {venv} has no transformers 5.x; remove it and run scripts/python_package_venv.sh")
+    if not os.path.exists(os.path.join(venv, ".attnkit-requirements.sha256")):
+        print(f"{name}: skipped: no finished Python package venv at {venv} (transformers 5.x); "
+              f"`make test` makes it in the background, or run scripts/python_package_venv.sh", flush=True)
+        sys.exit(SKIP)
+    os.environ["ATTNKIT_IN_VENV_PY"] = "1"
+    os.execv(python, [python, script] + sys.argv[1:])
+
+
 def build_dir():
     """The --build-dir argument (default "build"); the rest of argv is left for unittest."""
     parser = argparse.ArgumentParser()

@@ -53,7 +53,35 @@ models::TransformerConfig config_from_huggingface(const nlohmann::json& config_j
 nlohmann::json config_to_huggingface(const models::TransformerConfig& config,
                                      const models::HeadsConfig& heads);
 
-// Reads config.json + model.safetensors from `directory` (any family of the table), builds the
+// The tensors of a checkpoint, however stored: one model.safetensors, the shards a
+// model.safetensors.index.json names, or tensors made in memory (a GGUF file's, io/gguf_model.h).
+class CheckpointTensors {
+ public:
+  virtual ~CheckpointTensors() = default;
+  virtual const std::vector<TensorEntry>& entries() const = 0;  // name, dtype, shape
+  // Throws attnkit::Error naming the checkpoint for an unknown name.
+  virtual const TensorEntry& entry(const std::string& name) const = 0;
+  virtual at::Tensor tensor(const std::string& name) const = 0;  // as stored (any dtype)
+  virtual const std::string& path() const = 0;  // what messages name
+};
+
+// `directory`'s model.safetensors, or the shards its model.safetensors.index.json names
+// ({"weight_map": {tensor: shard file}}: each shard opened once, every tensor in the shard the
+// map names, shard names plain file names in `directory`). Throws attnkit::Error naming the file.
+std::unique_ptr<CheckpointTensors> open_safetensors_checkpoint(const std::string& directory);
+// Tensors held in memory under their Hugging Face names, reported as `path`.
+std::unique_ptr<CheckpointTensors> memory_checkpoint(std::map<std::string, at::Tensor> tensors,
+                                                     std::string path);
+
+// The model `config_json` describes (its family from model_type / architectures), filled from
+// `tensors` as load_huggingface does; config errors name `config_where`.
+std::shared_ptr<models::Model> load_huggingface_checkpoint(const nlohmann::json& config_json,
+                                                           const std::string& config_where,
+                                                           const CheckpointTensors& tensors,
+                                                           HuggingFaceModel* info = nullptr);
+
+// Reads config.json + model.safetensors (or sharded safetensors) from `directory` (any family of
+// the table), builds the
 // model its family's stacks make -- a TaskModel with the heads the checkpoint holds (MLM,
 // NSP/SOP, causal LM, classifier, token classifier, QA span) for an encoder or a decoder, an
 // EncoderDecoderModel for both -- and loads every tensor. Unknown or missing tensors are errors

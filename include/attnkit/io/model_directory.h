@@ -9,6 +9,8 @@
 //                 TransformerConfig, "heads": HeadsConfig} for encoder-only and decoder-only
 //                 models, {"architecture": "encoder-decoder", "encoder_decoder": ...} for the
 //                 encoder-decoder (models/model_factory.h's make_model reads both).
+//   GGUF          a llama-architecture .gguf file (io/gguf_model.h), read as the Hugging Face
+//                 llama model it describes (format "huggingface", path the file)
 // A run directory of `attnkit train` (RUN/checkpoints/best, RUN/checkpoints/step-N) is a model
 // too: resolve_model_path picks its best checkpoint, else its newest; a checkpoint directory
 // carries its tokenizer's files when the run had a tokenizer.

@@ -156,6 +156,10 @@ TORCH_MODULE(TransformerModel);
 // is defined (an untied head), else the model's word embeddings (a tied head, GPT-2's lm_head).
 const at::Tensor& lm_head_weight(const at::Tensor& own_head, const TransformerModelImpl& model);
 
+// Language-model logits of `model`'s config: cap · tanh(logits / cap) when final_logit_softcap
+// is set (Gemma 2), else `logits` unchanged.
+at::Tensor final_logits(at::Tensor logits, const TransformerConfig& config);
+
 // Parameter count of a module (all parameters, shared ones once).
 int64_t parameter_count(const torch::nn::Module& module);
 

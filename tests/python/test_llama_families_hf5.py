@@ -1,0 +1,57 @@
+#!/usr/bin/python3
+"""The Llama families that need transformers 5.x (issue 42; the checks: llama_families.py): llama
+with llama3 rope scaling, phi3 (fused q|k|v and gate|up, partial rotary, longrope with prompts
+that cross original_max_position_embeddings so both factor sets are used), gemma2 (sub-layer
+output norms, attention and final logit soft-caps, query_pre_attn_scalar, sliding and full layers
+with a window shorter than the prompt) and gemma3_text (q/k norms, a local rotary base on the
+sliding layers).
+
+Needs the Python package's venv (transformers 5.x, runner.run_in_python_package_venv): exits 77
+(skipped) without it."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True
+sys.path.insert(0, HERE)
+import runner  # noqa: E402
+
+runner.run_in_python_package_venv()
+
+import unittest  # noqa: E402
+
+import transformers  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+from llama_families import FamilyChecks  # noqa: E402
+
+hf_logging.set_verbosity_error()
+BUILD_DIR = runner.build_dir()
+
+
+class LlamaFamiliesHf5(FamilyChecks, unittest.TestCase):
+    BUILD_DIR = BUILD_DIR
+    NO_EOS = {"eos_token_id": None}
+    FAMILIES = {
+        "llama3": (transformers.LlamaConfig, transformers.LlamaForCausalLM,
+                   dict(num_key_value_heads=2, rope_theta=500000.0,
+                        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                      "high_freq_factor": 4.0, "original_max_position_embeddings": 16})),
+        "phi3": (transformers.Phi3Config, transformers.Phi3ForCausalLM,
+                 dict(num_key_value_heads=2, partial_rotary_factor=0.5,
+                      original_max_position_embeddings=16, rope_theta=10000.0,
+                      rope_scaling={"type": "longrope", "short_factor": [1.0, 1.5],
+                                    "long_factor": [2.0, 5.0]},
+                      pad_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0)),
+        "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM,
+                   dict(num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24,
+                        sliding_window=6, attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
+        "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM,
+                   dict(num_hidden_layers=3, num_key_value_heads=1, head_dim=16,
+                        query_pre_attn_scalar=16, sliding_window=4,
+                        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                        rope_theta=1000000.0, rope_local_base_freq=10000.0)),
+    }
+
+
+if __name__ == "__main__":
+    runner.run()
