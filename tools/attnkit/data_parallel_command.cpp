@@ -25,7 +25,7 @@ struct ParallelArguments {
   std::string test_books;
   double validation_fraction = 0.02;
   double test_fraction = 0.03;
-  double near_duplicate_threshold = data::kDefaultNearDuplicateThreshold;
+  double near_duplicate_threshold = -1;  // unset: the default for SWORD modules, none for --pairs
   bool keep_near_duplicates = false;
 };
 
@@ -73,9 +73,12 @@ int run_parallel(const ParallelArguments& args, const GlobalOptions& global) {
   report["overlap_before_filter"] = {{"validation", data::overlap_json(before.validation)},
                                      {"test", data::overlap_json(before.test)}};
   data::NearDuplicatesDropped dropped;
-  if (!args.keep_near_duplicates) {
-    dropped = data::drop_near_duplicates(splits, args.near_duplicate_threshold);
-    report["near_duplicate_threshold"] = args.near_duplicate_threshold;
+  const bool filter = !args.keep_near_duplicates && (args.near_duplicate_threshold >= 0 || args.pairs.empty());
+  const double threshold =
+      args.near_duplicate_threshold >= 0 ? args.near_duplicate_threshold : data::kDefaultNearDuplicateThreshold;
+  if (filter) {
+    dropped = data::drop_near_duplicates(splits, threshold);
+    report["near_duplicate_threshold"] = threshold;
   }
   const auto after = data::measure_split_overlap(splits);
   report["dropped"] = {{"validation", dropped.validation}, {"test", dropped.test}};
@@ -93,8 +96,7 @@ int run_parallel(const ParallelArguments& args, const GlobalOptions& global) {
                "wrote {} ({} pairs), {} ({}), {} ({}), {}\n",
                what, overlap_line("val", before.validation), overlap_line("test", before.test), dropped.validation,
                dropped.test,
-               args.keep_near_duplicates ? " (--keep-near-duplicates)"
-                                         : fmt::format(" (overlap >= {})", args.near_duplicate_threshold),
+               filter ? fmt::format(" (overlap >= {})", threshold) : std::string(" (no filter)"),
                overlap_line("val", after.validation), overlap_line("test", after.test), files.train,
                splits.train.size(), files.validation, splits.validation.size(), files.test, splits.test.size(),
                report_path);
@@ -118,8 +120,8 @@ void add_data_parallel_command(CLI::App* data_cmd, GlobalOptions& global) {
       "last --test-fraction of its lines is the test file, the --val-fraction before it the\n"
       "validation file.\n"
       "Then every validation and test pair whose source shares at least --near-duplicate-threshold\n"
-      "of its word 4-grams with one training source is dropped; OUT/split.json records the\n"
-      "overlap before and after (include/attnkit/data/parallel_corpus.h).",
+      "of its word 4-grams with one training source is dropped (by default for SWORD modules only);\n"
+      "OUT/split.json records the overlap before and after (include/attnkit/data/parallel_corpus.h).",
       join(data::kDefaultValidationBooks, ", "), join(data::kDefaultTestBooks, ", ")));
   cmd->add_option("--out", args->out, "output directory")->required();
   cmd->add_option("--source-module", args->source_module, "SWORD module of the source side")->capture_default_str();
@@ -133,9 +135,10 @@ void add_data_parallel_command(CLI::App* data_cmd, GlobalOptions& global) {
   cmd->add_option("--test-fraction", args->test_fraction, "with --pairs: share of lines for testing")
       ->capture_default_str()->needs(pairs);
   cmd->add_option("--near-duplicate-threshold", args->near_duplicate_threshold,
-                  "drop validation/test pairs sharing at least this share of their source's word 4-grams "
-                  "with one training source")
-      ->capture_default_str();
+                  fmt::format("drop validation/test pairs sharing at least this share of their source's word "
+                              "4-grams with one training source (default {} for SWORD modules, none for --pairs)",
+                              data::kDefaultNearDuplicateThreshold))
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--keep-near-duplicates", args->keep_near_duplicates, "measure the overlap but drop nothing");
   cmd->callback([args, &global] {
     global.action = [args, &global] { return run_parallel(*args, global); };
