@@ -4,12 +4,12 @@
 #include "attnkit/metrics/stats.h"
 
 #include "attnkit/error.h"
+#include "support/test_files.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,14 +18,7 @@ namespace {
 
 const double kPi = std::acos(-1.0);
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using attnkit::testing::error_of;
 
 // Student's t has closed-form quantiles for 1, 2 and 4 degrees of freedom.
 TEST(StudentT, QuantilesMatchClosedForms) {
