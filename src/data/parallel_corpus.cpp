@@ -9,10 +9,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace attnkit::data {
@@ -282,6 +284,169 @@ ParallelSplits split_by_book(const std::vector<ParallelPair>& pairs,
   }
   if (splits.train.empty()) throw Error("no verse pair is left for training");
   return splits;
+}
+
+// ---- overlap between splits -----------------------------------------------------------------
+namespace {
+
+constexpr uint32_t kNoWord = 0xFFFFFFFF;       // pads the n-gram of a source of 1-3 words
+constexpr uint32_t kUnknownWord = 0xFFFFFFFE;  // a held-out word no training source has
+
+using Ngram = std::array<uint32_t, 4>;
+struct NgramHash {
+  size_t operator()(const Ngram& g) const {
+    uint64_t h = 0x9E3779B97F4A7C15ULL;
+    for (uint32_t w : g) h = (h ^ w) * 0x100000001B3ULL + (h >> 29);
+    return static_cast<size_t>(h);
+  }
+};
+
+// Lower-cased runs of letters and digits.
+std::vector<std::string> overlap_words(std::string_view text) {
+  std::vector<std::string> words;
+  std::u32string word;
+  auto flush = [&] {
+    if (!word.empty()) words.push_back(text::unicode::encode_utf8(word));
+    word.clear();
+  };
+  for (char32_t c : text::unicode::decode_utf8(text, text::unicode::InvalidUtf8::kReplace)) {
+    if (text::unicode::is_alphanumeric(c)) text::unicode::append_lowercase(word, c);
+    else flush();
+  }
+  flush();
+  return words;
+}
+
+// Distinct n-grams of a word-id sequence (see the header).
+std::vector<Ngram> distinct_ngrams(const std::vector<uint32_t>& ids) {
+  std::vector<Ngram> grams;
+  if (ids.empty()) return grams;
+  if (ids.size() < 4) {
+    Ngram g{kNoWord, kNoWord, kNoWord, kNoWord};
+    std::copy(ids.begin(), ids.end(), g.begin());
+    grams.push_back(g);
+    return grams;
+  }
+  for (size_t i = 0; i + 4 <= ids.size(); ++i) grams.push_back({ids[i], ids[i + 1], ids[i + 2], ids[i + 3]});
+  std::sort(grams.begin(), grams.end());
+  grams.erase(std::unique(grams.begin(), grams.end()), grams.end());
+  return grams;
+}
+
+// The training sources as an inverted index: n-gram -> the training pairs that have it.
+class TrainingNgramIndex {
+ public:
+  explicit TrainingNgramIndex(const std::vector<ParallelPair>& train) : matches_(train.size(), 0) {
+    for (size_t t = 0; t < train.size(); ++t) {
+      std::vector<uint32_t> ids;
+      for (auto& w : overlap_words(train[t].source)) {
+        auto it = word_ids_.emplace(std::move(w), static_cast<uint32_t>(word_ids_.size())).first;
+        ids.push_back(it->second);
+      }
+      for (const auto& g : distinct_ngrams(ids)) postings_[g].push_back(static_cast<uint32_t>(t));
+      if (!ids.empty()) sequences_.insert(key(ids));
+    }
+  }
+
+  struct Match {
+    double overlap = 0;  // largest share of the source's n-grams in one training source
+    bool exact = false;  // the same word sequence as a training source
+  };
+
+  Match match(const std::string& source) {
+    std::vector<uint32_t> ids;
+    for (const auto& w : overlap_words(source)) {
+      auto it = word_ids_.find(w);
+      ids.push_back(it == word_ids_.end() ? kUnknownWord : it->second);
+    }
+    Match m;
+    const auto grams = distinct_ngrams(ids);
+    if (grams.empty()) return m;
+    m.exact = sequences_.count(key(ids)) != 0;
+    uint32_t best = 0;
+    for (const auto& g : grams) {
+      auto it = postings_.find(g);
+      if (it == postings_.end()) continue;
+      for (uint32_t t : it->second) {
+        if (matches_[t]++ == 0) touched_.push_back(t);
+        best = std::max(best, matches_[t]);
+      }
+    }
+    for (uint32_t t : touched_) matches_[t] = 0;
+    touched_.clear();
+    m.overlap = static_cast<double>(best) / static_cast<double>(grams.size());
+    return m;
+  }
+
+ private:
+  static std::string key(const std::vector<uint32_t>& ids) {
+    return std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint32_t));
+  }
+
+  std::unordered_map<std::string, uint32_t> word_ids_;
+  std::unordered_map<Ngram, std::vector<uint32_t>, NgramHash> postings_;
+  std::unordered_set<std::string> sequences_;
+  std::vector<uint32_t> matches_;  // per training pair, reset after each query
+  std::vector<uint32_t> touched_;
+};
+
+}  // namespace
+
+std::vector<double> largest_training_overlap(const std::vector<ParallelPair>& held_out,
+                                             const std::vector<ParallelPair>& train) {
+  TrainingNgramIndex index(train);
+  std::vector<double> overlaps;
+  overlaps.reserve(held_out.size());
+  for (const auto& p : held_out) overlaps.push_back(index.match(p.source).overlap);
+  return overlaps;
+}
+
+SplitOverlap measure_overlap(const std::vector<ParallelPair>& held_out, const std::vector<ParallelPair>& train) {
+  TrainingNgramIndex index(train);
+  SplitOverlap o;
+  o.pairs = held_out.size();
+  for (const auto& p : held_out) {
+    const auto m = index.match(p.source);
+    o.at_least_half += m.overlap >= 0.5;
+    o.at_least_80 += m.overlap >= 0.8;
+    o.exact_repeats += m.exact;
+  }
+  return o;
+}
+
+SplitsOverlap measure_split_overlap(const ParallelSplits& splits) {
+  return {measure_overlap(splits.validation, splits.train), measure_overlap(splits.test, splits.train)};
+}
+
+NearDuplicatesDropped drop_near_duplicates(ParallelSplits& splits, double threshold) {
+  if (!(threshold > 0 && threshold <= 1))
+    throw Error(fmt::format("the near-duplicate threshold must be in (0, 1], got {}", threshold));
+  TrainingNgramIndex index(splits.train);
+  auto drop = [&](std::vector<ParallelPair>& pairs, const char* name) {
+    const size_t before = pairs.size();
+    pairs.erase(std::remove_if(pairs.begin(), pairs.end(),
+                               [&](const ParallelPair& p) { return index.match(p.source).overlap >= threshold; }),
+                pairs.end());
+    if (pairs.empty() && before > 0)
+      throw Error(fmt::format("every {} pair shares at least {} of its word 4-grams with a training pair", name,
+                              threshold));
+    return before - pairs.size();
+  };
+  NearDuplicatesDropped dropped;
+  dropped.validation = drop(splits.validation, "validation");
+  dropped.test = drop(splits.test, "test");
+  return dropped;
+}
+
+nlohmann::json overlap_json(const SplitOverlap& overlap) {
+  auto share = [&](size_t n) { return overlap.pairs ? static_cast<double>(n) / static_cast<double>(overlap.pairs) : 0.0; };
+  return {{"pairs", overlap.pairs},
+          {"at_least_50", overlap.at_least_half},
+          {"at_least_80", overlap.at_least_80},
+          {"exact_repeats", overlap.exact_repeats},
+          {"share_at_least_50", share(overlap.at_least_half)},
+          {"share_at_least_80", share(overlap.at_least_80)},
+          {"share_exact", share(overlap.exact_repeats)}};
 }
 
 ParallelSplits split_user_pairs(const std::string& path, double validation_fraction, double test_fraction) {

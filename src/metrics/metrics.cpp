@@ -490,16 +490,25 @@ double chrf_f_score(const ChrfStats& stats) {
 
 std::vector<std::string> tokenize_13a(std::string_view line) { return tokenize_13a_u32(decode(line)); }
 
-BleuScore sacrebleu_corpus_bleu(const std::vector<std::string>& hypotheses,
-                                const std::vector<std::vector<std::string>>& references) {
+std::vector<BleuScore> sacrebleu_segment_statistics(const std::vector<std::string>& hypotheses,
+                                                    const std::vector<std::vector<std::string>>& references) {
   check_counts("sacrebleu_corpus_bleu", hypotheses.size(), references.size());
-  BleuScore bleu;
+  std::vector<BleuScore> segments(hypotheses.size());
   for (size_t s = 0; s < hypotheses.size(); ++s) {
     if (references[s].empty()) throw Error(fmt::format("sacrebleu_corpus_bleu: hypothesis {} has no reference", s));
     std::vector<std::vector<std::string>> refs;
     for (const auto& r : references[s]) refs.push_back(tokenize_13a(r));
-    add_bleu_statistics(tokenize_13a(hypotheses[s]), refs, bleu);
+    add_bleu_statistics(tokenize_13a(hypotheses[s]), refs, segments[s]);
   }
+  return segments;
+}
+
+BleuScore sacrebleu_bleu_from_statistics(const BleuScore& counts) {
+  BleuScore bleu;
+  bleu.matches = counts.matches;
+  bleu.totals = counts.totals;
+  bleu.hypothesis_length = counts.hypothesis_length;
+  bleu.reference_length = counts.reference_length;
   const double c = static_cast<double>(bleu.hypothesis_length);
   const double r = static_cast<double>(bleu.reference_length);
   bleu.brevity_penalty = bleu.hypothesis_length < bleu.reference_length ? (c > 0 ? std::exp(1 - r / c) : 0.0) : 1.0;
@@ -521,6 +530,20 @@ BleuScore sacrebleu_corpus_bleu(const std::vector<std::string>& hypotheses,
   }
   bleu.score = zero ? 0.0 : bleu.brevity_penalty * std::exp(log_sum / 4);
   return bleu;
+}
+
+BleuScore sacrebleu_corpus_bleu(const std::vector<std::string>& hypotheses,
+                                const std::vector<std::vector<std::string>>& references) {
+  BleuScore sums;
+  for (const auto& segment : sacrebleu_segment_statistics(hypotheses, references)) {
+    for (size_t n = 0; n < 4; ++n) {
+      sums.matches[n] += segment.matches[n];
+      sums.totals[n] += segment.totals[n];
+    }
+    sums.hypothesis_length += segment.hypothesis_length;
+    sums.reference_length += segment.reference_length;
+  }
+  return sacrebleu_bleu_from_statistics(sums);
 }
 
 ChrfScore sacrebleu_corpus_chrf(const std::vector<std::string>& hypotheses,

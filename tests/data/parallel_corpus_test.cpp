@@ -3,7 +3,9 @@
 // the real World English Bible / Reina-Valera 1909 corpus.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -207,6 +209,120 @@ TEST(UserPairs, BadInputsNameFileAndLineAndWriteNothing) {
   EXPECT_NE(error_of([&] { split_user_pairs(path, 0.01, 0.0); }).find("too few"), std::string::npos);
 }
 
+ParallelPair verse(const std::string& book, const std::string& source) { return {book, book, source, "t"}; }
+
+// A synthetic corpus with planted duplicates: held-out sources that repeat a training source
+// (other case and punctuation), share 5 of 6, 3 of 6 or 2 of 6 of their 4-grams with one training
+// source, or spread over two training sources.
+ParallelSplits planted_splits() {
+  ParallelSplits s;
+  s.train = {verse("Tr", "Jesus wept."),
+             verse("Tr", "the quick brown fox jumps over the lazy dog today"),
+             verse("Tr", "one two three four five six seven eight nine"),
+             verse("Tr", "alpha beta gamma delta epsilon zeta"),
+             verse("Tr", "epsilon zeta eta theta iota kappa"),
+             verse("Tr", "And it came to pass in those days")};
+  s.validation = {verse("Va", "JESUS  wept!"),                                            // short, exact
+                  verse("Va", "a sentence of entirely new words here"),                    // none
+                  verse("Va", "The quick brown fox -- jumps over the lazy dog, today.")};  // exact
+  s.test = {verse("Te", "one two three four five six seven eight xx"),   // 5 of 6: 0.83
+            verse("Te", "one two three four five six yy zz ww"),        // 3 of 6: 0.5
+            verse("Te", "one two three four five qq rr ss tt"),         // 2 of 6: 0.33
+            verse("Te", "alpha beta gamma delta epsilon zeta eta theta iota kappa"),  // 3 + 3 of 7
+            verse("Te", "Jesus wept and said nothing at all"),          // the short verse is no 4-gram here
+            verse("Te", "it came to pass in those days that"),          // 4 of 5: 0.8
+            verse("Te", "?!")};                                        // no words
+  return s;
+}
+
+TEST(SplitOverlap, LargestShareOfFourGramsInOneTrainingSource) {
+  const auto s = planted_splits();
+  const auto val = largest_training_overlap(s.validation, s.train);
+  EXPECT_EQ(val, (std::vector<double>{1.0, 0.0, 1.0}));
+  const auto test = largest_training_overlap(s.test, s.train);
+  const std::vector<double> want = {5.0 / 6, 0.5, 2.0 / 6, 3.0 / 7, 0.0, 0.8, 0.0};
+  ASSERT_EQ(test.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_DOUBLE_EQ(test[i], want[i]) << i;
+  const auto o = measure_split_overlap(s);
+  EXPECT_EQ(o.validation.pairs, 3u);
+  EXPECT_EQ(o.validation.at_least_half, 2u);
+  EXPECT_EQ(o.validation.at_least_80, 2u);
+  EXPECT_EQ(o.validation.exact_repeats, 2u);
+  EXPECT_EQ(o.test.pairs, 7u);
+  EXPECT_EQ(o.test.at_least_half, 3u);
+  EXPECT_EQ(o.test.at_least_80, 2u);
+  EXPECT_EQ(o.test.exact_repeats, 0u);
+  const auto json = overlap_json(o.test);
+  EXPECT_EQ(json["at_least_50"], 3);
+  EXPECT_DOUBLE_EQ(json["share_at_least_80"].get<double>(), 2.0 / 7);
+}
+
+TEST(SplitOverlap, FilterLeavesNoNearDuplicate) {
+  auto s = planted_splits();
+  const auto dropped = drop_near_duplicates(s);
+  EXPECT_EQ(dropped.validation, 2u);
+  EXPECT_EQ(dropped.test, 3u);
+  ASSERT_EQ(s.validation.size(), 1u);
+  EXPECT_EQ(s.validation[0].source, "a sentence of entirely new words here");
+  ASSERT_EQ(s.test.size(), 4u);
+  EXPECT_EQ(s.test[0].source, "one two three four five qq rr ss tt");  // order kept
+  EXPECT_EQ(s.train.size(), 6u);                                       // training untouched
+  const auto o = measure_split_overlap(s);
+  for (const auto* split : {&o.validation, &o.test}) {
+    EXPECT_EQ(split->at_least_half, 0u);
+    EXPECT_EQ(split->at_least_80, 0u);
+    EXPECT_EQ(split->exact_repeats, 0u);
+  }
+  auto strict = planted_splits();
+  EXPECT_EQ(drop_near_duplicates(strict, 0.8).test, 2u);  // 0.83 and 0.8
+  EXPECT_EQ(drop_near_duplicates(strict, 0.3).test, 3u);  // then 0.5, 2/6 and 3/7
+  EXPECT_NE(error_of([] {
+              auto x = planted_splits();
+              drop_near_duplicates(x, 0);
+            }).find("threshold must be in (0, 1]"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              auto x = planted_splits();
+              x.validation.erase(x.validation.begin() + 1);
+              drop_near_duplicates(x);
+            }).find("every validation pair"),
+            std::string::npos);
+}
+
+// The inverted index against all pairs, on random sources over a small vocabulary.
+TEST(SplitOverlap, IndexAgreesWithAllPairs) {
+  std::mt19937 rng(7);
+  auto random_source = [&] {
+    std::string s;
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) s += (i ? " " : "") + std::string(1, static_cast<char>('a' + rng() % 6));
+    return s;
+  };
+  std::vector<ParallelPair> train, held_out;
+  for (int i = 0; i < 300; ++i) train.push_back(verse("Tr", random_source()));
+  for (int i = 0; i < 200; ++i) held_out.push_back(verse("Te", random_source()));
+  auto grams = [](const std::string& source) {
+    std::vector<std::string> words;
+    for (size_t i = 0; i < source.size(); i += 2) words.push_back(source.substr(i, 1));
+    std::set<std::vector<std::string>> out;
+    if (words.size() < 4) out.insert(words);
+    for (size_t i = 0; i + 4 <= words.size(); ++i) out.insert({words.begin() + i, words.begin() + i + 4});
+    return out;
+  };
+  const auto overlaps = largest_training_overlap(held_out, train);
+  for (size_t h = 0; h < held_out.size(); ++h) {
+    const auto mine = grams(held_out[h].source);
+    double best = 0;
+    for (const auto& t : train) {
+      const auto theirs = grams(t.source);
+      size_t shared = 0;
+      for (const auto& g : mine) shared += theirs.count(g);
+      best = std::max(best, static_cast<double>(shared) / static_cast<double>(mine.size()));
+    }
+    EXPECT_DOUBLE_EQ(overlaps[h], best) << held_out[h].source;
+  }
+}
+
 TEST(SwordModules, MissingModuleIsOneLineError) {
   const std::string message = error_of([] { export_sword_module("NoSuchModuleXyz"); });
   ASSERT_FALSE(message.empty());
@@ -252,6 +368,27 @@ TEST(SwordModules, WorldEnglishBibleAndReinaValera) {
   for (const auto& p : splits.train) train_books.insert(p.book);
   for (const auto& p : splits.validation) EXPECT_EQ(train_books.count(p.book), 0u);
   for (const auto& p : splits.test) EXPECT_EQ(train_books.count(p.book), 0u);
+  // No group of parallel books is split: each lies whole in training (the defaults hold out none).
+  const std::vector<std::vector<std::string>> groups = {
+      {"Matthew", "Mark", "Luke", "John"}, {"I Samuel", "II Samuel", "I Kings", "II Kings", "I Chronicles", "II Chronicles"},
+      {"Isaiah", "Jeremiah"}, {"Ezra", "Nehemiah"}, {"Ephesians", "Colossians"}, {"Jude", "II Peter"},
+      {"Exodus", "Leviticus", "Numbers", "Deuteronomy"}, {"Psalms"}};
+  for (const auto& group : groups)
+    for (const auto& book : group) EXPECT_EQ(train_books.count(book), 1u) << book;
+  // Measured near duplicates (docs/training.md, "Translation"): few before the filter, none after;
+  // the earlier test books (Esther, Mark, Galatians) had about a tenth of their verses in training.
+  auto clean = splits;
+  const auto before = measure_split_overlap(clean);
+  EXPECT_LT(before.validation.at_least_half, 10u);
+  EXPECT_LT(before.test.at_least_half, 10u);
+  const auto dropped = drop_near_duplicates(clean);
+  EXPECT_EQ(dropped.validation, before.validation.at_least_half);
+  EXPECT_EQ(dropped.test, before.test.at_least_half);
+  const auto after = measure_split_overlap(clean);
+  EXPECT_EQ(after.validation.at_least_half + after.validation.at_least_80 + after.validation.exact_repeats, 0u);
+  EXPECT_EQ(after.test.at_least_half + after.test.at_least_80 + after.test.exact_repeats, 0u);
+  const auto old = split_by_book(pairs, {"Ruth", "Jonah", "Philippians", "Colossians"}, {"Esther", "Mark", "Galatians"});
+  EXPECT_GT(measure_overlap(old.test, old.train).at_least_half, 90u);
 }
 
 }  // namespace

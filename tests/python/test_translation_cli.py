@@ -89,6 +89,29 @@ class TranslationCli(unittest.TestCase):
         self.assertEqual([len(lines[s]) for s in ("train", "val", "test")], [70, 10, 20])
         self.assertEqual(lines["test"][-1] + "\n", toy_pairs(1, 99))
 
+    def test_near_duplicates_are_measured_and_dropped(self):
+        # 30 distinct sources, then 5 held-out ones that repeat training ones (other case and
+        # punctuation) or share 5 of their 6 word 4-grams with one.
+        def source(i):
+            return " ".join(f"{c}{i}" for c in "abcdefgh")  # 8 words, 5 4-grams
+        lines = [f"{source(i)}\tt{i}\n" for i in range(35)]
+        for k, i in enumerate(range(30, 35)):
+            lines[i] = f"{source(k).upper().replace(' ', ', ', 1)}!\tt\n" if k % 2 else f"{source(k)} new\tt\n"
+        path = write(os.path.join(self.dir, "dups.tsv"), "".join(lines))
+        for flags, dropped in [((), 0), (("--near-duplicate-threshold", "0.5"), 5)]:
+            out = os.path.join(self.dir, f"dups{dropped}")
+            rc, _, err = attnkit("--quiet", "data", "parallel", "--pairs", path, "--out", out,
+                                 "--val-fraction", "0.1", "--test-fraction", "0.2", *flags)
+            self.assertEqual(rc, 0, err)
+            with open(os.path.join(out, "split.json")) as f:
+                report = json.load(f)
+            before = report["overlap_before_filter"]["test"]
+            self.assertEqual((before["pairs"], before["at_least_50"], before["at_least_80"], before["exact_repeats"]),
+                             (7, 5, 5, 2))
+            self.assertEqual(report["dropped"]["test"], dropped)
+            self.assertEqual(report["overlap"]["test"]["at_least_50"], 5 - dropped)
+            self.assertEqual(len(open(os.path.join(out, "test.tsv")).read().splitlines()), 7 - dropped)
+
     def test_train_eval_and_bleu(self):
         run, _ = self.train_toy(60, 20, 1, "--task.batch_size", "8", "--task.beams", "2",
                                 "--task.label_smoothing", "0.1", "--model.hidden", "32", "--model.layers", "2",

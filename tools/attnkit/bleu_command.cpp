@@ -3,7 +3,9 @@
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/text/unicode.h"
+#include "attnkit/io/atomic_file.h"
 #include "attnkit/metrics/metrics.h"
+#include "attnkit/metrics/stats.h"
 #include "command.h"
 
 #include <fmt/format.h>
@@ -16,6 +18,9 @@ namespace {
 struct BleuArguments {
   std::string hypotheses;
   std::vector<std::string> references;
+  std::string baseline;  // --paired-bs: the baseline's hypotheses
+  metrics::PairedBootstrapOptions bootstrap;
+  std::string json;
 };
 
 // The lines of a UTF-8 file ("\n" or "\r\n"; a last line without "\n" counts, the empty string
@@ -49,6 +54,23 @@ int run_bleu(const BleuArguments& args) {
   }
   fmt::print("{}\n{}\n", metrics::format_sacrebleu(metrics::sacrebleu_corpus_bleu(hypotheses, references)),
              metrics::format_chrf(metrics::sacrebleu_corpus_chrf(hypotheses, references)));
+  if (args.baseline.empty()) return 0;
+  const auto baseline = read_lines(args.baseline);
+  if (baseline.size() != hypotheses.size())
+    throw Error(fmt::format("{} has {} lines but {} has {}", args.baseline, baseline.size(), args.hypotheses,
+                            hypotheses.size()));
+  const auto r = metrics::paired_bootstrap(metrics::sacrebleu_item_statistics(hypotheses, references),
+                                           metrics::sacrebleu_item_statistics(baseline, references), args.bootstrap);
+  auto line = [](const char* name, const metrics::BootstrapEstimate& e) {
+    fmt::print("  {:<18} {:6.2f} (mean {:.2f} ± {:.2f}, 95% [{:.2f}, {:.2f}])\n", name, 100 * e.score, 100 * e.mean,
+               100 * e.half_width, 100 * e.interval.low, 100 * e.interval.high);
+  };
+  fmt::print("paired bootstrap, BLEU ({} resamples, seed {}):\n", r.samples, r.seed);
+  line("system", r.a);
+  line("baseline", r.b);
+  line("system - baseline", r.difference);
+  fmt::print("  p = {:.4f}: {}\n", r.p_value, metrics::verdict(r, "system", "baseline").text);
+  if (!args.json.empty()) io::write_file_atomically(args.json, metrics::result_json(r, "system", "baseline").dump(2) + "\n");
   return 0;
 }
 
@@ -62,9 +84,16 @@ void register_bleu_command(CLI::App& app, GlobalOptions& global) {
       "One detokenised segment per line; line i of every --ref file is a reference of line i of\n"
       "--hyp. Prints sacreBLEU's score strings, e.g.\n"
       "  BLEU = 34.12 67.1/41.0/27.3/18.2 (BP = 0.987 ratio = 0.987 hyp_len = 1234 ref_len = 1250)\n"
-      "  chrF2 = 56.78");
+      "  chrF2 = 56.78\n"
+      "With --paired-bs BASELINE: sacreBLEU's paired bootstrap (same resamples, order statistics\n"
+      "n/40 and n-1-n/40, its p-value) for BLEU; 'level' unless the difference's interval excludes 0.");
   cmd->add_option("--hyp", args->hypotheses, "hypotheses, one per line")->required();
   cmd->add_option("--ref", args->references, "references, one per line (repeat for several)")->required();
+  auto* paired = cmd->add_option("--paired-bs", args->baseline,
+                                 "a baseline's hypotheses: sacreBLEU's paired bootstrap of --hyp against it");
+  cmd->add_option("--bs-samples", args->bootstrap.samples, "bootstrap resamples")->capture_default_str()->needs(paired);
+  cmd->add_option("--bs-seed", args->bootstrap.seed, "bootstrap seed (sacreBLEU's default)")->capture_default_str()->needs(paired);
+  cmd->add_option("--json", args->json, "write the paired bootstrap's result here (metrics/stats.h)")->needs(paired);
   cmd->callback([args, &global] { global.action = [args] { return run_bleu(*args); }; });
 }
 

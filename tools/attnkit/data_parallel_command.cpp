@@ -4,10 +4,12 @@
 #include "attnkit/error.h"
 #include "attnkit/parse.h"
 #include "attnkit/data/parallel_corpus.h"
+#include "attnkit/io/atomic_file.h"
 #include "command.h"
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <memory>
 #include <sstream>
 
@@ -23,6 +25,8 @@ struct ParallelArguments {
   std::string test_books;
   double validation_fraction = 0.02;
   double test_fraction = 0.03;
+  double near_duplicate_threshold = -1;  // unset: the default for SWORD modules, none for --pairs
+  bool keep_near_duplicates = false;
 };
 
 std::string join(const std::vector<std::string>& items, const char* separator) {
@@ -63,10 +67,39 @@ int run_parallel(const ParallelArguments& args, const GlobalOptions& global) {
     what = fmt::format("{} -> {} ({} verse pairs; val: {}; test: {})", args.source_module,
                        args.target_module, pairs.size(), join(validation, ", "), join(test, ", "));
   }
+  // Held-out sources that (nearly) repeat a training source: measured, dropped, measured again.
+  nlohmann::json report = {{"source", what}, {"near_duplicate_threshold", nullptr}};
+  const auto before = data::measure_split_overlap(splits);
+  report["overlap_before_filter"] = {{"validation", data::overlap_json(before.validation)},
+                                     {"test", data::overlap_json(before.test)}};
+  data::NearDuplicatesDropped dropped;
+  const bool filter = !args.keep_near_duplicates && (args.near_duplicate_threshold >= 0 || args.pairs.empty());
+  const double threshold =
+      args.near_duplicate_threshold >= 0 ? args.near_duplicate_threshold : data::kDefaultNearDuplicateThreshold;
+  if (filter) {
+    dropped = data::drop_near_duplicates(splits, threshold);
+    report["near_duplicate_threshold"] = threshold;
+  }
+  const auto after = data::measure_split_overlap(splits);
+  report["dropped"] = {{"validation", dropped.validation}, {"test", dropped.test}};
+  report["overlap"] = {{"validation", data::overlap_json(after.validation)}, {"test", data::overlap_json(after.test)}};
+  report["pairs"] = {{"train", splits.train.size()}, {"validation", splits.validation.size()}, {"test", splits.test.size()}};
   const auto files = data::write_parallel_splits(splits, args.out);
+  const std::string report_path = (std::filesystem::path(args.out) / "split.json").string();
+  io::write_file_atomically(report_path, report.dump(2) + "\n");
+  auto overlap_line = [](const char* name, const data::SplitOverlap& o) {
+    return fmt::format("{} {}: {} share >= 50% of their word 4-grams with one training source, {} >= 80%, {} "
+                       "repeat one", name, o.pairs, o.at_least_half, o.at_least_80, o.exact_repeats);
+  };
   if (!global.quiet)
-    fmt::print("{}\nwrote {} ({} pairs), {} ({}), {} ({})\n", what, files.train, splits.train.size(),
-               files.validation, splits.validation.size(), files.test, splits.test.size());
+    fmt::print("{}\nbefore the near-duplicate filter: {}; {}\ndropped {} validation and {} test pairs{}\nnow: {}; {}\n"
+               "wrote {} ({} pairs), {} ({}), {} ({}), {}\n",
+               what, overlap_line("val", before.validation), overlap_line("test", before.test), dropped.validation,
+               dropped.test,
+               filter ? fmt::format(" (overlap >= {})", threshold) : std::string(" (no filter)"),
+               overlap_line("val", after.validation), overlap_line("test", after.test), files.train,
+               splits.train.size(), files.validation, splits.validation.size(), files.test, splits.test.size(),
+               report_path);
   return 0;
 }
 
@@ -85,7 +118,10 @@ void add_data_parallel_command(CLI::App* data_cmd, GlobalOptions& global) {
       "With --pairs FILE (source<TAB>target lines, UTF-8): the file is checked (one tab, both\n"
       "sides non-empty; errors name the line, nothing is written) and split in file order: the\n"
       "last --test-fraction of its lines is the test file, the --val-fraction before it the\n"
-      "validation file.",
+      "validation file.\n"
+      "Then every validation and test pair whose source shares at least --near-duplicate-threshold\n"
+      "of its word 4-grams with one training source is dropped (by default for SWORD modules only);\n"
+      "OUT/split.json records the overlap before and after (include/attnkit/data/parallel_corpus.h).",
       join(data::kDefaultValidationBooks, ", "), join(data::kDefaultTestBooks, ", ")));
   cmd->add_option("--out", args->out, "output directory")->required();
   cmd->add_option("--source-module", args->source_module, "SWORD module of the source side")->capture_default_str();
@@ -98,6 +134,12 @@ void add_data_parallel_command(CLI::App* data_cmd, GlobalOptions& global) {
       ->capture_default_str()->needs(pairs);
   cmd->add_option("--test-fraction", args->test_fraction, "with --pairs: share of lines for testing")
       ->capture_default_str()->needs(pairs);
+  cmd->add_option("--near-duplicate-threshold", args->near_duplicate_threshold,
+                  fmt::format("drop validation/test pairs sharing at least this share of their source's word "
+                              "4-grams with one training source (default {} for SWORD modules, none for --pairs)",
+                              data::kDefaultNearDuplicateThreshold))
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag("--keep-near-duplicates", args->keep_near_duplicates, "measure the overlap but drop nothing");
   cmd->callback([args, &global] {
     global.action = [args, &global] { return run_parallel(*args, global); };
   });

@@ -118,6 +118,13 @@ std::vector<std::string> tokenize_13a(std::string_view line);
 BleuScore sacrebleu_corpus_bleu(const std::vector<std::string>& hypotheses,
                                 const std::vector<std::vector<std::string>>& references);
 
+// The same in two steps, for resampling (metrics/stats.h): each hypothesis's statistics alone (a
+// BleuScore with only matches, totals and the two lengths set: sacreBLEU's per-segment
+// statistics), and the score of summed statistics (sacreBLEU's _compute_score_from_stats).
+std::vector<BleuScore> sacrebleu_segment_statistics(const std::vector<std::string>& hypotheses,
+                                                    const std::vector<std::vector<std::string>>& references);
+BleuScore sacrebleu_bleu_from_statistics(const BleuScore& counts);
+
 // sacreBLEU's chrF with its defaults (chrF2: character n-grams n = 1..6 of each line with its
 // Unicode whitespace removed, code points, beta = 2, no word n-grams, mixed case). Per hypothesis
 // the reference with the best sentence F-score counts; per order the corpus sums hypothesis,
