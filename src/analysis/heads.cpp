@@ -285,15 +285,61 @@ HeadTask translation_task(models::EncoderDecoderModel model, const TranslationDa
   return task;
 }
 
+std::vector<std::vector<int64_t>> head_groups(const std::vector<models::AttentionSiteRef>& sites) {
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& row : head_rows(sites)) {
+    const auto& site = sites[static_cast<size_t>(row.site)];
+    const auto attention = site.stack->attention(row.layer, site.attention);
+    std::vector<int64_t> groups = attention->kv_of_head();
+    if (!attention->grouped())
+      for (int64_t h = 0; h < attention->heads(); ++h) groups.push_back(h);
+    out.push_back(std::move(groups));
+  }
+  return out;
+}
+
+namespace {
+
+int64_t group_count(const std::vector<int64_t>& groups) {
+  return groups.empty() ? 0 : *std::max_element(groups.begin(), groups.end()) + 1;
+}
+
+void normalize(HeadTable& table, const ImportanceOptions& options) {
+  if (options.normalize_layers)
+    for (auto& layer : table) {
+      double norm = 0;
+      for (double v : layer) norm += v * v;
+      norm = std::sqrt(norm);
+      for (double& v : layer) v /= norm + 1e-20;
+    }
+  if (options.min_max) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& layer : table)
+      for (double v : layer) lo = std::min(lo, v), hi = std::max(hi, v);
+    for (auto& layer : table)
+      for (double& v : layer) v = hi > lo ? (v - lo) / (hi - lo) : 0.0;
+  }
+}
+
+}  // namespace
+
 HeadImportance head_importance(HeadTask& task, const HeadMask& mask, const ImportanceOptions& options,
                                ProgressReporter* progress) {
   check_mask(task.sites, mask);
+  const auto groups = head_groups(task.sites);
+  const bool grouped = std::any_of(groups.begin(), groups.end(), [](const auto& g) {
+    return static_cast<int64_t>(g.size()) != group_count(g);
+  });
   const int64_t batches = options.max_batches > 0 ? std::min(options.max_batches, task.batches)
                                                   : task.batches;
   HeadImportance out;
   out.raw = out.gate_gradient = HeadTable(mask.size());
   for (size_t l = 0; l < mask.size(); ++l)
     out.raw[l].assign(mask[l].size(), 0.0), out.gate_gradient[l].assign(mask[l].size(), 0.0);
+  if (grouped) {
+    out.group_raw = HeadTable(mask.size());
+    for (size_t l = 0; l < mask.size(); ++l) out.group_raw[l].assign(group_count(groups[l]), 0.0);
+  }
   for (int64_t b = 0; b < batches; ++b) {
     auto site_gates = gates_of(task.sites, mask, true);
     apply_gates(task.sites, site_gates);
@@ -320,6 +366,15 @@ HeadImportance head_importance(HeadTask& task, const HeadMask& mask, const Impor
         out.raw[l][h] += per_head[h].item<double>();
         out.gate_gradient[l][h] += gate_grad[h].item<double>();
       }
+      if (grouped && grad.defined()) {  // the group's heads summed inside the absolute value
+        const at::Tensor signed_token = (ctx.detach() * grad).sum(-1);  // [B, H, n]
+        const at::Tensor index = at::tensor(groups[l], at::kLong).to(signed_token.device());
+        at::Tensor per_group = signed_token.new_zeros(
+            {signed_token.size(0), group_count(groups[l]), signed_token.size(2)});
+        per_group.index_add_(1, index, signed_token);
+        const at::Tensor totals = per_group.abs().sum(at::IntArrayRef{0, 2}).to(at::kDouble);
+        for (int64_t g = 0; g < totals.size(0); ++g) out.group_raw[l][g] += totals[g].item<double>();
+      }
     }
     out.tokens += loss.tokens;
     ++out.batches;
@@ -332,21 +387,13 @@ HeadImportance head_importance(HeadTask& task, const HeadMask& mask, const Impor
       if (out.tokens > 0) out.raw[l][h] /= double(out.tokens);
       if (out.batches > 0) out.gate_gradient[l][h] /= double(out.batches);
     }
+  for (auto& layer : out.group_raw)
+    for (double& v : layer)
+      if (out.tokens > 0) v /= double(out.tokens);
   out.importance = out.raw;
-  if (options.normalize_layers)
-    for (auto& layer : out.importance) {
-      double norm = 0;
-      for (double v : layer) norm += v * v;
-      norm = std::sqrt(norm);
-      for (double& v : layer) v /= norm + 1e-20;
-    }
-  if (options.min_max) {
-    double lo = INFINITY, hi = -INFINITY;
-    for (const auto& layer : out.importance)
-      for (double v : layer) lo = std::min(lo, v), hi = std::max(hi, v);
-    for (auto& layer : out.importance)
-      for (double& v : layer) v = hi > lo ? (v - lo) / (hi - lo) : 0.0;
-  }
+  normalize(out.importance, options);
+  out.group_importance = out.group_raw;
+  normalize(out.group_importance, options);
   return out;
 }
 
@@ -394,6 +441,18 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
     throw Error("pruning profile: the minimum heads per layer must be >= 0");
   HeadMask mask = full_mask(task.sites);
   const auto rows = head_rows(task.sites);
+  // The units pruned: heads, or key/value groups (the query heads of each group).
+  const auto groups = head_groups(task.sites);
+  std::vector<std::vector<std::vector<int64_t>>> units(mask.size());  // row -> unit -> heads
+  for (size_t l = 0; l < mask.size(); ++l) {
+    if (options.groups) {
+      units[l].resize(static_cast<size_t>(group_count(groups[l])));
+      for (size_t h = 0; h < groups[l].size(); ++h) units[l][static_cast<size_t>(groups[l][h])].push_back(int64_t(h));
+    } else {
+      for (size_t h = 0; h < mask[l].size(); ++h) units[l].push_back({int64_t(h)});
+    }
+  }
+  auto unit_kept = [&](size_t l, size_t u) { return mask[l][static_cast<size_t>(units[l][u].front())] != 0.0; };
   // Heads masked per site.
   auto by_site = [&]() {
     std::vector<int64_t> counts(task.sites.size(), 0);
@@ -402,10 +461,11 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
     return counts;
   };
   int64_t total = 0;
-  for (const auto& layer : mask) total += int64_t(layer.size());
+  for (const auto& layer : units) total += int64_t(layer.size());
   PruningProfile profile;
   profile.order = options.order;
   profile.exact = options.exact;
+  profile.groups = options.groups;
   profile.steps.push_back({0.0, 0, evaluate(task, mask), by_site()});
   profile.masks.push_back(mask);
   tick(progress);
@@ -417,9 +477,11 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
       std::uniform_real_distribution<double> u(0.0, 1.0);
       scores = HeadTable(mask.size());
       for (size_t l = 0; l < mask.size(); ++l)
-        for (size_t h = 0; h < mask[l].size(); ++h) scores[l].push_back(u(rng));
+        for (size_t h = 0; h < units[l].size(); ++h) scores[l].push_back(u(rng));
     } else {
-      scores = head_importance(task, mask, options.importance).importance;
+      HeadImportance importance = head_importance(task, mask, options.importance);
+      scores = options.groups && !importance.group_importance.empty() ? importance.group_importance
+                                                                      : importance.importance;
       if (options.order == PruningOrder::Reverse)
         for (auto& layer : scores)
           for (double& v : layer) v = -v;
@@ -430,18 +492,20 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
     if (options.exact && profile.steps.size() > 1 && options.order != PruningOrder::Random) score();
     const int64_t target = std::min<int64_t>(total, std::llround(fraction * double(total)));
     std::vector<Ranked> candidates;
-    for (size_t l = 0; l < mask.size(); ++l)
-      for (size_t h = 0; h < mask[l].size(); ++h)
-        if (mask[l][h] != 0.0) candidates.push_back({scores[l][h], int64_t(l), int64_t(h)});
+    int64_t pruned = 0;
+    for (size_t l = 0; l < units.size(); ++l)
+      for (size_t u = 0; u < units[l].size(); ++u) {
+        if (unit_kept(l, u)) candidates.push_back({scores[l][u], int64_t(l), int64_t(u)});
+        else ++pruned;
+      }
     std::stable_sort(candidates.begin(), candidates.end(),
                      [](const Ranked& a, const Ranked& b) { return a.score < b.score; });
-    int64_t pruned = total - count_heads(mask);
     for (const auto& c : candidates) {
       if (pruned >= target) break;
-      auto& layer = mask[c.layer];
-      const int64_t kept = std::count(layer.begin(), layer.end(), 1.0);
+      int64_t kept = 0;
+      for (size_t u = 0; u < units[c.layer].size(); ++u) kept += unit_kept(c.layer, u) ? 1 : 0;
       if (kept <= options.min_heads_per_layer) continue;
-      layer[c.head] = 0.0;
+      for (int64_t h : units[c.layer][c.head]) mask[c.layer][h] = 0.0;
       ++pruned;
     }
     profile.steps.push_back({double(pruned) / double(total), pruned, evaluate(task, mask), by_site()});
@@ -606,11 +670,16 @@ Correlation importance_correlation(const HeadTable& a, const HeadTable& b) {
 }
 
 nlohmann::json to_json(const HeadImportance& i) {
-  return {{"importance", table_json(i.importance)},
-          {"raw", table_json(i.raw)},
-          {"gate_gradient", table_json(i.gate_gradient)},
-          {"batches", i.batches},
-          {"tokens", i.tokens}};
+  nlohmann::json out = {{"importance", table_json(i.importance)},
+                        {"raw", table_json(i.raw)},
+                        {"gate_gradient", table_json(i.gate_gradient)},
+                        {"batches", i.batches},
+                        {"tokens", i.tokens}};
+  if (!i.group_raw.empty()) {
+    out["group_importance"] = table_json(i.group_importance);
+    out["group_raw"] = table_json(i.group_raw);
+  }
+  return out;
 }
 
 nlohmann::json to_json(const HeadAblation& a) {
@@ -631,7 +700,9 @@ nlohmann::json to_json(const PruningProfile& p, const std::vector<SiteRows>& sit
     }
     steps.push_back(std::move(step));
   }
-  return {{"order", to_string(p.order)}, {"exact", p.exact}, {"steps", steps}};
+  nlohmann::json out = {{"order", to_string(p.order)}, {"exact", p.exact}, {"steps", steps}};
+  if (p.groups) out["unit"] = "group";
+  return out;
 }
 
 nlohmann::json to_json(const std::vector<SiteRows>& sites) {

@@ -61,6 +61,20 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
                      int64_t(options.fractions.empty() ? 10 : options.fractions.size()) + 1);
     r.profiles.push_back(pruning_profile(task, options, bar.get()));
   }
+  // Grouped-query attention: whole key/value groups too, by group importance and at random.
+  if (!r.importance.group_raw.empty())
+    for (auto order : {PruningOrder::Importance, PruningOrder::Random}) {
+      PruningOptions options;
+      options.fractions = o.fractions;
+      options.exact = o.exact;
+      options.min_heads_per_layer = o.min_heads;
+      options.order = order;
+      options.seed = o.seed;
+      options.groups = true;
+      auto bar = phase(progress, fmt::format("profile steps ({}, key/value groups)", to_string(order)),
+                       int64_t(options.fractions.empty() ? 10 : options.fractions.size()) + 1);
+      r.profiles.push_back(pruning_profile(task, options, bar.get()));
+    }
   return r;
 }
 

@@ -93,6 +93,12 @@ enum class HeadPruning {
   // full size, the removed heads' slices zero, and the heads by site under "attnkit_pruned_heads"
   // ({"encoder.self": {layer: [heads]}, ...}), which loading prunes again.
   Zeroed,
+  // transformers cannot prune, and the heads are grouped (the Llama families): a model pruned
+  // alike in every layer (the same query and key/value head counts, whole groups or the same
+  // number of query heads per group) is written at its pruned size, config.json's
+  // num_attention_heads / num_key_value_heads / head_dim changed; other pruned models are refused
+  // (attnkit's format keeps them).
+  Shrunk,
 };
 
 struct HuggingFaceFamily {

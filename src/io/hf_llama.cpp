@@ -399,7 +399,7 @@ const HuggingFaceFamily& llama_like_family() {
       {std::string(V.architecture) + "For"},
       "model.",
       {Stack::Decoder, Stack::Heads},
-      HeadPruning::Zeroed,
+      HeadPruning::Shrunk,
       [](const json& j) { return HuggingFaceConfig{llama_config_from_json(V, j)}; },
       [](const HuggingFaceConfig& c) { return llama_config_to_json(c.stack, c.heads); },
       llama_rules,

@@ -61,7 +61,7 @@ std::map<std::string, models::HeadIndices> pruned_from_json(const json& j) {
 // (Zeroed), validated. Throws attnkit::Error "config.json: ...".
 HuggingFaceConfig read_config(const HuggingFaceFamily& family, const json& j) {
   const bool zeroed = family.pruning == HeadPruning::Zeroed;
-  if (zeroed && j.contains("pruned_heads") && !j["pruned_heads"].is_null() &&
+  if (family.pruning != HeadPruning::InConfig && j.contains("pruned_heads") && !j["pruned_heads"].is_null() &&
       !(j["pruned_heads"].is_object() && j["pruned_heads"].empty()))
     throw Error(fmt::format("config.json: 'pruned_heads' is not supported for {} (transformers cannot "
                             "prune its heads; attnkit writes '{}')", family.model_type, kPrunedKey));
@@ -734,13 +734,35 @@ NamedTensors huggingface_tensors(models::Model& model, const HuggingFaceLayout& 
 }
 
 void save_huggingface(models::Model& model, const HuggingFaceModel& info, const std::string& directory) {
-  std::error_code ec;
-  fs::create_directories(directory, ec);
-  if (ec) throw Error(fmt::format("{}: cannot create directory ({})", directory, ec.message()));
   HuggingFaceLayout layout = info.layout;
   const HuggingFaceConfig c = config_of(model);
   json config = info.config_json.is_null() ? fresh_config(model, c, layout) : info.config_json;
-  if (layout_family(layout, model).pruning == HeadPruning::InConfig) {
+  const HeadPruning pruning = layout_family(layout, model).pruning;
+  if (pruning == HeadPruning::Shrunk) {
+    // The pruned size as the config's head counts, when every layer is pruned alike.
+    int64_t heads = -1, kv_heads = -1;
+    bool alike = true, pruned = false;
+    for (const auto& site : model.attention_sites()) {
+      for (int64_t layer = 0; layer < site.stack->config().layers; ++layer) {
+        const auto attention = site.stack->attention(layer, site.attention);
+        pruned = pruned || !attention->pruned_heads().empty();
+        const int64_t kv = attention->grouped() ? attention->kv_heads() : attention->heads();
+        if (heads < 0) heads = attention->heads(), kv_heads = kv;
+        alike = alike && attention->heads() == heads && kv == kv_heads && attention->uniform_groups();
+      }
+    }
+    if (pruned && (!alike || heads <= 0))
+      throw Error(fmt::format("cannot write this pruned {} model as a Hugging Face directory: its layers "
+                              "keep different numbers of query or key/value heads, or uneven groups "
+                              "(transformers has one count for every layer); save it in attnkit's "
+                              "format (--format attnkit)", c.stack.family.name()));
+    if (pruned) {
+      const auto& spec = c.stack.attention;
+      config["num_attention_heads"] = heads;
+      config["num_key_value_heads"] = kv_heads;
+      config["head_dim"] = spec.key_size > 0 ? spec.key_size : c.stack.hidden / c.stack.heads;
+    }
+  } else if (pruning == HeadPruning::InConfig) {
     // Heads pruned since loading: the config records them as save_pretrained does.
     if (!c.stack.pruned_heads.empty()) config["pruned_heads"] = models::head_indices_to_json(c.stack.pruned_heads);
     else if (config.contains("pruned_heads")) config["pruned_heads"] = json::object();
@@ -754,10 +776,14 @@ void save_huggingface(models::Model& model, const HuggingFaceModel& info, const 
     if (!pruned.empty()) config[kPrunedKey] = pruned;
     else config.erase(kPrunedKey);
   }
+  // Checked before anything is written.
+  NamedTensors tensors = huggingface_tensors(model, layout);
+  std::error_code ec;
+  fs::create_directories(directory, ec);
+  if (ec) throw Error(fmt::format("{}: cannot create directory ({})", directory, ec.message()));
   // HF writes config.json with indent 2 and sorted keys (nlohmann's objects are sorted).
   write_file_atomically((fs::path(directory) / "config.json").string(), config.dump(2) + "\n");
-  save_safetensors((fs::path(directory) / "model.safetensors").string(), huggingface_tensors(model, layout),
-                   {{"format", "pt"}});
+  save_safetensors((fs::path(directory) / "model.safetensors").string(), tensors, {{"format", "pt"}});
 }
 
 }  // namespace attnkit::io

@@ -88,6 +88,8 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   grouped_ = kv_heads_ != heads;
   if (spec.kv_heads < 0 || heads % kv_heads_ != 0)
     throw Error(fmt::format("attention: kv_heads {} must divide heads {}", spec.kv_heads, heads));
+  if (grouped_)
+    for (int64_t h = 0; h < heads; ++h) kv_of_head_.push_back(h / (heads / kv_heads_));
   const bool plain_softmax = spec.kind == AttentionKind::Softmax && !spec.talking_heads;
   if (grouped_ && !plain_softmax && spec.kind != AttentionKind::Linear &&
       spec.kind != AttentionKind::Cosformer)
@@ -186,8 +188,18 @@ void MultiHeadAttentionImpl::reset_norms() {
   k_norm.fill_(unit);
 }
 
+bool MultiHeadAttentionImpl::uniform_groups() const {
+  if (!grouped_ || kv_heads_ == 0 || heads() % kv_heads_ != 0) return !grouped_;
+  const int64_t group = heads() / kv_heads_;
+  for (int64_t h = 0; h < heads(); ++h)
+    if (kv_of_head_[static_cast<size_t>(h)] != h / group) return false;
+  return true;
+}
+
 at::Tensor MultiHeadAttentionImpl::repeat_kv(const at::Tensor& x) const {
-  return grouped_ ? x.repeat_interleave(heads() / kv_heads_, 1) : x;
+  if (!grouped_ || kv_heads_ == heads()) return x;
+  if (uniform_groups()) return x.repeat_interleave(heads() / kv_heads_, 1);
+  return x.index_select(1, at::tensor(kv_of_head_, at::kLong).to(x.device()));
 }
 
 void MultiHeadAttentionImpl::position_heads(at::Tensor& qh, at::Tensor& kh,
@@ -306,6 +318,10 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
   at::Tensor kh = k ? split_heads(k->forward(source), grouped_ ? kv_heads_ : query_heads_) : at::Tensor();
   at::Tensor vh = split_heads(v->forward(source), grouped_ ? kv_heads_ : H);
   if (qh.defined() && kh.defined()) position_heads(qh, kh, in.rotary);
+  if (grouped_ && !uniform_groups()) {  // pruned inside groups: one key/value head per query head
+    kh = repeat_kv(kh);
+    vh = repeat_kv(vh);
+  }
 
   AttentionResult result;
   at::Tensor context;
@@ -417,7 +433,7 @@ at::Tensor MultiHeadAttentionImpl::step(const at::Tensor& x, const StepInputs& i
   position_heads(qh, kh, in.rotary);
   // The KV cache keeps the grouped heads (the softmax op reads them grouped); the feature states
   // sum per query head.
-  if (!options_.spec().uses_logits()) {
+  if (!options_.spec().uses_logits() || !uniform_groups()) {
     kh = repeat_kv(kh);
     vh = repeat_kv(vh);
   }
@@ -467,8 +483,6 @@ void narrow_to(at::Tensor& tensor, int64_t dim, const at::Tensor& index) {
 }  // namespace
 
 void MultiHeadAttentionImpl::prune_heads(const std::vector<int64_t>& heads) {
-  if (grouped_ && !heads.empty())
-    throw Error("prune heads: layers with grouped key/value heads cannot be pruned yet");
   std::vector<int64_t> remove;
   for (int64_t h : heads) {
     if (h < 0 || h >= original_heads_)
@@ -490,7 +504,32 @@ void MultiHeadAttentionImpl::prune_heads(const std::vector<int64_t>& heads) {
   const at::Tensor kept = at::tensor(keep, at::kLong);
   const int64_t count = static_cast<int64_t>(keep.size());
   const bool talking = options_.spec().talking_heads;
-  if (!talking) {
+  if (grouped_) {
+    // Query heads go with their rows of q and columns of o; a key/value head goes when no query
+    // head reads it any more.
+    std::vector<int64_t> kept_kv, kv_of_head;
+    for (int64_t p : keep) kept_kv.push_back(kv_of_head_[static_cast<size_t>(p)]);
+    kept_kv.erase(std::unique(kept_kv.begin(), kept_kv.end()), kept_kv.end());  // sorted: kv_of_head_ is
+    for (int64_t p : keep)
+      kv_of_head.push_back(std::lower_bound(kept_kv.begin(), kept_kv.end(),
+                                            kv_of_head_[static_cast<size_t>(p)]) - kept_kv.begin());
+    const at::Tensor q_rows = head_rows(keep, key_size_);
+    narrow_to(q->weight, 0, q_rows);
+    narrow_to(q->bias, 0, q_rows);
+    q->options.out_features(count * key_size_);
+    const at::Tensor k_rows = head_rows(kept_kv, key_size_), v_rows = head_rows(kept_kv, value_size_);
+    narrow_to(k->weight, 0, k_rows);
+    narrow_to(k->bias, 0, k_rows);
+    k->options.out_features(static_cast<int64_t>(kept_kv.size()) * key_size_);
+    narrow_to(v->weight, 0, v_rows);
+    narrow_to(v->bias, 0, v_rows);
+    v->options.out_features(static_cast<int64_t>(kept_kv.size()) * value_size_);
+    narrow_to(o->weight, 1, head_rows(keep, value_size_));
+    o->options.in_features(count * value_size_);
+    kv_of_head_ = std::move(kv_of_head);
+    kv_heads_ = static_cast<int64_t>(kept_kv.size());
+    query_heads_ = count;
+  } else if (!talking) {
     const at::Tensor rows = head_rows(keep, key_size_);
     for (auto* linear : {&q, &k}) {
       if (!*linear) continue;
@@ -500,12 +539,14 @@ void MultiHeadAttentionImpl::prune_heads(const std::vector<int64_t>& heads) {
     }
     query_heads_ = count;
   }
-  const at::Tensor value_rows = head_rows(keep, value_size_);
-  narrow_to(v->weight, 0, value_rows);
-  narrow_to(v->bias, 0, value_rows);
-  v->options.out_features(count * value_size_);
-  narrow_to(o->weight, 1, value_rows);
-  o->options.in_features(count * value_size_);
+  if (!grouped_) {
+    const at::Tensor value_rows = head_rows(keep, value_size_);
+    narrow_to(v->weight, 0, value_rows);
+    narrow_to(v->bias, 0, value_rows);
+    v->options.out_features(count * value_size_);
+    narrow_to(o->weight, 1, value_rows);
+    o->options.in_features(count * value_size_);
+  }
   if (talking) narrow_to(post_mix_, 1, kept);
   for (at::Tensor* t : {&dense_w1_, &dense_b1_, &dense_w2_, &dense_b2_, &random_logits_,
                         &fixed_random_logits_, &factor_a_, &factor_b_, &random_r1_, &random_r2_})

@@ -88,6 +88,7 @@ LinePlot pruning_profile_plot(const std::vector<analysis::PruningProfile>& profi
                           p.exact && p.order != analysis::PruningOrder::Random ? " (exact)" : "");
     if (p.order == analysis::PruningOrder::Importance) s.title = "ascending importance" + s.title.substr(10);
     if (p.order == analysis::PruningOrder::Reverse) s.title = "descending importance" + s.title.substr(7);
+    if (p.groups) s.title += ", whole key/value groups (x: fraction of groups)";
     s.dashed = p.order != analysis::PruningOrder::Importance;
     for (const auto& step : p.steps) {
       s.x.push_back(step.fraction);
@@ -172,7 +173,7 @@ Table one_head_per_layer_table(const analysis::HeadsAnalysis& r) {
 Table pruned_by_site_table(const analysis::HeadsAnalysis& r) {
   const analysis::PruningProfile* profile = nullptr;
   for (const auto& p : r.profiles)
-    if (p.order == analysis::PruningOrder::Importance) profile = &p;
+    if (p.order == analysis::PruningOrder::Importance && !p.groups && !profile) profile = &p;
   if (!profile || r.sites.size() < 2) throw Error("pruned by site: needs an importance-order profile of several sites");
   Table t;
   t.caption = fmt::format(
@@ -208,7 +209,7 @@ Section heads_section(const analysis::HeadsAnalysis& r, int order) {
                            fmt::format("{:.4f} ({:.2f})", *r.baseline_loss, std::exp(*r.baseline_loss)),
                            {}});
   for (const auto& p : r.profiles) {
-    if (p.order != analysis::PruningOrder::Importance) continue;
+    if (p.order != analysis::PruningOrder::Importance || p.groups) continue;
     for (const auto& step : p.steps)
       if (std::abs(step.fraction - 0.5) < 0.06) {
         s.headlines.push_back({fmt::format("{} with {} of heads pruned", r.metric_name,

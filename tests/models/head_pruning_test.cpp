@@ -239,4 +239,50 @@ TEST(HeadPruning, EncoderDecoderThreeAttentions) {
     EXPECT_EQ(p.value().sizes(), from[p.key()].sizes()) << p.key();
 }
 
+// Grouped-query attention (the Llama families): 6 query heads reading 2 key/value heads. Removing
+// query heads inside groups (uneven groups), then a whole group, gives the gated outputs; the
+// removed group's rows of k and v go; the uniform case stays grouped.
+TEST(HeadPruning, GroupedQueryHeadsAndWholeGroups) {
+  const int64_t hidden = 12, heads = 6, batch = 2, L = 7;
+  AttentionSpec spec = AttentionSpec::parse("softmax");
+  spec.causal = true;
+  spec.kv_heads = 2;
+  spec.key_size = spec.value_size = 4;
+  torch::manual_seed(5);
+  MultiHeadAttention full(MultiHeadAttentionOptions(hidden, heads).spec(spec));
+  randomize(*full);
+  MultiHeadAttention pruned(MultiHeadAttentionOptions(hidden, heads).spec(spec));
+  pruned->to(torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    auto from = full->named_parameters();
+    for (auto& p : pruned->named_parameters()) p.value().copy_(from[p.key()]);
+  }
+  const at::Tensor x = torch::randn({batch, L, hidden}, torch::kDouble);
+  EXPECT_TRUE(pruned->uniform_groups());
+  // Inside groups: head 1 of group 0, head 4 of group 1 -> 2 + 2 heads, still uniform.
+  pruned->prune_heads({1, 4});
+  EXPECT_EQ(pruned->heads(), 4);
+  EXPECT_EQ(pruned->kv_heads(), 2);
+  EXPECT_TRUE(pruned->uniform_groups());
+  full->set_head_gates(gates_without(heads, {1, 4}));
+  EXPECT_LE(max_error(pruned->forward(x).output, full->forward(x).output), kTolerance);
+  // Uneven: head 0 too (group 0 keeps one head, group 1 two).
+  pruned->prune_heads({0});
+  EXPECT_FALSE(pruned->uniform_groups());
+  EXPECT_EQ(pruned->kv_of_head(), (std::vector<int64_t>{0, 1, 1}));
+  full->set_head_gates(gates_without(heads, {0, 1, 4}));
+  EXPECT_LE(max_error(pruned->forward(x).output, full->forward(x).output), kTolerance);
+  // The whole of group 0 (its last head 2): k and v lose that group's rows.
+  pruned->prune_heads({2});
+  EXPECT_EQ(pruned->heads(), 2);
+  EXPECT_EQ(pruned->kv_heads(), 1);
+  EXPECT_EQ(pruned->k->weight.size(0), 4);
+  EXPECT_EQ(pruned->v->weight.size(0), 4);
+  EXPECT_TRUE(pruned->uniform_groups());
+  full->set_head_gates(gates_without(heads, {0, 1, 2, 4}));
+  EXPECT_LE(max_error(pruned->forward(x).output, full->forward(x).output), kTolerance);
+  EXPECT_EQ(pruned->pruned_heads(), (std::vector<int64_t>{0, 1, 2, 4}));
+}
+
 }  // namespace

@@ -52,6 +52,40 @@ class LlamaFamiliesHf5(FamilyChecks, unittest.TestCase):
                         rope_theta=1000000.0, rope_local_base_freq=10000.0)),
     }
 
+    def test_pruned_groups_save_for_transformers(self):
+        """Grouped-query pruning: the second key/value group of the llama3 model (query heads 2
+        and 3) in both layers leaves 2 query heads and 1 key/value head per layer: saved as a
+        Hugging Face directory that transformers loads with attnkit's logits. Uneven groups (one
+        head of a group) are refused there and kept in attnkit's format."""
+        import json
+        import torch
+        d, _ = self.models["llama3"]
+        out = os.path.join(self.tmp.name, "pruned-hf")
+        rc, _, err = self.attnkit("prune", "--model", d, "--out", out, "--heads",
+                                  '{"0": [2, 3], "1": [2, 3]}', "--format", "huggingface")
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(out, "config.json")) as f:
+            config = json.load(f)
+        self.assertEqual((config["num_attention_heads"], config["num_key_value_heads"]), (2, 1))
+        again = transformers.LlamaForCausalLM.from_pretrained(out, attn_implementation="eager").eval()
+        self.assertEqual(again.model.layers[0].self_attn.k_proj.weight.shape[0], 8)
+        ids = torch.tensor([[4, 9, 16, 25, 36, 49, 64, 81]])
+        got = self.encode(out, ids[0].tolist())
+        with torch.no_grad():
+            from llama_families import max_relative, TOLERANCE
+            err = max_relative(got["logits"], again(ids).logits)
+        self.assertLessEqual(err, TOLERANCE, f"pruned model: logits differ by {err}")
+        uneven = os.path.join(self.tmp.name, "pruned-uneven")
+        rc, _, err = self.attnkit("prune", "--model", d, "--out", uneven, "--heads", '{"0": [0]}',
+                                  "--format", "huggingface")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("save it in attnkit's format", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        rc, _, err = self.attnkit("prune", "--model", d, "--out", uneven, "--heads", '{"0": [0]}',
+                                  "--format", "attnkit")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("logits", self.encode(uneven, ids[0].tolist()))
+
 
 if __name__ == "__main__":
     runner.run()

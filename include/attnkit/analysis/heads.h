@@ -137,7 +137,17 @@ struct HeadImportance {
   HeadTable raw;            // Σ |Σ_d ctx·∂L/∂ctx| / tokens, before any normalisation
   HeadTable gate_gradient;  // Σ_batches |∂L/∂ξ_h| / batches
   int64_t batches = 0, tokens = 0;
+  // Grouped-query attention (filled when some layer has key/value groups; empty otherwise): per
+  // row, one value per key/value group (head_groups), the same quantity with the group's heads
+  // summed inside the absolute value, Σ_x Σ_t |Σ_{h∈g} Σ_d ctx_h·∂L/∂ctx_h| / tokens (the
+  // importance of a gate on the whole group), raw and normalised as `importance` is.
+  HeadTable group_importance, group_raw;
 };
+
+// Per row (head_rows), the key/value group of each of its query heads now: 0, 0, 0, 1, 1, 1, ...
+// for grouped layers (MultiHeadAttentionImpl::kv_of_head), 0, 1, 2, ... (one group per head)
+// otherwise.
+std::vector<std::vector<int64_t>> head_groups(const std::vector<models::AttentionSiteRef>& sites);
 
 // Under `mask` (masked heads get importance 0). Leaves the model's gates removed.
 HeadImportance head_importance(HeadTask& task, const HeadMask& mask,
@@ -166,6 +176,9 @@ struct PruningOptions {
   PruningOrder order = PruningOrder::Importance;
   uint64_t seed = 0;            // Random order
   ImportanceOptions importance;
+  // Prune whole key/value groups (every query head of a group at once), ranked by their group
+  // importance; fractions and min_heads_per_layer then count groups.
+  bool groups = false;
 };
 
 struct PruningStep {
@@ -178,6 +191,7 @@ struct PruningStep {
 struct PruningProfile {
   PruningOrder order = PruningOrder::Importance;
   bool exact = false;
+  bool groups = false;  // steps count key/value groups (PruningOptions::groups)
   std::vector<PruningStep> steps;  // the first is the unpruned model (fraction 0)
   std::vector<HeadMask> masks;     // the mask after each step (same length as steps)
 };

@@ -89,7 +89,9 @@ struct HeadsAnalysis {
   std::optional<double> baseline_loss;    // the task's evaluation_loss, when it has one (LM)
   HeadImportance importance;
   HeadAblation ablation;                  // only the baseline without ablations
-  std::vector<PruningProfile> profiles;   // importance, random, reverse
+  // importance, random, reverse; then, for a model with key/value groups, whole groups by
+  // importance and at random (PruningProfile::groups)
+  std::vector<PruningProfile> profiles;
 };
 
 struct CrossDataImportance {

@@ -98,6 +98,9 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   void set_head_gates(const at::Tensor& gates);
   const at::Tensor& head_gates() const { return head_gates_; }
 
+  // Grouped layers: query heads are removed with their rows of q and columns of o, and a
+  // key/value head with its rows of k and v once no query head reads it (whole groups go when
+  // all their query heads are named).
   // Physical head pruning (Michel et al. 2019): removes `heads`, given in the unpruned numbering
   // [0, original_heads()) as Hugging Face's prune_heads takes them (heads already removed are
   // skipped): their rows of q/k/v, their columns of o and their per-head parameters (Synthesizer
@@ -120,6 +123,13 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // Key/value heads of the k and v projections (grouped-query attention: fewer than heads()).
   int64_t kv_heads() const { return kv_heads_; }
   bool grouped() const { return grouped_; }
+  // Grouped layers: the key/value head each query head reads (now, after pruning).
+  const std::vector<int64_t>& kv_of_head() const { return kv_of_head_; }
+  // Every key/value head read by heads() / kv_heads() consecutive query heads (true for layers
+  // without groups). Pruning query heads inside a group breaks it: the layer then gives each
+  // query head its own copy of its key/value head (outputs unchanged, no longer grouped in the
+  // kernel or the cache).
+  bool uniform_groups() const;
   // The q/k norms' weights back to their initial value (spec.qk_norm; nothing otherwise).
   void reset_norms();
   int64_t key_size() const { return key_size_; }
@@ -162,6 +172,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   int64_t query_heads_ = 0;
   int64_t kv_heads_ = 0;
   bool grouped_ = false;
+  std::vector<int64_t> kv_of_head_;  // grouped: each query head's key/value head
   std::vector<int64_t> pruned_heads_;
 };
 TORCH_MODULE(MultiHeadAttention);
