@@ -19,8 +19,8 @@ The peer is AutoTokenizer.from_pretrained(DIR, gguf_file=NAME). For each file th
     --encode) and, for the verses, through `attnkit tokenize --tokenizer FILE.gguf` [--decode].
 Files: small ones written here with the gguf package's GGUFWriter, from vocabularies trained here
 with the tokenizers library (byte-level BPE under each tokenizer.ggml.pre kind attnkit knows;
-SentencePiece-style BPE with merges derived from scores or given, with the Gemma and Phi-3
-variants), and the real SmolLM2-135M and Gemma 3 270M files in ~/.cache/attnkit/weights when
+SentencePiece-style BPE with merges derived from scores or given, with the Gemma, Gemma 4 and
+Phi-3 variants), and the real SmolLM2-135M and Gemma 3 270M files in ~/.cache/attnkit/weights when
 they are there (that part is skipped with one line otherwise).
 """
 import json
@@ -358,6 +358,12 @@ class GgufTokenizerTest(unittest.TestCase):
         _, mine = self.check_file(path)
         self.assertIn("▁▁▁", mine["model"]["vocab"])  # the file's "   "
         self.assertEqual(mine["normalizer"]["type"], "Replace")
+
+    def test_gemma4_model(self):
+        path = self.sentencepiece_file("gemma4.gguf", "gemma4", model="gemma4", extra=[("add_add_bos_token", True)])
+        hf, mine = self.check_file(path)
+        self.assertIn("   ", mine["model"]["vocab"])  # not respelled
+        self.assertFalse(hf.add_bos_token)  # the chat template writes <bos>
 
     def test_phi3_variant(self):
         path = self.sentencepiece_file("phi3.gguf", "phi3")
