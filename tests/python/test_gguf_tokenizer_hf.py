@@ -36,37 +36,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 import runner  # noqa: E402
 
-SKIP = 77
-
-
-def venv_py():
-    cache = os.environ.get("ATTNKIT_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "attnkit"))
-    return os.path.join(cache, "venv-py")
-
-
-def ensure_transformers_5():
-    """Runs this file again in venv-py unless this Python has transformers >= 5 and gguf."""
-    try:
-        import gguf  # noqa: F401
-        import transformers
-        if int(transformers.__version__.split(".")[0]) >= 5:
-            return
-    except ImportError:
-        pass
-    name = os.path.basename(__file__)
-    venv = venv_py()
-    python = os.path.join(venv, "bin", "python")
-    if os.environ.get("ATTNKIT_IN_VENV_PY"):
-        sys.exit(f"{name}: {venv} has no transformers 5.x or gguf; remove it and run scripts/python_package_venv.sh")
-    if not os.path.exists(os.path.join(venv, ".attnkit-requirements.sha256")):
-        print(f"{name}: skipped: no finished Python package venv at {venv} (transformers 5.x, gguf); "
-              f"`make test` makes it in the background, or run scripts/python_package_venv.sh", flush=True)
-        sys.exit(SKIP)
-    os.environ["ATTNKIT_IN_VENV_PY"] = "1"
-    os.execv(python, [python, os.path.abspath(__file__)] + sys.argv[1:])
-
-
-ensure_transformers_5()
+runner.run_in_venv_py(["gguf"])
 
 import unittest  # noqa: E402
 
@@ -80,8 +50,7 @@ hf_logging.set_verbosity_error()
 BUILD = runner.build_dir()
 PROBE = os.path.join(BUILD, "attnkit_gguf_probe")
 CLI = os.path.join(BUILD, "attnkit")
-WEIGHTS = os.path.join(os.environ.get("ATTNKIT_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "attnkit")),
-                       "weights")
+WEIGHTS = os.path.join(runner.cache_dir(), "weights")
 REAL_FILES = ["smollm2-135m-instruct.gguf", "gemma-3-270m-q4_k_m.gguf"]
 
 HARD_CASES = [
