@@ -265,6 +265,13 @@ std::vector<MergePair> derived_merges(const std::vector<std::string>& tokens, co
   std::unordered_map<std::string_view, size_t> last;
   last.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) last[tokens[i]] = i;
+  // The byte lengths tokens have: a split is looked up only when both parts have one of them, so a
+  // file with one huge token costs its length, not its length squared.
+  size_t longest = 0;
+  for (const std::string& token : tokens) longest = std::max(longest, token.size());
+  std::vector<bool> has_length(longest + 1, false);
+  for (const std::string& token : tokens) has_length[token.size()] = true;
+  const auto continuation = [](char byte) { return (static_cast<unsigned char>(byte) & 0xC0) == 0x80; };
   std::vector<Candidate> candidates;
   std::vector<Candidate> local;
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -273,18 +280,18 @@ std::vector<MergePair> derived_merges(const std::vector<std::string>& tokens, co
     if (found == last.end()) continue;  // a repeat: already taken
     const double score = scores[found->second];
     last.erase(found);
-    const std::u32string chars = text::unicode::decode_utf8(token, text::unicode::InvalidUtf8::kReplace);
+    const auto characters = static_cast<size_t>(std::count_if(token.begin(), token.end(), [&](char b) { return !continuation(b); }));
     local.clear();
-    size_t split = 0;
-    for (size_t k = 1; k < chars.size(); ++k) {
-      std::string piece;
-      text::unicode::append_utf8(piece, chars[k - 1]);
-      split += piece.size();
-      const auto left = index.find(token.substr(0, split));
-      if (left == index.end()) continue;
-      const auto right = index.find(token.substr(split));
-      if (right == index.end()) continue;
-      local.push_back({score, k, chars.size() - k, left->second, right->second, token, split});
+    size_t before = 0;  // characters before byte `split`
+    for (size_t split = 0; split < token.size(); ++split) {
+      if (continuation(token[split])) continue;
+      if (split > 0 && has_length[split] && has_length[token.size() - split]) {
+        const auto left = index.find(token.substr(0, split));
+        const auto right = left == index.end() ? index.end() : index.find(token.substr(split));
+        if (right != index.end())
+          local.push_back({score, before, characters - before, left->second, right->second, token, split});
+      }
+      ++before;
     }
     std::stable_sort(local.begin(), local.end(), [](const Candidate& a, const Candidate& b) {
       return std::make_pair(a.left_id, a.right_id) < std::make_pair(b.left_id, b.right_id);

@@ -365,5 +365,16 @@ TEST(GgufTokenizerHostile, CutAndChangedFiles) {
   }
 }
 
+// A 4 MiB token: deriving merges looks up only splits into parts of lengths some token has, so
+// this takes the token's length, not its square (~10^13 lookups).
+TEST(GgufTokenizerHostile, OneHugeToken) {
+  const std::string huge(size_t{1} << 22, 'a');
+  const std::string path = write_file("huge.gguf", {string_kv("tokenizer.ggml.model", "llama"),
+                                                    kv("tokenizer.ggml.tokens", GgufType::ARRAY, strings({"<unk>", "a", "aa", huge})),
+                                                    kv("tokenizer.ggml.scores", GgufType::ARRAY, float32s({0, -1, -2, -3}))});
+  const json merges = gguf_tokenizer_json(GgufFile::open(path)).at("model").at("merges");
+  EXPECT_EQ(merges, json::array({json::array({"a", "a"})}));
+}
+
 }  // namespace
 }  // namespace attnkit::formats
