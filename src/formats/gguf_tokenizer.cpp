@@ -61,15 +61,16 @@ struct PreTokenizerKind {
 // tokenizer.ggml.pre values read for tokenizer.ggml.model "gpt2". "smollm": llama.cpp and
 // SmolLM2's tokenizer.json also split digits one by one; transformers does not (docs/tokenizers.md).
 constexpr PreTokenizerKind kPreTokenizers[] = {
-    {"default", {}},       {"gpt2", {}},           {"smollm", {}},
-    {"llama3", kLlama3Split}, {"llama-v3", kLlama3Split}, {"llama-bpe", kLlama3Split},
-    {"falcon3", kLlama3Split}, {"falcon-h1", kLlama3Split}, {"pixtral", kLlama3Split},
-    {"midm-2.0", kLlama3Split}, {"lfm2", kLlama3Split}, {"jina-v5-nano", kLlama3Split},
-    {"dbrx", kLlama3Split},   {"smaug-bpe", kLlama3Split}, {"tekken", kTekkenSplit},
-    {"qwen2", kQwen2Split},   {"deepseek-r1-qwen", kQwen2Split}, {"kormo", kQwen2Split},
-    {"f2llmv2", kQwen2Split}, {"megrez", kQwen2Split}, {"qwen35", kQwen35Split},
-    {"gpt-4o", kGpt4oSplit},  {"llama4", kGpt4oSplit}, {"kanana2", kGpt4oSplit},
-    {"talkie", kGpt4oSplit},  {"minimax-m2", kGpt4oSplit},
+    {"default", {}}, {"gpt2", {}}, {"smollm", {}},
+    {"llama3", kLlama3Split}, {"llama-v3", kLlama3Split}, {"llama-bpe", kLlama3Split}, {"falcon3", kLlama3Split},
+    {"falcon-h1", kLlama3Split}, {"pixtral", kLlama3Split}, {"midm-2.0", kLlama3Split}, {"lfm2", kLlama3Split},
+    {"jina-v5-nano", kLlama3Split}, {"dbrx", kLlama3Split}, {"smaug-bpe", kLlama3Split},
+    {"qwen2", kQwen2Split}, {"deepseek-r1-qwen", kQwen2Split}, {"kormo", kQwen2Split}, {"f2llmv2", kQwen2Split},
+    {"megrez", kQwen2Split},
+    {"qwen35", kQwen35Split},
+    {"tekken", kTekkenSplit},
+    {"gpt-4o", kGpt4oSplit}, {"llama4", kGpt4oSplit}, {"kanana2", kGpt4oSplit}, {"talkie", kGpt4oSplit},
+    {"minimax-m2", kGpt4oSplit},
 };
 
 // The metadata, read and checked.
