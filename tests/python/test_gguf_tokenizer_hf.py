@@ -64,7 +64,8 @@ HARD_CASES = [
     "def f(x):\n    return x ** 2  # comment\n", "<html><body class=\"x\">Hi</body></html>",
     "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n", "<|endoftext|>text<|endoftext|>",
     "<s> hello </s>", "<bos>Hola<eos>", "<think>reason</think> answer", "<unk> <pad> <mask>",
-    "x<|im_end|>y <|im_start|> z", "▁already▁spaced", "  ▁ ▁▁ ", "\u3000ideographic\u3000space",
+    "x<|im_end|>y <|im_start|> z", "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n",
+    "[multimodal] <unused0> <start_of_image>", "▁already▁spaced", "  ▁ ▁▁ ", "\u3000ideographic\u3000space",
     "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
     "controls \x04\x06 \x13x\x1d\x7f and planes \U00050000 \U000E0041\U000E007F",
 ]
