@@ -1,11 +1,14 @@
-// GGUF files: GgufFile::open, then every metadata value read (nested arrays included), every
-// tensor converted to float32 (an unsupported type is an attnkit::Error), and both dumps.
+// GGUF files: GgufFile::open, then every metadata value read (nested arrays included), the
+// tokenizer its tokenizer.ggml.* metadata describe (built and run on a short text; missing or
+// inconsistent metadata is an attnkit::Error), every tensor converted to float32 (an unsupported
+// type is an attnkit::Error), and both dumps.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "attnkit/formats/gguf.h"
 #include "attnkit/formats/gguf_dump.h"
+#include "attnkit/formats/gguf_tokenizer.h"
 #include "attnkit/error.h"
 #include "fuzz_support.h"
 
@@ -37,6 +40,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       [&] {
         const formats::GgufFile file = formats::GgufFile::open(path);
         for (const formats::GgufMetadataEntry& entry : file.metadata()) visit(entry.value);
+        fuzz::expect_clean(
+            [&] {
+              const text::Tokenizer tokenizer = formats::gguf_tokenizer(file);
+              (void)tokenizer.decode(tokenizer.encode("Hello world 123 <s>\n\xC3\xA9").ids, false);
+            },
+            path);
         (void)formats::gguf_dump_text(file);
         (void)formats::gguf_dump_json(file);
         for (const formats::GgufTensorInfo& tensor : file.tensors()) {

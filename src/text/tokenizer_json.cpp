@@ -812,6 +812,10 @@ Tokenizer tokenizer_from_json_string(const std::string& text, const std::string&
   } catch (const std::exception& e) {  // json parse_error, or out_of_range for 1e400
     throw Error(fmt::format("{}: malformed JSON: {}", source, e.what()));
   }
+  return tokenizer_from_json(root, source);
+}
+
+Tokenizer tokenizer_from_json(const json& root, const std::string& source) {
   try {
     if (!root.is_object()) fail("the top level is not a JSON object");
     TokenizerParts parts;

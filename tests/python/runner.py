@@ -32,36 +32,40 @@ def run_in_peer_venv(module):
     os.execv(python, [python, script] + sys.argv[1:])
 
 
-SKIP = 77  # ctest's SKIP_RETURN_CODE for the files that need the Python package's venv
+SKIP = 77  # ctest reports a test that exits with it as skipped (SKIP_RETURN_CODE)
 
 
-def python_package_venv():
-    cache = os.environ.get("ATTNKIT_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "attnkit"))
-    return os.path.join(cache, "venv-py")
+def cache_dir():
+    """attnkit's cache folder: $ATTNKIT_CACHE or ~/.cache/attnkit (venvs, weights, node)."""
+    return os.environ.get("ATTNKIT_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "attnkit"))
 
 
-def run_in_python_package_venv():
-    """Makes sure the calling test file runs with transformers 5.x: unless this Python has it, the
-    file is run again with the Python package's venv (~/.cache/attnkit/venv-py: PyTorch 2.x,
-    transformers 5.x, gguf; scripts/python_package_venv.sh makes it, `make test` starts that in the
-    background). Without a finished venv it exits SKIP (ctest: skipped) with one line saying why."""
+def run_in_venv_py(modules=()):
+    """Makes sure the calling test file runs where transformers >= 5 and `modules` (e.g. "gguf")
+    import: if this Python lacks them, the file is run again (same arguments) with the Python of
+    the Python package's venv (cache_dir()/venv-py, scripts/python_package_venv.sh; `make test`
+    makes it in the background). While that venv is not finished the test exits SKIP with one line
+    saying why; a finished venv without them ends it with an error."""
     try:
-        import transformers  # noqa: F401
+        for module in modules:
+            importlib.import_module(module)
+        import transformers
         if int(transformers.__version__.split(".")[0]) >= 5:
             return
     except ImportError:
         pass
     script = os.path.abspath(sys.argv[0])
     name = os.path.basename(script)
-    venv = python_package_venv()
-    python = os.path.join(venv, "bin", "python")
+    venv = os.path.join(cache_dir(), "venv-py")
+    wanted = ", ".join(("transformers 5.x",) + tuple(modules))
     if os.environ.get("ATTNKIT_IN_VENV_PY"):
-        sys.exit(f"{name}: {venv} has no transformers 5.x; remove it and run scripts/python_package_venv.sh")
+        sys.exit(f"{name}: {venv} lacks {wanted}; remove it and run scripts/python_package_venv.sh")
     if not os.path.exists(os.path.join(venv, ".attnkit-requirements.sha256")):
-        print(f"{name}: skipped: no finished Python package venv at {venv} (transformers 5.x); "
+        print(f"{name}: skipped: no finished Python package venv at {venv} ({wanted}); "
               f"`make test` makes it in the background, or run scripts/python_package_venv.sh", flush=True)
         sys.exit(SKIP)
     os.environ["ATTNKIT_IN_VENV_PY"] = "1"
+    python = os.path.join(venv, "bin", "python")
     os.execv(python, [python, script] + sys.argv[1:])
 
 

@@ -6,7 +6,7 @@ output norms, attention and final logit soft-caps, query_pre_attn_scalar, slidin
 with a window shorter than the prompt) and gemma3_text (q/k norms, a local rotary base on the
 sliding layers).
 
-Needs the Python package's venv (transformers 5.x, runner.run_in_python_package_venv): exits 77
+Needs the Python package's venv (transformers 5.x, runner.run_in_venv_py): exits 77
 (skipped) without it."""
 import os
 import sys
@@ -16,7 +16,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 import runner  # noqa: E402
 
-runner.run_in_python_package_venv()
+runner.run_in_venv_py()
 
 import unittest  # noqa: E402
 

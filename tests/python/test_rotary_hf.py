@@ -28,7 +28,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 import runner  # noqa: E402
 
-runner.run_in_python_package_venv()
+runner.run_in_venv_py()
 
 import unittest  # noqa: E402
 

@@ -7,7 +7,7 @@ without from_pretrained's accelerate requirement). On five prompts: logits of th
 logit, and 32 greedy new tokens identical. `convert --from FILE.gguf --to DIR --format
 huggingface` writes a directory transformers loads to the same logits.
 
-Needs the Python package's venv (transformers 5.x + gguf, runner.run_in_python_package_venv) and
+Needs the Python package's venv (transformers 5.x + gguf, runner.run_in_venv_py) and
 ~/.cache/attnkit/weights (scripts/setup.sh); exits 77 (skipped) without either."""
 import json
 import os
@@ -20,9 +20,9 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 import runner  # noqa: E402
 
-runner.run_in_python_package_venv()
+runner.run_in_venv_py(("gguf",))
 
-CACHE = os.environ.get("ATTNKIT_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "attnkit"))
+CACHE = runner.cache_dir()
 WEIGHTS = os.path.join(CACHE, "weights")
 GGUF = "smollm2-135m-instruct.gguf"
 if not os.path.exists(os.path.join(WEIGHTS, GGUF)):

@@ -1,6 +1,7 @@
 // Byte-level BPE: the byte <-> unicode map, GPT-2's pre-tokenisation rule on hand-worked cases,
 // merge order, and the round trip decode(encode(x)) == x for any byte string.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <random>
 #include <set>
@@ -66,6 +67,26 @@ TEST(ByteLevelBpe, MergesLowestRankFirst) {
   // "a b" (rank 1) is applied before "Ġ a" (rank 3), which then no longer applies.
   EXPECT_EQ(tokenizer.encode(" abd").tokens, (Words{"Ġ", "ab", "d"}));
   EXPECT_EQ(tokenizer.encode(" ad").tokens, (Words{"Ġa", "d"}));
+}
+
+// A vocabulary without some byte tokens (SmolLM2's lacks 21): those bytes are left out, as in HF
+// tokenizers, and the symbols around them become neighbours that may merge.
+TEST(ByteLevelBpe, BytesWithoutATokenAreLeftOut) {
+  std::vector<std::string> tokens;
+  for (int byte = 0; byte < 256; ++byte) {
+    if (byte != 0x04 && byte != 0xF1) tokens.push_back(byte_level::bytes_to_token(std::string(1, static_cast<char>(byte))));
+  }
+  tokens.push_back("ab");
+  const Tokenizer tokenizer = make_gpt2_tokenizer(Vocabulary::from_tokens(tokens), {{"a", "b"}});
+  EXPECT_EQ(tokenizer.encode("ab").tokens, (Words{"ab"}));
+  EXPECT_EQ(tokenizer.encode("\x04").tokens, Words{});
+  EXPECT_EQ(tokenizer.encode("a\x04\x04" "b").tokens, (Words{"a", "b"}));  // GPT-2's rule: three words
+  const std::string b90 = byte_level::bytes_to_token("\x90"), b80 = byte_level::bytes_to_token("\x80");
+  EXPECT_EQ(tokenizer.encode("\xF1\x90\x80\x80x").tokens, (Words{b90, b80, b80, "x"}));  // U+50000, x
+  // Without the regex split the word is "a\x04\x04b": a and b become neighbours and merge.
+  nlohmann::json json = nlohmann::json::parse(tokenizer_to_json_string(tokenizer));
+  json["pre_tokenizer"]["use_regex"] = false;
+  EXPECT_EQ(tokenizer_from_json(json).encode("a\x04\x04" "b").tokens, (Words{"ab"}));
 }
 
 // RoBERTa's pipeline (make_roberta_tokenizer, what a vocab.json with <s> and </s> loads as): the

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attnkit/error.h"
+#include "attnkit/formats/gguf_tokenizer.h"
 #include "attnkit/parse.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/tokenizer_json.h"
@@ -99,7 +100,10 @@ std::vector<uint32_t> parse_ids(const std::string& line, size_t number) {
 int run_tokenize(const TokenizeOptions& options, int threads) {
   text::LoadOptions load;
   load.bert.lowercase = !options.cased;
-  Tokenizer tokenizer = text::load_tokenizer(options.tokenizer_path, load);
+  const bool gguf = options.tokenizer_path.size() > 5 &&
+                    options.tokenizer_path.compare(options.tokenizer_path.size() - 5, 5, ".gguf") == 0;
+  Tokenizer tokenizer = gguf ? formats::read_gguf_tokenizer(options.tokenizer_path)
+                             : text::load_tokenizer(options.tokenizer_path, load);
   if (options.max_length > 0) {
     text::TruncationOptions truncation;
     truncation.max_length = options.max_length;
@@ -176,7 +180,8 @@ void register_tokenize_commands(CLI::App& app, GlobalOptions& global) {
       "tokenize",
       "Encode stdin lines to token ids (one line of space-separated ids per input line), or decode id lines");
   tokenize->add_option("--tokenizer", tokenize_options->tokenizer_path,
-                       "tokenizer.json, vocab.txt, vocab.json (+merges.txt), encoder.json (+vocab.bpe), or a directory with one")
+                       "tokenizer.json, vocab.txt, vocab.json (+merges.txt), encoder.json (+vocab.bpe), a directory with one, "
+                       "or a GGUF file (*.gguf: its tokenizer.ggml.* metadata)")
       ->required();
   tokenize->add_flag("--pair", tokenize_options->pair, "each line holds two texts separated by a tab");
   tokenize->add_flag("--offsets", tokenize_options->offsets,

@@ -2,8 +2,9 @@
 // Byte-level BPE (GPT-2): a word's bytes start as one symbol each (the byte_level character's
 // token), then adjacent symbols are merged, lowest merge rank first (leftmost on ties), until no
 // ranked pair is left. Results are cached per word, in a cache of each thread's own (no lock or
-// shared cache line on the hot path, so batch encoding scales with threads). Every byte string is encodable because the
-// vocabulary must hold all 256 byte tokens.
+// shared cache line on the hot path, so batch encoding scales with threads). A byte whose token
+// the vocabulary lacks is left out, as Hugging Face tokenizers does (SmolLM2's vocabulary has no
+// token for 21 of the bytes); with all 256 byte tokens every byte string is encodable.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -34,8 +35,7 @@ std::optional<std::string> invalid_merge_reason(const Vocabulary& vocabulary, co
 
 class ByteLevelBpe final : public Model {
  public:
-  // Throws attnkit::Error naming the merge when a merge refers to a token not in the vocabulary,
-  // or when a byte has no token.
+  // Throws attnkit::Error naming the merge when a merge refers to a token not in the vocabulary.
   ByteLevelBpe(Vocabulary vocabulary, std::vector<Merge> merges, ByteLevelBpeOptions options = {});
   ~ByteLevelBpe() override;
 
@@ -50,7 +50,7 @@ class ByteLevelBpe final : public Model {
   Vocabulary vocabulary_;
   std::vector<Merge> merges_;
   ByteLevelBpeOptions options_;
-  uint32_t byte_ids_[256];
+  uint32_t byte_ids_[256];  // kNoByteToken where the vocabulary lacks the byte's token
   std::unique_ptr<const detail::BpeMergeTable> merge_table_;
 
   uint64_t cache_key_;  // this model's key into each thread's caches (unique per process)
