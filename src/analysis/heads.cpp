@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <random>
 
@@ -223,7 +224,14 @@ HeadTask language_model_task(models::TaskModel task_model, const at::Tensor& inp
     }
     return metrics;
   };
-  task.metric = [=]() mutable { return evaluate_all().accuracy(); };
+  // The metric's pass also gives the loss (the profiles record the perplexity at every step).
+  auto last_loss = std::make_shared<double>(std::nan(""));
+  task.metric = [=]() mutable {
+    const models::PredictionMetrics metrics = evaluate_all();
+    *last_loss = metrics.mean_loss();
+    return metrics.accuracy();
+  };
+  task.metric_loss = [last_loss] { return *last_loss; };
   task.evaluation_loss = [=]() mutable { return evaluate_all().mean_loss(); };
   return task;
 }
@@ -466,7 +474,11 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
   profile.order = options.order;
   profile.exact = options.exact;
   profile.groups = options.groups;
-  profile.steps.push_back({0.0, 0, evaluate(task, mask), by_site()});
+  auto loss = [&]() -> std::optional<double> {
+    if (!task.metric_loss) return std::nullopt;
+    return task.metric_loss();
+  };
+  profile.steps.push_back({0.0, 0, evaluate(task, mask), by_site(), loss()});
   profile.masks.push_back(mask);
   tick(progress);
 
@@ -508,7 +520,8 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
       for (int64_t h : units[c.layer][c.head]) mask[c.layer][h] = 0.0;
       ++pruned;
     }
-    profile.steps.push_back({double(pruned) / double(total), pruned, evaluate(task, mask), by_site()});
+    const double metric = evaluate(task, mask);
+    profile.steps.push_back({double(pruned) / double(total), pruned, metric, by_site(), loss()});
     profile.masks.push_back(mask);
     tick(progress);
   }
@@ -693,6 +706,10 @@ nlohmann::json to_json(const PruningProfile& p, const std::vector<SiteRows>& sit
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : p.steps) {
     nlohmann::json step{{"fraction", s.fraction}, {"pruned", s.pruned}, {"metric", s.metric}};
+    if (s.loss && std::isfinite(*s.loss)) {
+      step["loss"] = *s.loss;
+      step["perplexity"] = std::exp(*s.loss);
+    }
     if (!sites.empty() && s.pruned_by_site.size() == sites.size()) {
       nlohmann::json by_site = nlohmann::json::object();
       for (size_t i = 0; i < sites.size(); ++i) by_site[sites[i].name] = s.pruned_by_site[i];

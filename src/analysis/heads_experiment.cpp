@@ -30,8 +30,17 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
                       const HeadsProgress& progress) {
   const auto loaded = io::load_model(model_dir);
   auto task = load_heads_task(model_dir, loaded, o.data, o.read_data, o.batch_size, o.score_examples);
+  if (!o.score_data.empty()) {
+    // Importance (and the orders of the profiles) from score_data, every metric on data: heads are
+    // chosen on one text and judged on another.
+    auto scoring = load_heads_task(model_dir, loaded, o.score_data, o.read_data, o.batch_size,
+                                   o.score_examples);
+    task.batches = scoring.batches;
+    task.loss = std::move(scoring.loss);
+  }
   HeadsAnalysis r;
   r.model = model_dir;
+  r.score_data = o.score_data;
   r.metric_name = task.metric_name;
   r.sites = site_rows(task.sites);
   {
@@ -168,6 +177,7 @@ json to_json(const HeadsAnalysis& r) {
   for (const auto& p : r.profiles) profiles.push_back(to_json(p, r.sites));
   json j = {{"model", r.model},
             {"metric", r.metric_name},
+            {"importance_data", r.score_data.empty() ? json(nullptr) : json(r.score_data)},
             {"sites", to_json(r.sites)},
             {"importance", to_json(r.importance)},
             {"ablation", to_json(r.ablation)},

@@ -70,9 +70,11 @@ bool is_gguf_file(const std::string& path) {
 GgufCheckpoint read_gguf_checkpoint(const std::string& path) {
   const GgufFile file = GgufFile::open(path);
   const std::string arch(file.get_string("general.architecture"));
-  if (arch != "llama")
+  if (arch != "llama" && arch != "gemma3")
     throw Error(fmt::format("{}: architecture '{}' is not supported (attnkit reads llama GGUF "
-                            "files: Llama, SmolLM, TinyLlama, Mistral)", path, one_line(arch)));
+                            "files -- Llama, SmolLM, TinyLlama, Mistral -- and gemma3)", path,
+                            one_line(arch)));
+  const bool gemma3 = arch == "gemma3";
   const std::string p = arch + ".";
   const int64_t hidden = positive(file, p + "embedding_length");
   const int64_t layers = positive(file, p + "block_count");
@@ -83,7 +85,7 @@ GgufCheckpoint read_gguf_checkpoint(const std::string& path) {
   if (integer_or(file, p + "attention.value_length", head_dim) != head_dim)
     throw Error(fmt::format("{}: value_length differs from key_length", path));
   const int64_t rotary_dim = integer_or(file, p + "rope.dimension_count", head_dim);
-  if (rotary_dim != head_dim)
+  if (rotary_dim != head_dim && !gemma3)
     throw Error(fmt::format("{}: {}rope.dimension_count {} differs from the head size {} (partial "
                             "rotation is not supported for llama files)", path, p, rotary_dim, head_dim));
   const formats::GgufTensorInfo& embedding = file.tensor("token_embd.weight");
@@ -95,6 +97,7 @@ GgufCheckpoint read_gguf_checkpoint(const std::string& path) {
     throw Error(fmt::format("{}: {}vocab_size {} differs from token_embd.weight's {} rows", path, p,
                             vocab, embedding_shape[0]));
   const bool tied = file.find_tensor("output.weight") == nullptr;
+  if (gemma3 && !tied) throw Error(fmt::format("{}: a gemma3 file with output.weight (untied)", path));
 
   GgufCheckpoint out;
   json& c = out.config;
@@ -116,19 +119,46 @@ GgufCheckpoint read_gguf_checkpoint(const std::string& path) {
        {"mlp_bias", false},
        {"tie_word_embeddings", tied},
        {"torch_dtype", "float32"}};
+  if (gemma3) {
+    // Gemma 3's text model as transformers reads the file: GELU-tanh, 1 + w norms (stored with the
+    // 1 added: subtracted below), sliding layers of attention.sliding_window with the default
+    // pattern (every 6th layer global) and local base 10000; the scale 1/sqrt(key_length), as
+    // llama.cpp computes it (transformers' default query_pre_attn_scalar 256 is the same for
+    // every released size).
+    c["model_type"] = "gemma3_text";
+    c["architectures"] = {"Gemma3ForCausalLM"};
+    c.erase("hidden_act");
+    c.erase("mlp_bias");
+    c["hidden_activation"] = "gelu_pytorch_tanh";
+    c["query_pre_attn_scalar"] = head_dim;
+    c["sliding_window"] = positive(file, p + "attention.sliding_window");
+    c["sliding_window_pattern"] = 6;
+    c["rope_local_base_freq"] = 10000.0;
+    if (!c["rope_scaling"].is_null())
+      throw Error(fmt::format("{}: rope scaling in a gemma3 file is not supported", path));
+  }
   for (const auto& [key, name] : {std::pair<const char*, const char*>{"tokenizer.ggml.bos_token_id", "bos_token_id"},
                                   {"tokenizer.ggml.eos_token_id", "eos_token_id"},
                                   {"tokenizer.ggml.padding_token_id", "pad_token_id"}})
     if (file.find(key)) c[name] = file.get_integer(key);
 
   // Tensor names: llama.cpp's -> transformers'.
-  static const std::regex block(R"(^blk\.(\d+)\.(attn_norm|attn_q|attn_k|attn_v|attn_output|ffn_norm|ffn_gate|ffn_up|ffn_down)\.weight$)");
-  static const std::map<std::string, std::string> block_names = {
+  static const std::regex block(R"(^blk\.(\d+)\.([a-z_]+)\.weight$)");
+  static const std::map<std::string, std::string> llama_names = {
       {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"},
       {"attn_k", "self_attn.k_proj"},   {"attn_v", "self_attn.v_proj"},
       {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
       {"ffn_gate", "mlp.gate_proj"},    {"ffn_up", "mlp.up_proj"},
       {"ffn_down", "mlp.down_proj"}};
+  static const std::map<std::string, std::string> gemma3_names = {
+      {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"},
+      {"attn_k", "self_attn.k_proj"},   {"attn_v", "self_attn.v_proj"},
+      {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+      {"attn_k_norm", "self_attn.k_norm"}, {"post_attention_norm", "post_attention_layernorm"},
+      {"ffn_norm", "pre_feedforward_layernorm"}, {"post_ffw_norm", "post_feedforward_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},    {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"}};
+  const auto& block_names = gemma3 ? gemma3_names : llama_names;
   for (const auto& info : file.tensors()) {
     std::string name;
     std::smatch m;
@@ -138,21 +168,25 @@ GgufCheckpoint read_gguf_checkpoint(const std::string& path) {
       name = "model.norm.weight";
     } else if (info.name == "output.weight") {
       name = "lm_head.weight";
-    } else if (std::regex_match(info.name, m, block)) {
-      if (std::stoll(m[1].str()) >= layers)
+    } else if (std::regex_match(info.name, m, block) && block_names.count(m[2].str())) {
+      if (m[1].str().size() > 9 || std::stoll(m[1].str()) >= layers)
         throw Error(fmt::format("{}: tensor '{}' is beyond the {} blocks", path, info.name, layers));
       name = fmt::format("model.layers.{}.{}.weight", m[1].str(), block_names.at(m[2].str()));
     } else if (info.name == "rope_freqs.weight") {
       throw Error(fmt::format("{}: rope_freqs.weight (Llama 3.1's rope scaling as a tensor) is not "
                               "supported", path));
     } else {
-      throw Error(fmt::format("{}: unknown tensor '{}' for a llama file", path, one_line(info.name)));
+      throw Error(fmt::format("{}: unknown tensor '{}' for a {} file", path, one_line(info.name), arch));
     }
     const auto shape = info.shape();
     at::Tensor t = at::empty(shape, at::kFloat);
     file.dequantize(info, t.data_ptr<float>());
-    if (info.name.find(".attn_q.") != std::string::npos) t = unpermute_rows(t, heads, info.name, path);
-    if (info.name.find(".attn_k.") != std::string::npos) t = unpermute_rows(t, kv_heads, info.name, path);
+    if (!gemma3 && info.name.find(".attn_q.") != std::string::npos)
+      t = unpermute_rows(t, heads, info.name, path);
+    if (!gemma3 && info.name.find(".attn_k.") != std::string::npos)
+      t = unpermute_rows(t, kv_heads, info.name, path);
+    if (gemma3 && info.name.size() > 11 && info.name.compare(info.name.size() - 11, 11, "norm.weight") == 0)
+      t = t - 1.0f;  // llama.cpp stores Gemma's 1 + w
     out.tensors.emplace(std::move(name), std::move(t));
   }
   return out;

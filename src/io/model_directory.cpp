@@ -5,7 +5,10 @@
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/io/safetensors.h"
 #include "attnkit/models/model_factory.h"
+#include "attnkit/formats/gguf.h"
+#include "attnkit/formats/gguf_tokenizer.h"
 #include "attnkit/io/gguf_model.h"
+#include "attnkit/text/pretrained.h"
 #include "model_size_check.h"
 
 #include <fmt/format.h>
@@ -196,6 +199,13 @@ LoadedModel load_model(const std::string& given) {
   return out;
 }
 
+std::unique_ptr<text::TextTokenizer> tokenizer_for_model(const std::string& given_path,
+                                                         const std::string& model_path) {
+  const std::string& path = given_path.empty() ? model_path : given_path;
+  if (is_gguf_file(path)) return std::make_unique<text::Tokenizer>(formats::read_gguf_tokenizer(path));
+  return text::tokenizer_for_model(given_path, model_path);
+}
+
 models::TaskModel LoadedModel::task_model(const std::string& what) const {
   if (!task) model->task_model(fmt::format("{}: {}", path, what));  // throws, naming the shape
   return task;
@@ -229,6 +239,14 @@ void save_model(LoadedModel& model, const std::string& to, const std::string& fo
     // A Hugging Face input keeps its config.json and layout; any other gets a fresh config of the
     // family that expresses the model (io/huggingface.h's save_huggingface).
     save_huggingface(*model.model, model.format == "huggingface" ? model.huggingface : HuggingFaceModel{}, to);
+  }
+  if (is_gguf_file(model.path)) {  // its tokenizer.ggml.* metadata as transformers reads it
+    const auto file = formats::GgufFile::open(model.path);
+    write_file_atomically((fs::path(to) / "tokenizer.json").string(),
+                          formats::gguf_tokenizer_json(file).dump(2) + "\n");
+    write_file_atomically((fs::path(to) / "tokenizer_config.json").string(),
+                          formats::gguf_tokenizer_config_json(file).dump(2) + "\n");
+    return;
   }
   if (!fs::is_directory(model.path)) return;
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",

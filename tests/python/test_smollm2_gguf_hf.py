@@ -117,5 +117,58 @@ class SmolLM2Gguf(unittest.TestCase):
             self.assertTrue(torch.equal(again(ids).logits, self.model(ids).logits))
 
 
+GEMMA = "gemma-3-270m-q4_k_m.gguf"
+
+
+@unittest.skipUnless(os.path.exists(os.path.join(WEIGHTS, GEMMA)), f"no {GEMMA}")
+class Gemma3Gguf(unittest.TestCase):
+    """Gemma 3 270M (gemma3 architecture: q/k norms, 5 local : 1 global layers with a window of
+    512, 1 + w norms stored with the 1 added): the prompt's logits within 1e-4 and 16 greedy new
+    tokens on two prompts, against transformers reading the same file."""
+
+    @classmethod
+    def setUpClass(cls):
+        torch.set_num_threads(2)
+        cls.path = os.path.join(WEIGHTS, GEMMA)
+        cls.tokenizer = AutoTokenizer.from_pretrained(WEIGHTS, gguf_file=GEMMA)
+        config = AutoConfig.from_pretrained(WEIGHTS, gguf_file=GEMMA)
+        config._attn_implementation = "eager"
+        cls.model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+        tensors = load_gguf_checkpoint(cls.path, return_tensors=True, model_to_load=cls.model)["tensors"]
+        missing, unexpected = cls.model.load_state_dict(
+            {k: torch.as_tensor(v) for k, v in tensors.items()}, strict=False)
+        assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
+        cls.model.tie_weights()
+        cls.model.generation_config.eos_token_id = None
+        cls.tmp = tempfile.TemporaryDirectory()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_logits_and_greedy_ids_match(self):
+        prompts = [self.tokenizer(p)["input_ids"] for p in PROMPTS[:2]]
+        out = os.path.join(self.tmp.name, "encoded.safetensors")
+        rc, _, err = attnkit("encode", "--model", self.path, "--ids", " ".join(map(str, prompts[1])),
+                             "--output", out)
+        self.assertEqual(rc, 0, err)
+        got = load_file(out)["logits"]
+        with torch.no_grad():
+            ref = self.model(torch.tensor([prompts[1]])).logits
+        err = ((got.double() - ref.double()).abs().max() / ref.abs().max()).item()
+        self.assertLessEqual(err, TOLERANCE, f"logits differ by {err} (relative to the largest)")
+        argv = ["generate", "--model", self.path, "--json", "--no-eos", "--max-new-tokens", "16"]
+        for ids in prompts:
+            argv += ["--prompt-ids", " ".join(map(str, ids))]
+        rc, out, err = attnkit(*argv)
+        self.assertEqual(rc, 0, err)
+        got = [r["sequences"][0]["ids"] for r in json.loads(out)["results"]]
+        for ids, mine in zip(prompts, got):
+            with torch.no_grad():
+                ref = self.model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=16,
+                                          pad_token_id=0)
+            self.assertEqual(mine, ref[0, len(ids):].tolist())
+
+
 if __name__ == "__main__":
     runner.run()

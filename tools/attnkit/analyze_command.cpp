@@ -3,6 +3,8 @@
 // collapse.json and SVG plots (report/collapse_plots.h); see docs/analysis.md.
 #include "attnkit/analysis/collapse_experiment.h"
 #include "attnkit/error.h"
+#include "attnkit/formats/gguf_tokenizer.h"
+#include "attnkit/io/gguf_model.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/io/safetensors.h"
 #include "attnkit/layers/attention_spec.h"
@@ -64,7 +66,9 @@ void read_data_windows(const CollapseCommand& c, analysis::CollapseExperimentOpt
                             : io::resolve_model_path(c.model_dir);
   if (tokenizer_path.empty())
     throw Error("--data needs a tokenizer: give --model DIR (its tokenizer) or --tokenizer PATH");
-  const text::Tokenizer tokenizer = text::load_tokenizer(tokenizer_path);
+  const text::Tokenizer tokenizer = io::is_gguf_file(tokenizer_path)
+                                        ? formats::read_gguf_tokenizer(tokenizer_path)
+                                        : text::load_tokenizer(tokenizer_path);
   text::TokenWindows windows;
   try {
     windows = text::read_token_windows(c.data, tokenizer, c.seq_len, c.samples);
@@ -191,7 +195,7 @@ void register_analyze_command(CLI::App& app, GlobalOptions& global) {
       "rank collapse of self-attention (Dong et al. 2021): per-layer relative residual of pure "
       "attention, attention + skip, + MLP, + LN and the full block from the same weights, the "
       "paper's bound, path lengths and the short-path experiment; writes collapse.json and SVGs");
-  cmd->add_option("--model", c->model_dir, "a trained model directory (HF BERT/RoBERTa/ALBERT/GPT-2 or attnkit; an encoder-decoder's encoder), checkpoint or run directory");
+  cmd->add_option("--model", c->model_dir, "a trained model directory (Hugging Face or attnkit; an encoder-decoder's encoder), a .gguf file, checkpoint or run directory");
   cmd->add_option("--random", c->random,
                   "a random stack: preset bert|albert|gpt2 (sizes from --layers --heads --hidden "
                   "--intermediate --vocab) or a TransformerConfig JSON file (those options override it)");

@@ -82,7 +82,7 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   auto loaded = io::load_model(o.model);
   // The tokenizer: --tokenizer, else the model directory's (a run's checkpoint's) when it holds
   // one, else none; of any kind (Marian's files are read as transformers' MarianTokenizer).
-  const std::unique_ptr<text::TextTokenizer> tokenizer = text::tokenizer_for_model(o.tokenizer, loaded.path);
+  const std::unique_ptr<text::TextTokenizer> tokenizer = io::tokenizer_for_model(o.tokenizer, loaded.path);
   // How the model's prompts are written and ended (an encoder-decoder's prompts are its
   // encoder's sources; its output stands alone).
   const models::DecodingTraits traits = loaded.model->decoding_traits();
@@ -191,7 +191,8 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
       "a masked-LM head decodes as UniLM; an encoder-decoder's prompts are its sources): greedy, "
       "beam search or sampling, with cached decoding");
   g->add_option("--model", o->model,
-                "model directory (config.json + model.safetensors), checkpoint or run directory "
+                "model directory (config.json + model.safetensors), a llama-architecture .gguf file, "
+                "checkpoint or run directory "
                 "(its best checkpoint, else its newest)")
       ->required();
   g->add_option("--tokenizer", o->tokenizer,

@@ -12,6 +12,7 @@
 #include "attnkit/models/encoder_decoder.h"
 #include "attnkit/models/task_model.h"
 #include "attnkit/error.h"
+#include "attnkit/io/model_directory.h"
 #include "attnkit/progress.h"
 #include "attnkit/report/head_plots.h"
 #include "attnkit/text/pretrained.h"
@@ -96,7 +97,7 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
   const std::shared_ptr<models::Model> held = loaded.model;  // the metric keeps it alive
   models::EncoderDecoderModelImpl* model = &held->encoder_decoder("analyze heads");
   // Any tokenizer (Marian's files: targets cut by target.spm, as MarianTokenizer's text_target).
-  const std::shared_ptr<const text::TextTokenizer> tokenizer = text::tokenizer_for_model(d.tokenizer, loaded.path);
+  const std::shared_ptr<const text::TextTokenizer> tokenizer = io::tokenizer_for_model(d.tokenizer, loaded.path);
   if (!tokenizer)
     throw Error(fmt::format("analyze heads: {} has no tokenizer; give --tokenizer PATH", loaded.path));
   const auto& c = model->config();
@@ -203,7 +204,7 @@ analysis::HeadsProgress bars(bool quiet) {
 }
 
 struct AnalyzeHeads {
-  std::string model, run, out;
+  std::string model, run, out, score_data;
   DataOptions data;
   std::string fractions;
   bool exact = false;
@@ -217,6 +218,7 @@ int run_analyze_heads(const AnalyzeHeads& c, const GlobalOptions& global) {
   o.run = c.run;
   o.data = c.data.data;
   o.data2 = c.data.data2;
+  o.score_data = c.score_data;
   o.read_data = data_reader(c.data);
   o.batch_size = c.data.batch_size;
   o.score_examples = c.data.score_examples;
@@ -302,12 +304,15 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global) {
       "next-token accuracy), or of an encoder-decoder on translation pairs at its three attention "
       "sites (loss: target cross entropy; metric: corpus BLEU of decodes); writes heads.json, SVGs, section.json");
   cmd->add_option("--model", c->model,
-                  "model directory (attnkit or Hugging Face layout), checkpoint or run directory's "
+                  "model directory (attnkit or Hugging Face layout), .gguf file, checkpoint or run directory's "
                   "best checkpoint, with a classifier, else a causal LM head, or an encoder-decoder "
                   "(translation pairs)");
   cmd->add_option("--run", c->run, "run directory: every checkpoint's importance and profile over steps");
   add_data_options(cmd, c->data);
   cmd->add_option("--data2", c->data.data2, "second data file: correlation of the two importance maps");
+  cmd->add_option("--score-data", c->score_data,
+                  "importance (and the pruning orders) from this file, every metric on --data: heads "
+                  "chosen on one text, judged on another");
   cmd->add_option("--fractions", c->fractions, "pruning steps in percent, e.g. 5,10,20,50 (default 10,20,...,100)");
   cmd->add_flag("--exact", c->exact, "re-score the importance after each pruning step");
   cmd->add_option("--min-heads", c->min_heads, "heads kept in every layer")
@@ -323,7 +328,7 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global) {
       "remove attention heads physically (rows of Q/K/V, columns of the output projection) and "
       "write the smaller model; config.json records pruned_heads as Hugging Face does");
   prune->add_option("--model", p->model,
-                    "model directory (attnkit or Hugging Face layout), checkpoint or run directory")
+                    "model directory (attnkit or Hugging Face layout), .gguf file, checkpoint or run directory")
       ->required();
   prune->add_option("--out", p->out, "output directory")->required();
   prune->add_option("--heads", p->heads,

@@ -175,7 +175,8 @@ void register_model_commands(CLI::App& app, GlobalOptions& global) {
       "run a model directory (Hugging Face BERT/RoBERTa/ALBERT/GPT-2 layout or attnkit, any model "
       "shape) on token ids");
   e->add_option("--model", encode->model,
-                "model directory (config.json + model.safetensors), checkpoint or run directory "
+                "model directory (config.json + model.safetensors), a llama-architecture .gguf file, "
+                "checkpoint or run directory "
                 "(its best checkpoint, else its newest)")
       ->required();
   e->add_option("--ids", encode->ids,
@@ -201,7 +202,7 @@ void register_model_commands(CLI::App& app, GlobalOptions& global) {
   auto convert = std::make_shared<ConvertOptions>();
   auto* c = app.add_subcommand("convert",
                                "convert a model directory between Hugging Face and attnkit format");
-  c->add_option("--from", convert->from, "input model directory (either format)")->required();
+  c->add_option("--from", convert->from, "input model directory (either format) or llama-architecture .gguf file")->required();
   c->add_option("--to", convert->to, "output directory")->required();
   c->add_option("--format", convert->format, "output format")
       ->check(CLI::IsMember({"attnkit", "huggingface"}))

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,9 @@ struct HeadTask {
   // Optional: the mean loss over the evaluation data under the current gates (the language-model
   // task's mean next-token cross entropy; its exp is the perplexity). Empty for classification.
   std::function<double()> evaluation_loss;
+  // Optional: the mean loss of the data in the latest metric() call, from that same pass (the
+  // language-model task's); the profiles record it at every step.
+  std::function<double()> metric_loss;
 };
 
 // A sequence classifier over fixed data: input_ids [N, n] (int64), attention_mask [N, n] (nonzero
@@ -186,6 +190,7 @@ struct PruningStep {
   int64_t pruned = 0;      // heads masked
   double metric = 0;
   std::vector<int64_t> pruned_by_site;  // heads masked at each site (Michel et al.'s Figure 6)
+  std::optional<double> loss;           // the task's metric_loss at this step, when it has one
 };
 
 struct PruningProfile {

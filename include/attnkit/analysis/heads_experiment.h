@@ -71,6 +71,9 @@ struct HeadsExperimentOptions {
   std::string run;    // ... or a run directory (exactly one)
   std::string data;   // required
   std::string data2;  // optional second data file (with `model`): importance correlation
+  // Optional: the importance (and the profiles' orders) from this file, the metrics (baseline,
+  // ablations, profiles) on `data`: heads chosen on one text, judged on another.
+  std::string score_data;
   HeadsDataReader read_data;
   int64_t batch_size = 32;
   int64_t score_examples = 0;         // 0 = all
@@ -85,6 +88,7 @@ struct HeadsExperimentOptions {
 struct HeadsAnalysis {
   std::string model;  // what was analysed (directory)
   std::string metric_name;
+  std::string score_data;                 // where the importance came from ("" = the data)
   std::vector<SiteRows> sites;            // the tables' rows per attention site
   std::optional<double> baseline_loss;    // the task's evaluation_loss, when it has one (LM)
   HeadImportance importance;

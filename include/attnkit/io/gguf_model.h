@@ -28,7 +28,7 @@ struct GgufCheckpoint {
 bool is_gguf_file(const std::string& path);
 
 // Throws attnkit::Error "PATH: ..." (one line) for a file that is not GGUF, an architecture other
-// than llama, missing or inconsistent metadata, tensors missing, unexpected or of the wrong shape.
+// than llama and gemma3, missing or inconsistent metadata, tensors missing, unexpected or of the wrong shape.
 GgufCheckpoint read_gguf_checkpoint(const std::string& path);
 
 // read_gguf_checkpoint + load_huggingface_checkpoint.

@@ -16,6 +16,7 @@
 // carries its tokenizer's files when the run had a tokenizer.
 #include "attnkit/io/huggingface.h"
 #include "attnkit/models/model.h"
+#include "attnkit/text/text_tokenizer.h"
 
 #include <cstdint>
 #include <map>
@@ -55,6 +56,13 @@ std::vector<std::pair<int64_t, std::string>> run_model_checkpoints(const std::st
 // `path` as resolve_model_path reads it. Throws attnkit::Error with one line naming the file and
 // what is wrong.
 LoadedModel load_model(const std::string& path);
+
+// The tokenizer a command uses with the model at `model_path`: `given_path` when the user named
+// one, else the model's own -- its directory's tokenizer files (text::tokenizer_for_model), or a
+// GGUF model file's tokenizer.ggml.* metadata (formats/gguf_tokenizer.h); a .gguf given_path is
+// read the same way. Null when the model has none.
+std::unique_ptr<text::TextTokenizer> tokenizer_for_model(const std::string& given_path,
+                                                         const std::string& model_path);
 
 // The metadata an attnkit model.safetensors carries ({"format": "attnkit", "attnkit_config": ...}).
 std::map<std::string, std::string> attnkit_metadata(const models::Model& model);
