@@ -167,14 +167,27 @@ void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q_tile, in
   }
 }
 
+// The forward's query tile: kFlashForwardQueryTile, or under a window w the smallest power of two
+// in [32, kFlashForwardQueryTile] that is at least w / 4: a tile of br rows visits br + w − 1 keys
+// where each row sees w, so smaller tiles waste less of a narrow band.
+inline int64_t window_tile(const FlashProblem& p, int64_t largest) {
+  int64_t tile = 32;
+  while (tile < largest && tile * 4 < p.window) tile *= 2;
+  return tile;
+}
+inline int64_t forward_query_tile(const FlashProblem& p) {
+  return p.window > 0 ? window_tile(p, kFlashForwardQueryTile) : kFlashForwardQueryTile;
+}
+
 template <typename T>
 void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* out, T* lse) {
-  const int64_t q_tiles = (p.L + kFlashForwardQueryTile - 1) / kFlashForwardQueryTile;
+  const int64_t query_tile = forward_query_tile(p);
+  const int64_t q_tiles = (p.L + query_tile - 1) / query_tile;
   SingleThreadedBlas single_threaded_blas;
   // Scratch for the largest tile this problem has: a decoding step (one query row) needs one row
   // of scores, not a 256 × 512 tile (a 512 KiB vector is a fresh mmap, page faults and a memset
   // at every call).
-  const int64_t tile_rows = std::min(kFlashForwardQueryTile, p.L);
+  const int64_t tile_rows = std::min(query_tile, p.L);
   const int64_t tile_cols = std::min(kFlashForwardKeyTile, p.S);
   const int64_t group = p.group();
   parallel_for(0, p.B * p.H * q_tiles, 1, [&](int64_t begin, int64_t end) {
@@ -183,8 +196,8 @@ void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* 
     std::vector<T> m(tile_rows), l(tile_rows);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_tiles, b = bh / p.H, h = bh % p.H;
-      const int64_t q0 = (task % q_tiles) * kFlashForwardQueryTile;
-      const int64_t br = std::min(kFlashForwardQueryTile, p.L - q0);
+      const int64_t q0 = (task % q_tiles) * query_tile;
+      const int64_t br = std::min(query_tile, p.L - q0);
       const T* qh = p.q_rows.head(q, b, h);
       // The key/value head of h's group, read in place by each of the group's query heads.
       const T* kh = p.k_rows.head(k, b, h / group);
@@ -218,9 +231,21 @@ void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* 
   });
 }
 
+// The backward's tiles: kFlashQueryTile × kFlashKeyTile, or under a window square tiles of the
+// forward's rule (at most kFlashQueryTile): a key tile of bc columns is seen by bc + w − 1 rows.
+struct BackwardTiles {
+  int64_t rows, cols;
+};
+inline BackwardTiles backward_tiles(const FlashProblem& p) {
+  if (p.window <= 0) return {kFlashQueryTile, kFlashKeyTile};
+  const int64_t tile = window_tile(p, kFlashQueryTile);
+  return {tile, tile};
+}
+
 // One worker's scratch for backward_head.
 template <typename T>
 struct BackwardScratch {
+  BackwardTiles tiles;
   std::vector<T> s, dp, dropped, D, q_pack, dout_pack, dq_acc;
 };
 
@@ -247,15 +272,15 @@ void backward_head(const FlashProblem& p, int64_t b, int64_t h, const T* q, cons
   }
   T* s = w.s.data();
   T* dp = w.dp.data();
-  for (int64_t j0 = 0; j0 < p.S; j0 += kFlashKeyTile) {
-    const int64_t bc = std::min(kFlashKeyTile, p.S - j0);
+  const int64_t query_tile = w.tiles.rows, key_tile = w.tiles.cols;
+  for (int64_t j0 = 0; j0 < p.S; j0 += key_tile) {
+    const int64_t bc = std::min(key_tile, p.S - j0);
     // Only the query tiles that see a key of this tile: causal from j0 − (S − L) on, the window
     // up to the last row whose band still reaches the tile.
     const int64_t first_query = first_query_of_keys(p, j0);
     const int64_t query_end = query_end_of_keys(p, j0, bc);
-    for (int64_t q0 = (first_query / kFlashQueryTile) * kFlashQueryTile; q0 < query_end;
-         q0 += kFlashQueryTile) {
-      const int64_t br = std::min(kFlashQueryTile, p.L - q0);
+    for (int64_t q0 = (first_query / query_tile) * query_tile; q0 < query_end; q0 += query_tile) {
+      const int64_t br = std::min(query_tile, p.L - q0);
       score_tile(p, b, h, qh + q0 * p.dk, p.dk, kh + j0 * p.dk, p.dk, q0, br, j0, bc, s);
       for (int64_t r = 0; r < br; ++r) probabilities_row(s + r * bc, bc, lh[q0 + r]);
       // With dropout the output used P̃ = P ∘ Z / (1 − rate): dV = P̃ᵀ dO and dP = dP̃ ∘ Z /
@@ -309,9 +334,11 @@ void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, co
   }
   parallel_for(0, p.B * Hkv * split, 1, [&](int64_t begin, int64_t end) {
     BackwardScratch<T> w;
-    w.s.resize(kFlashQueryTile * kFlashKeyTile);
-    w.dp.resize(kFlashQueryTile * kFlashKeyTile);
-    w.dropped.resize(p.dropout > 0 ? kFlashQueryTile * kFlashKeyTile : 0);
+    w.tiles = backward_tiles(p);
+    const int64_t tile_size = w.tiles.rows * w.tiles.cols;
+    w.s.resize(tile_size);
+    w.dp.resize(tile_size);
+    w.dropped.resize(p.dropout > 0 ? tile_size : 0);
     w.D.resize(p.L);
     // A strided key/value head, packed (dense_rows), and strided gradients' dense accumulators.
     std::vector<T> k_pack, v_pack, dk_acc, dv_acc;
