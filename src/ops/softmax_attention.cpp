@@ -166,11 +166,11 @@ at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k_in, const 
   check_inputs(op, q, k_in, v_in, mask_in);
   check_dropout(op, dropout);
   check_extras(op, extras, causal);
-  // The fused kernel takes grouped k/v and the window as they are (no repeat, no band mask);
-  // Gemma 2's logit soft-capping stays on the unfused path.
-  if (extras.logit_softcap == 0.0 && detail::flash_attention_supports(q, mask_in))
+  // The fused kernel takes grouped k/v, the window and the soft-cap as they are (no repeat, no
+  // band mask, no logits).
+  if (detail::flash_attention_supports(q, mask_in))
     return detail::flash_attention(q, k_in, v_in, mask_in, causal, resolve_scale(op, q, scale),
-                                   dropout, extras.window);
+                                   dropout, extras.window, extras.logit_softcap);
   const at::Tensor k = repeat_kv(q, k_in), v = repeat_kv(q, v_in);
   const auto mask = with_window(mask_in, extras.window, q.size(2), k.size(2), q);
   auto weights = masked_softmax_unchecked(

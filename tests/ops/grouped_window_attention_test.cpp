@@ -3,7 +3,8 @@
 // gradients against a float64 oracle that repeats k/v (repeat_interleave) and writes the band out
 // as an explicit mask, over groups 1/2/4, windows shorter and longer than the sequence, S > L
 // (causal offset), key padding, additive masks and dropout; finite differences; both ways the
-// backward splits a group over its threads; the strided layouts the layers pass.
+// backward splits a group over its threads; the strided layouts the layers pass; Gemma 2's logit
+// soft-cap inside the kernel.
 #include "attnkit/ops/reference.h"
 #include "attnkit/ops/softmax_attention.h"
 #include "attnkit/error.h"
@@ -20,15 +21,17 @@ namespace attnkit {
 namespace {
 
 // The float64 oracle: k/v repeated to H heads, the causal/window band written out element by
-// element, softmax over the allowed entries (reference::softmax_weights), dropout as the written
-// keep mask. `mask` bool (true = attend) or additive, broadcastable to [B, H, L, S].
+// element, logits soft-capped (cap · tanh(logits / cap)) before the mask, softmax over the allowed
+// entries (reference::softmax_weights), dropout as the written keep mask. `mask` bool (true =
+// attend) or additive, broadcastable to [B, H, L, S].
 at::Tensor oracle(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const c10::optional<at::Tensor>& mask, bool causal, int64_t window,
-                  const ops::AttentionDropout& dropout = {}) {
+                  const ops::AttentionDropout& dropout = {}, double softcap = 0.0) {
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2);
   const int64_t group = H / k.size(1);
   auto kr = k.repeat_interleave(group, 1), vr = v.repeat_interleave(group, 1);
   auto logits = at::matmul(q, kr.transpose(-2, -1)) / std::sqrt(double(q.size(3)));
+  if (softcap > 0) logits = softcap * at::tanh(logits / softcap);
   auto band = torch::ones({L, S}, torch::kBool);
   for (int64_t i = 0; i < L; ++i)
     for (int64_t j = 0; j < S; ++j) {
@@ -57,13 +60,14 @@ struct Case {
   int64_t B, H, Hkv, L, S, window;
   bool causal;
   int variant;  // 0 plain, 1 key padding, 2 additive mask, 3 dropout
+  double softcap = 0.0;
 };
 
 std::string describe(const Case& c) {
   return "B=" + std::to_string(c.B) + " H=" + std::to_string(c.H) + " Hkv=" +
          std::to_string(c.Hkv) + " L=" + std::to_string(c.L) + " S=" + std::to_string(c.S) +
          " window=" + std::to_string(c.window) + " causal=" + std::to_string(c.causal) +
-         " variant=" + std::to_string(c.variant);
+         " variant=" + std::to_string(c.variant) + " softcap=" + std::to_string(c.softcap);
 }
 
 // Forward and gradients of ops::softmax_attention (the fused kernel, float64) against autograd
@@ -90,8 +94,8 @@ void check_case(const Case& c, int64_t seed) {
     auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(),
          vv = v.clone().requires_grad_();
     auto out = fused ? ops::softmax_attention(qq, kk, vv, mask, c.causal, c10::nullopt, dropout,
-                                              ops::SoftmaxExtras{c.window, 0.0})
-                     : oracle(qq, kk, vv, mask, c.causal, c.window, dropout);
+                                              ops::SoftmaxExtras{c.window, c.softcap})
+                     : oracle(qq, kk, vv, mask, c.causal, c.window, dropout, c.softcap);
     (out * g).sum().backward();
     return std::vector<at::Tensor>{out.detach(), qq.grad(), kk.grad(), vv.grad()};
   };
@@ -116,6 +120,10 @@ TEST(GroupedWindowAttention, ForwardAndGradientsMatchOracle) {
         check_case({1, 4, Hkv, 9, 40, window, true, variant}, ++seed);
       }
       check_case({2, 4, Hkv, 37, 50, 0, false, variant}, ++seed);
+      // Soft-capped logits (a cap of 1.5 bends most of them), with and without a window.
+      check_case({2, 4, Hkv, 300, 333, 0, true, variant, 1.5}, ++seed);
+      check_case({1, 4, Hkv, 40, 70, 9, true, variant, 1.5}, ++seed);
+      check_case({2, 4, Hkv, 37, 50, 0, false, variant, 1.5}, ++seed);
     }
 }
 
@@ -137,16 +145,18 @@ TEST(GroupedWindowAttention, FiniteDifferences) {
   valid[1][0] = false;
   valid[1][1] = false;
   const at::Tensor mask = valid.view({B, 1, 1, S});
-  for (int64_t window : {3, 20}) {
+  for (const auto& extras : {ops::SoftmaxExtras{3, 0.0}, ops::SoftmaxExtras{20, 0.0},
+                             ops::SoftmaxExtras{3, 1.5}}) {
+    const int64_t window = extras.window;
     auto f = [&](const std::vector<at::Tensor>& x) {
-      return ops::softmax_attention(x[0], x[1], x[2], mask, true, c10::nullopt, {},
-                                    ops::SoftmaxExtras{window, 0.0});
+      return ops::softmax_attention(x[0], x[1], x[2], mask, true, c10::nullopt, {}, extras);
     };
     auto result = testing::gradcheck(
         f, {torch::randn({B, H, L, 5}, torch::kDouble).requires_grad_(),
             torch::randn({B, Hkv, S, 5}, torch::kDouble).requires_grad_(),
             torch::randn({B, Hkv, S, 3}, torch::kDouble).requires_grad_()});
-    EXPECT_TRUE(result.ok) << "window " << window << ": " << result.message;
+    EXPECT_TRUE(result.ok) << "window " << window << " softcap " << extras.logit_softcap << ": "
+                           << result.message;
   }
 }
 
@@ -200,17 +210,33 @@ TEST(GroupedWindowAttention, StridedGroupedOperandsFloat) {
 }
 
 TEST(GroupedWindowAttention, UnfusedPathAgreesAndBadGroupsFail) {
-  // Soft-capping takes the unfused path (repeated k/v, band mask): with cap huge it equals the
-  // fused kernel. Heads that do not divide, or k and v with different heads, are one-line errors.
+  // An additive mask that itself requires a gradient takes the unfused path (repeated k/v, the
+  // band as a mask, soft-cap in ATen): it equals the kernel, forward and gradients.
+  // softmax_attention_weights (unfused) agrees too. Heads that do not divide, k and v with
+  // different heads, and a window without causality are one-line errors.
   torch::manual_seed(5);
   auto q = torch::randn({1, 4, 20, 8}, torch::kDouble), k = torch::randn({1, 2, 25, 8}, torch::kDouble);
-  auto v = torch::randn({1, 2, 25, 3}, torch::kDouble);
-  auto fused = ops::softmax_attention(q, k, v, c10::nullopt, true, c10::nullopt, {}, {7, 0.0});
-  auto unfused = ops::softmax_attention(q, k, v, c10::nullopt, true, c10::nullopt, {}, {7, 1e9});
-  EXPECT_TRUE(torch::allclose(fused, unfused, 1e-9, 1e-9));
-  EXPECT_TRUE(torch::allclose(fused, oracle(q, k, v, c10::nullopt, true, 7), 1e-10, 1e-12));
-  auto weights = ops::softmax_attention_weights(q, k, c10::nullopt, true, c10::nullopt, {7, 0.0});
-  EXPECT_TRUE(torch::allclose(at::matmul(weights, v.repeat_interleave(2, 1)), fused, 1e-10, 1e-12));
+  auto v = torch::randn({1, 2, 25, 3}, torch::kDouble), g = torch::randn({1, 4, 20, 3}, torch::kDouble);
+  const at::Tensor zero = torch::zeros({1, 1, 20, 25}, torch::kDouble);
+  for (double softcap : {0.0, 1.5}) {
+    const ops::SoftmaxExtras extras{7, softcap};
+    auto run = [&](const c10::optional<at::Tensor>& mask) {
+      auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(),
+           vv = v.clone().requires_grad_();
+      auto out = ops::softmax_attention(qq, kk, vv, mask, true, c10::nullopt, {}, extras);
+      (out * g).sum().backward();
+      return std::vector<at::Tensor>{out.detach(), qq.grad(), kk.grad(), vv.grad()};
+    };
+    auto fused = run(c10::nullopt), unfused = run(zero.clone().requires_grad_());
+    for (int i = 0; i < 4; ++i)
+      EXPECT_TRUE(torch::allclose(fused[i], unfused[i], 1e-10, 1e-12))
+          << "softcap " << softcap << " tensor " << i;
+    EXPECT_TRUE(torch::allclose(fused[0], oracle(q, k, v, c10::nullopt, true, 7, {}, softcap),
+                                1e-10, 1e-12));
+    auto weights = ops::softmax_attention_weights(q, k, c10::nullopt, true, c10::nullopt, extras);
+    EXPECT_TRUE(torch::allclose(at::matmul(weights, v.repeat_interleave(2, 1)), fused[0], 1e-10,
+                                1e-12));
+  }
   EXPECT_THROW(ops::softmax_attention(q, torch::randn({1, 3, 25, 8}, torch::kDouble),
                                       torch::randn({1, 3, 25, 3}, torch::kDouble)),
                Error);

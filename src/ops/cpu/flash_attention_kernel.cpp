@@ -134,13 +134,22 @@ void write_rows(const T* acc, T* dst, int64_t ld, int64_t n, int64_t d) {
 }
 
 // Scores of query rows [q0, q0+br) against keys [j0, j0+bc) for head (b, h) (q_tile and k_tile
-// point at rows q0 and j0, rows ldq and ldk apart), masks applied as -inf (bool/causal) or added
-// (additive). s is [br × bc].
+// point at rows q0 and j0, rows ldq and ldk apart), soft-capped, masks applied as -inf
+// (bool/causal/window) or added (additive). s is [br × bc]; `tanh_out` (when soft-capping), if
+// given, receives tanh(scores / cap) for the backward.
 template <typename T>
 void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q_tile, int64_t ldq,
                 const T* k_tile, int64_t ldk, int64_t q0, int64_t br, int64_t j0, int64_t bc,
-                T* s) {
+                T* s, T* tanh_out = nullptr) {
   gemm(false, true, br, bc, p.dk, static_cast<T>(p.scale), q_tile, ldq, k_tile, ldk, T(0), s, bc);
+  if (p.logit_softcap > 0) {
+    const T cap = static_cast<T>(p.logit_softcap), inv_cap = T(1) / cap;
+    for (int64_t e = 0; e < br * bc; ++e) {
+      const T t = std::tanh(s[e] * inv_cap);
+      s[e] = cap * t;
+      if (tanh_out) tanh_out[e] = t;
+    }
+  }
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const auto& mk = p.mask;
   const bool has_mask = mk.bool_data || mk.additive_data;
@@ -246,7 +255,7 @@ inline BackwardTiles backward_tiles(const FlashProblem& p) {
 template <typename T>
 struct BackwardScratch {
   BackwardTiles tiles;
-  std::vector<T> s, dp, dropped, D, q_pack, dout_pack, dq_acc;
+  std::vector<T> s, dp, dropped, tanh, D, q_pack, dout_pack, dq_acc;
 };
 
 // The backward of one query head h of batch b (its key/value head's rows kh, vh dense, leading
@@ -281,7 +290,8 @@ void backward_head(const FlashProblem& p, int64_t b, int64_t h, const T* q, cons
     const int64_t query_end = query_end_of_keys(p, j0, bc);
     for (int64_t q0 = (first_query / query_tile) * query_tile; q0 < query_end; q0 += query_tile) {
       const int64_t br = std::min(query_tile, p.L - q0);
-      score_tile(p, b, h, qh + q0 * p.dk, p.dk, kh + j0 * p.dk, p.dk, q0, br, j0, bc, s);
+      score_tile(p, b, h, qh + q0 * p.dk, p.dk, kh + j0 * p.dk, p.dk, q0, br, j0, bc, s,
+                 p.logit_softcap > 0 ? w.tanh.data() : nullptr);
       for (int64_t r = 0; r < br; ++r) probabilities_row(s + r * bc, bc, lh[q0 + r]);
       // With dropout the output used P̃ = P ∘ Z / (1 − rate): dV = P̃ᵀ dO and dP = dP̃ ∘ Z /
       // (1 − rate); D = rowsum(dO ∘ O) is still Σ_j P_ij dP_ij.
@@ -299,6 +309,9 @@ void backward_head(const FlashProblem& p, int64_t b, int64_t h, const T* q, cons
            bc);
       if (p.dropout > 0) apply_dropout(p, bh, q0, br, j0, bc, dp);
       for (int64_t r = 0; r < br; ++r) softmax_grad_row(dp + r * bc, s + r * bc, bc, D[q0 + r]);
+      // Through the soft-cap: d(cap · tanh(x / cap)) / dx = 1 − tanh².
+      if (p.logit_softcap > 0)
+        for (int64_t e = 0; e < br * bc; ++e) dp[e] *= T(1) - w.tanh[e] * w.tanh[e];
       // dQ_i += scale · dS K_j;  dK_j += scale · dSᵀ Q_i
       gemm(false, false, br, p.dk, bc, scale, dp, bc, kh + j0 * p.dk, p.dk, T(1), dqh + q0 * p.dk,
            p.dk);
@@ -339,6 +352,7 @@ void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, co
     w.s.resize(tile_size);
     w.dp.resize(tile_size);
     w.dropped.resize(p.dropout > 0 ? tile_size : 0);
+    w.tanh.resize(p.logit_softcap > 0 ? tile_size : 0);
     w.D.resize(p.L);
     // A strided key/value head, packed (dense_rows), and strided gradients' dense accumulators.
     std::vector<T> k_pack, v_pack, dk_acc, dv_acc;

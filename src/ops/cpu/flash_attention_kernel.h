@@ -51,6 +51,9 @@ struct FlashProblem {
   // `window` columns up to its own). Key tiles outside every row's band are never visited, so the
   // cost is O(L · window), not O(L · S).
   int64_t window = 0;
+  // > 0: scores -> cap · tanh(scores / cap) after the scale, before the mask (Gemma 2's
+  // attn_logit_softcapping); the backward multiplies by 1 − tanh².
+  double logit_softcap = 0.0;
   // The backward with grouped heads splits each key/value head's group of G query heads into
   // this many parts, one task each, whose dk/dv partial sums are added afterwards (G: one task per
   // query head; 1: one task per key/value head, no partial sums). 0 = chosen from the thread count.
