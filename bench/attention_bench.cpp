@@ -3,11 +3,11 @@
 //   attnkit_bench_attention --kind softmax|linear|cosformer --n N --mode fwd|fwdbwd [--causal]
 //                           [--repeat R] [--min-time S] [--max-time S] [--threads T]
 //                           [--batch B] [--heads H] [--dim D]
-//                           [--kv-heads K] [--window W] [--repeat-kv]
+//                           [--kv-heads K] [--window W] [--softcap C] [--repeat-kv]
 //
 // softmax only: --kv-heads K gives k and v K heads (grouped-query attention, K dividing H; the
 // fused kernel reads them in place), --window W a causal sliding window (the kernel skips the keys
-// outside the band). --repeat-kv times the path before the kernel knew either, inside the timed
+// outside the band), --softcap C Gemma 2's logit soft-cap (in the kernel). --repeat-kv times the path before the kernel knew either, inside the timed
 // call: k and v repeated to H heads (repeat_interleave) and the window written out as an [L, S]
 // bool mask passed to the kernel.
 //
@@ -64,6 +64,7 @@ struct Options {
   int64_t dim = 64;
   int64_t kv_heads = 0;  // 0 = heads
   int64_t window = 0;
+  double softcap = 0.0;
   bool repeat_kv = false;
 };
 
@@ -88,6 +89,7 @@ std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&
     const Options& o) {
   const bool causal = o.causal;
   const int64_t window = o.window;
+  const double softcap = o.softcap;
   if (o.kind == "softmax" && o.repeat_kv)
     return [causal, window](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
       const int64_t group = q.size(1) / k.size(1), L = q.size(2), S = k.size(2);
@@ -99,9 +101,10 @@ std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&
                                              v.repeat_interleave(group, 1), band, causal);
     };
   if (o.kind == "softmax")
-    return [causal, window](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    return [causal, window, softcap](const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& v) {
       return attnkit::ops::softmax_attention(q, k, v, c10::nullopt, causal, c10::nullopt, {},
-                                             attnkit::ops::SoftmaxExtras{window, 0.0});
+                                             attnkit::ops::SoftmaxExtras{window, softcap});
     };
   if (o.kind == "linear")
     return [causal](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
@@ -170,6 +173,7 @@ int run(const Options& o) {
       {"dim", o.dim},
       {"kv_heads", o.kv_heads > 0 ? o.kv_heads : o.heads},
       {"window", o.window},
+      {"softcap", o.softcap},
       {"repeat_kv", o.repeat_kv},
       {"threads", at::get_num_threads()},
       {"runs", samples.size()},
@@ -207,9 +211,16 @@ int main(int argc, char** argv) {
       ->check(attnkit::cli::at_least(0));
   app.add_option("--window", o.window, "softmax: causal sliding window (0 = none)")
       ->check(attnkit::cli::at_least(0));
+  app.add_option("--softcap", o.softcap, "softmax: logit soft-cap (0 = none)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--repeat-kv", o.repeat_kv,
                "softmax: the old path, k/v repeated to the query heads and the window as a mask");
   if (const auto status = attnkit::cli::parse_flags(app, argc, argv, "attnkit_bench_attention")) return *status;
+  if (o.repeat_kv && o.softcap > 0) {
+    std::cerr << "attnkit_bench_attention: --softcap times the kernel's soft-cap; it does not go "
+                 "with --repeat-kv\n";
+    return 2;
+  }
   try {
     return run(o);
   } catch (const std::exception& e) {

@@ -176,33 +176,36 @@ TEST(GroupedWindowAttention, BothBackwardSplitsOfAGroup) {
 TEST(GroupedWindowAttention, StridedGroupedOperandsFloat) {
   // The layers' layouts: q, k, v as [B, H, n, d] views of [B, n, H, d] projections (position
   // major), float32 (SmolLM2's 9 query / 3 key-value heads, d = 64), against the float64 oracle;
-  // dk and dv come back in k's and v's layout with k's grouped shape.
+  // dk and dv come back in k's and v's layout with k's grouped shape. The soft-caps bend the
+  // logits (float32's vectorised tanh) a little (30) and a lot (2).
   torch::manual_seed(21);
   const int64_t B = 2, H = 9, Hkv = 3, L = 70, S = 70, d = 64;
   auto q = torch::randn({B, L, H, d}).transpose(1, 2).requires_grad_();
   auto ks = torch::randn({B, S, Hkv, d}).requires_grad_();
   auto vs = torch::randn({B, S, Hkv, d}).requires_grad_();
   auto g = torch::randn({B, H, L, d}, torch::kDouble);
-  for (int64_t window : {0, 16}) {
+  for (const auto& extras : {ops::SoftmaxExtras{0, 0.0}, ops::SoftmaxExtras{16, 0.0},
+                             ops::SoftmaxExtras{0, 2.0}, ops::SoftmaxExtras{16, 30.0}}) {
+    const int64_t window = extras.window;
     auto out = ops::softmax_attention(q, ks.transpose(1, 2), vs.transpose(1, 2), c10::nullopt,
-                                      true, c10::nullopt, {}, ops::SoftmaxExtras{window, 0.0});
+                                      true, c10::nullopt, {}, extras);
     EXPECT_TRUE(out.transpose(1, 2).is_contiguous());
     (out.to(torch::kDouble) * g).sum().backward();
     auto q64 = q.detach().to(torch::kDouble).requires_grad_();
     auto k64 = ks.detach().to(torch::kDouble).transpose(1, 2).requires_grad_();
     auto v64 = vs.detach().to(torch::kDouble).transpose(1, 2).requires_grad_();
-    auto want = oracle(q64, k64, v64, c10::nullopt, true, window);
+    auto want = oracle(q64, k64, v64, c10::nullopt, true, window, {}, extras.logit_softcap);
     (want * g).sum().backward();
     EXPECT_TRUE(torch::allclose(out.detach().to(torch::kDouble), want.detach(), 1e-4, 1e-5))
-        << "window " << window;
+        << "window " << window << " softcap " << extras.logit_softcap;
     EXPECT_TRUE(torch::allclose(ks.grad().transpose(1, 2).to(torch::kDouble), k64.grad(), 1e-4,
                                 1e-4))
-        << "window " << window;
+        << "window " << window << " softcap " << extras.logit_softcap;
     EXPECT_TRUE(torch::allclose(vs.grad().transpose(1, 2).to(torch::kDouble), v64.grad(), 1e-4,
                                 1e-4))
-        << "window " << window;
+        << "window " << window << " softcap " << extras.logit_softcap;
     EXPECT_TRUE(torch::allclose(q.grad().to(torch::kDouble), q64.grad(), 1e-4, 1e-4))
-        << "window " << window;
+        << "window " << window << " softcap " << extras.logit_softcap;
     q.grad().zero_();
     ks.grad().zero_();
     vs.grad().zero_();

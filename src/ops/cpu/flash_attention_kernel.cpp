@@ -52,6 +52,20 @@ ATTNKIT_INLINE void softmax_grad_row_impl(T* __restrict dp, const T* __restrict 
   for (int64_t c = 0; c < n; ++c) dp[c] = p[c] * (dp[c] - D);
 }
 
+// s -> cap · tanh(s / cap) (Gemma 2's logit soft-cap), with tanh(x) = 1 − 2 / (e^{2x} + 1) on the
+// vectorisable exp (saturating to ±1); `tanh_out`, if given, receives tanh(s / cap).
+template <typename T>
+ATTNKIT_INLINE void softcap_impl(T* __restrict s, int64_t n, T cap, T* __restrict tanh_out) {
+  const T two_over_cap = T(2) / cap;
+  for (int64_t c = 0; c < n; ++c) s[c] = T(1) - T(2) / (exp_vectorizable(s[c] * two_over_cap) + T(1));
+  if (tanh_out) std::copy(s, s + n, tanh_out);
+  for (int64_t c = 0; c < n; ++c) s[c] *= cap;
+}
+
+ATTNKIT_KERNEL_ENTRY(softcap, softcap_impl, (float* s, int64_t n, float cap, float* tanh_out),
+                     (s, n, cap, tanh_out))
+ATTNKIT_KERNEL_ENTRY(softcap, softcap_impl, (double* s, int64_t n, double cap, double* tanh_out),
+                     (s, n, cap, tanh_out))
 ATTNKIT_KERNEL_ENTRY(online_softmax_row, online_softmax_row_impl,
                      (float* s, int64_t n, float& m, float& l, float* o, int64_t dv),
                      (s, n, m, l, o, dv))
@@ -142,14 +156,7 @@ void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q_tile, in
                 const T* k_tile, int64_t ldk, int64_t q0, int64_t br, int64_t j0, int64_t bc,
                 T* s, T* tanh_out = nullptr) {
   gemm(false, true, br, bc, p.dk, static_cast<T>(p.scale), q_tile, ldq, k_tile, ldk, T(0), s, bc);
-  if (p.logit_softcap > 0) {
-    const T cap = static_cast<T>(p.logit_softcap), inv_cap = T(1) / cap;
-    for (int64_t e = 0; e < br * bc; ++e) {
-      const T t = std::tanh(s[e] * inv_cap);
-      s[e] = cap * t;
-      if (tanh_out) tanh_out[e] = t;
-    }
-  }
+  if (p.logit_softcap > 0) softcap(s, br * bc, static_cast<T>(p.logit_softcap), tanh_out);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const auto& mk = p.mask;
   const bool has_mask = mk.bool_data || mk.additive_data;
