@@ -3,6 +3,13 @@
 //   attnkit_bench_attention --kind softmax|linear|cosformer --n N --mode fwd|fwdbwd [--causal]
 //                           [--repeat R] [--min-time S] [--max-time S] [--threads T]
 //                           [--batch B] [--heads H] [--dim D]
+//                           [--kv-heads K] [--window W] [--softcap C] [--repeat-kv]
+//
+// softmax only: --kv-heads K gives k and v K heads (grouped-query attention, K dividing H; the
+// fused kernel reads them in place), --window W a causal sliding window (the kernel skips the keys
+// outside the band), --softcap C Gemma 2's logit soft-cap (in the kernel). --repeat-kv times the path before the kernel knew either, inside the timed
+// call: k and v repeated to H heads (repeat_interleave) and the window written out as an [L, S]
+// bool mask passed to the kernel.
 //
 // Run one case per process (bench/compare.py does): peak RSS from getrusage is then the peak of
 // this case. bench/peers/attention_peer.py is the PyTorch-eager peer with the same CLI, the same
@@ -55,6 +62,10 @@ struct Options {
   int64_t batch = 1;
   int64_t heads = 8;
   int64_t dim = 64;
+  int64_t kv_heads = 0;  // 0 = heads
+  int64_t window = 0;
+  double softcap = 0.0;
+  bool repeat_kv = false;
 };
 
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
@@ -77,9 +88,23 @@ double peak_rss_bytes() {
 std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)> make_op(
     const Options& o) {
   const bool causal = o.causal;
+  const int64_t window = o.window;
+  const double softcap = o.softcap;
+  if (o.kind == "softmax" && o.repeat_kv)
+    return [causal, window](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+      const int64_t group = q.size(1) / k.size(1), L = q.size(2), S = k.size(2);
+      c10::optional<at::Tensor> band;
+      if (window > 0)
+        band = (at::arange(L, at::kLong).unsqueeze(1) + (S - L) - at::arange(S, at::kLong))
+                   .lt(window);
+      return attnkit::ops::softmax_attention(q, k.repeat_interleave(group, 1),
+                                             v.repeat_interleave(group, 1), band, causal);
+    };
   if (o.kind == "softmax")
-    return [causal](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-      return attnkit::ops::softmax_attention(q, k, v, c10::nullopt, causal);
+    return [causal, window, softcap](const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& v) {
+      return attnkit::ops::softmax_attention(q, k, v, c10::nullopt, causal, c10::nullopt, {},
+                                             attnkit::ops::SoftmaxExtras{window, softcap});
     };
   if (o.kind == "linear")
     return [causal](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
@@ -102,9 +127,10 @@ int run(const Options& o) {
   const bool backward = o.mode == "fwdbwd";
   auto shape = std::vector<int64_t>{o.batch, o.heads, o.n, o.dim};
   auto options = torch::TensorOptions().dtype(torch::kFloat32).requires_grad(backward);
+  auto kv_shape = std::vector<int64_t>{o.batch, o.kv_heads > 0 ? o.kv_heads : o.heads, o.n, o.dim};
   auto q = torch::randn(shape, options);
-  auto k = torch::randn(shape, options);
-  auto v = torch::randn(shape, options);
+  auto k = torch::randn(kv_shape, options);
+  auto v = torch::randn(kv_shape, options);
   at::Tensor grad_out = backward ? torch::randn(shape) : at::Tensor();
   const auto op = make_op(o);
 
@@ -145,6 +171,10 @@ int run(const Options& o) {
       {"batch", o.batch},
       {"heads", o.heads},
       {"dim", o.dim},
+      {"kv_heads", o.kv_heads > 0 ? o.kv_heads : o.heads},
+      {"window", o.window},
+      {"softcap", o.softcap},
+      {"repeat_kv", o.repeat_kv},
       {"threads", at::get_num_threads()},
       {"runs", samples.size()},
       {"first_call_ms", first * 1e3},
@@ -177,7 +207,20 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "batch size")->check(attnkit::cli::at_least(1));
   app.add_option("--heads", o.heads, "heads")->check(attnkit::cli::at_least(1));
   app.add_option("--dim", o.dim, "head dimension")->check(attnkit::cli::at_least(1));
+  app.add_option("--kv-heads", o.kv_heads, "softmax: key/value heads dividing --heads (0 = heads)")
+      ->check(attnkit::cli::at_least(0));
+  app.add_option("--window", o.window, "softmax: causal sliding window (0 = none)")
+      ->check(attnkit::cli::at_least(0));
+  app.add_option("--softcap", o.softcap, "softmax: logit soft-cap (0 = none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--repeat-kv", o.repeat_kv,
+               "softmax: the old path, k/v repeated to the query heads and the window as a mask");
   if (const auto status = attnkit::cli::parse_flags(app, argc, argv, "attnkit_bench_attention")) return *status;
+  if (o.repeat_kv && o.softcap > 0) {
+    std::cerr << "attnkit_bench_attention: --softcap times the kernel's soft-cap; it does not go "
+                 "with --repeat-kv\n";
+    return 2;
+  }
   try {
     return run(o);
   } catch (const std::exception& e) {

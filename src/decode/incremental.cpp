@@ -43,49 +43,107 @@ void check_horizon(int64_t length, int64_t n, int64_t horizon) {
 }
 
 // ---- softmax: KV cache ----------------------------------------------------------------------
+// Keys and values of the grouped heads (kh.size(1): the key/value heads), the softmax op reads them
+// grouped. Without a sliding window (or with one no shorter than the horizon) the buffers are
+// preallocated to the horizon and column c sits at slot c. With a window w shorter than the
+// horizon they are a ring of w slots, column c at slot c mod w: the last w columns are all a query
+// can see (the window counts its own column), so the state is O(w) per layer.
 class KVCache : public layers::AttentionCache {
  public:
-  explicit KVCache(int64_t horizon) : horizon_(horizon) {}
+  KVCache(int64_t horizon, int64_t window)
+      : horizon_(horizon), window_(window > 0 && window < horizon ? window : 0),
+        capacity_(window_ > 0 ? window_ : horizon) {}
 
   at::Tensor attend(const MultiHeadAttentionImpl& attention, const at::Tensor& qh,
                     const at::Tensor& kh, const at::Tensor& vh, const StepInputs& step) override {
     const int64_t B = kh.size(0), H = kh.size(1), n = kh.size(2);
     check_horizon(length_, n, horizon_);
     if (!keys_.defined()) {
-      keys_ = at::empty({B, H, horizon_, kh.size(3)}, kh.options());
-      values_ = at::empty({B, H, horizon_, vh.size(3)}, vh.options());
-      valid_ = at::zeros({B, horizon_}, step.valid.options().dtype(at::kBool));
+      keys_ = at::empty({B, H, capacity_, kh.size(3)}, kh.options());
+      values_ = at::empty({B, H, capacity_, vh.size(3)}, vh.options());
+      valid_ = at::zeros({B, capacity_}, step.valid.options().dtype(at::kBool));
     }
-    keys_.narrow(2, length_, n).copy_(kh);
-    values_.narrow(2, length_, n).copy_(vh);
-    valid_.narrow(1, length_, n).copy_(step.valid.to(at::kBool));
-    length_ += n;
-    at::Tensor k_all = keys_.narrow(2, 0, length_), v_all = values_.narrow(2, 0, length_);
-    at::Tensor mask = ops::padding_mask(valid_.narrow(1, 0, length_));  // [B, 1, 1, T]
     const auto& spec = attention.options().spec();
-    return ops::softmax_attention(
-        qh, k_all, v_all, mask, step.causal,
-        spec.scale > 0 ? c10::optional<double>(spec.scale) : c10::nullopt, {},
-        ops::SoftmaxExtras{spec.window, spec.logit_softcap});
+    const auto scale = spec.scale > 0 ? c10::optional<double>(spec.scale) : c10::nullopt;
+    const at::Tensor valid = step.valid.to(at::kBool);
+    if (window_ == 0) {
+      keys_.narrow(2, length_, n).copy_(kh);
+      values_.narrow(2, length_, n).copy_(vh);
+      valid_.narrow(1, length_, n).copy_(valid);
+      length_ += n;
+      at::Tensor k_all = keys_.narrow(2, 0, length_), v_all = values_.narrow(2, 0, length_);
+      at::Tensor mask = ops::padding_mask(valid_.narrow(1, 0, length_));  // [B, 1, 1, T]
+      return ops::softmax_attention(qh, k_all, v_all, mask, step.causal, scale, {},
+                                    ops::SoftmaxExtras{spec.window, spec.logit_softcap});
+    }
+    if (n == 1 && step.causal) {
+      // One new column: it sees every column the ring holds once its own is in (the oldest,
+      // w columns back, is overwritten), in any order, so the ring is attended as it lies.
+      store(kh, vh, valid, 0, 1);
+      length_ += 1;
+      const int64_t filled = std::min(length_, capacity_);
+      at::Tensor mask = ops::padding_mask(valid_.narrow(1, 0, filled));
+      return ops::softmax_attention(qh, keys_.narrow(2, 0, filled), values_.narrow(2, 0, filled),
+                                    mask, false, scale, {},
+                                    ops::SoftmaxExtras{0, spec.logit_softcap});
+    }
+    // Several new columns (a prompt): the kept columns in order, then the new ones, under the
+    // causal window; then the last w columns are kept.
+    const int64_t kept = std::min(length_, capacity_ - 1);
+    at::Tensor k_all = at::cat({in_order(keys_, 2, kept), kh}, 2);
+    at::Tensor v_all = at::cat({in_order(values_, 2, kept), vh}, 2);
+    at::Tensor mask = ops::padding_mask(at::cat({in_order(valid_, 1, kept), valid}, 1));
+    at::Tensor out = ops::softmax_attention(qh, k_all, v_all, mask, step.causal, scale, {},
+                                            ops::SoftmaxExtras{window_, spec.logit_softcap});
+    const int64_t last = std::min(n, capacity_);
+    store(kh, vh, valid, n - last, last);
+    length_ += n;
+    return out;
   }
 
   void select_rows(const at::Tensor& index) override {
     if (!keys_.defined()) return;
-    keys_ = select_filled(keys_, index, 2, length_);
-    values_ = select_filled(values_, index, 2, length_);
-    valid_ = select_filled(valid_, index, 1, length_);
+    const int64_t filled = std::min(length_, capacity_);
+    keys_ = select_filled(keys_, index, 2, filled);
+    values_ = select_filled(values_, index, 2, filled);
+    valid_ = select_filled(valid_, index, 1, filled);
   }
   int64_t length() const override { return length_; }
   int64_t bytes() const override {
     if (!keys_.defined()) return 0;
-    // What the columns so far use (the buffer is preallocated to the horizon).
-    return (keys_.size(0) * keys_.size(1) * (keys_.size(3) + values_.size(3)) * length_) *
+    // What the columns kept so far use (the buffer is preallocated to the horizon, or the window).
+    return (keys_.size(0) * keys_.size(1) * (keys_.size(3) + values_.size(3)) *
+            std::min(length_, capacity_)) *
            static_cast<int64_t>(keys_.element_size());
   }
   std::string name() const override { return "kv-cache"; }
 
  private:
-  int64_t horizon_ = 0, length_ = 0;
+  // New columns [from, from + count) of this step (count <= capacity) into their slots: column
+  // c = length_ + t at slot c mod capacity (at most two runs of adjacent slots).
+  void store(const at::Tensor& kh, const at::Tensor& vh, const at::Tensor& valid, int64_t from,
+             int64_t count) {
+    const int64_t slot = (length_ + from) % capacity_;
+    const int64_t first = std::min(count, capacity_ - slot);
+    const auto put = [&](int64_t t, int64_t at_slot, int64_t m) {
+      keys_.narrow(2, at_slot, m).copy_(kh.narrow(2, t, m));
+      values_.narrow(2, at_slot, m).copy_(vh.narrow(2, t, m));
+      valid_.narrow(1, at_slot, m).copy_(valid.narrow(1, t, m));
+    };
+    put(from, slot, first);
+    if (count > first) put(from + first, 0, count - first);
+  }
+
+  // The last `kept` stored columns of a ring buffer along `dim`, oldest first.
+  at::Tensor in_order(const at::Tensor& ring, int64_t dim, int64_t kept) const {
+    const int64_t start = ((length_ - kept) % capacity_ + capacity_) % capacity_;
+    if (start + kept <= capacity_) return ring.narrow(dim, start, kept);
+    return at::cat({ring.narrow(dim, start, capacity_ - start),
+                    ring.narrow(dim, 0, kept - (capacity_ - start))},
+                   dim);
+  }
+
+  int64_t horizon_ = 0, window_ = 0, capacity_ = 0, length_ = 0;
   at::Tensor keys_, values_, valid_;
 };
 
@@ -141,7 +199,7 @@ std::unique_ptr<layers::AttentionCache> make_state(const layers::MultiHeadAttent
                 "linear and cosformer kinds decode incrementally)");
   switch (spec.kind) {
     case AttentionKind::Softmax:
-      return std::make_unique<KVCache>(horizon);
+      return std::make_unique<KVCache>(horizon, spec.window);
     case AttentionKind::Linear:
       return std::make_unique<FeatureState>(false, horizon);
     case AttentionKind::Cosformer:

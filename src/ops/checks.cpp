@@ -46,17 +46,24 @@ void check_same_dtype(const char* op, const char* name_a, const at::Tensor& a, c
                          c10::toString(b.scalar_type()), name_a, c10::toString(a.scalar_type())));
 }
 
-void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               bool grouped_kv) {
   check_rank(op, "q", q, 4, "[batch, heads, L, dk]");
   check_rank(op, "k", k, 4, "[batch, heads, S, dk]");
   check_rank(op, "v", v, 4, "[batch, heads, S, dv]");
   check_floating(op, "q", q);
   check_same_dtype(op, "q", q, "k", k);
   check_same_dtype(op, "q", q, "v", v);
-  if (k.size(0) != q.size(0) || k.size(1) != q.size(1))
+  if (grouped_kv && k.size(1) != q.size(1) &&
+      (k.size(1) == 0 || q.size(1) % k.size(1) != 0 || v.size(1) != k.size(1)))
+    fail(op, fmt::format("k has shape {}, v {} and q {}; the key/value heads must be equal and "
+                         "divide the query heads",
+                         shape_str(k), shape_str(v), shape_str(q)));
+  const int64_t kv_heads = grouped_kv ? k.size(1) : q.size(1);
+  if (k.size(0) != q.size(0) || k.size(1) != kv_heads)
     fail(op, fmt::format("k has shape {} but q has shape {}; batch and heads must match",
                          shape_str(k), shape_str(q)));
-  if (v.size(0) != q.size(0) || v.size(1) != q.size(1))
+  if (v.size(0) != q.size(0) || v.size(1) != kv_heads)
     fail(op, fmt::format("v has shape {} but q has shape {}; batch and heads must match",
                          shape_str(v), shape_str(q)));
   if (k.size(3) != q.size(3))

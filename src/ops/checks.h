@@ -21,7 +21,9 @@ void check_same_dtype(const char* op, const char* name_a, const at::Tensor& a, c
                       const at::Tensor& b);
 
 // q [B, H, L, dk], k [B, H, S, dk], v [B, H, S, dv]: ranks, dtypes and matching dimensions.
-void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+// grouped_kv: k and v may have Hkv heads dividing H (grouped-query attention).
+void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               bool grouped_kv = false);
 
 // A boolean (true = attend) or additive floating mask broadcastable to [B, H, L, S].
 void check_attention_mask(const char* op, const at::Tensor& mask, int64_t B, int64_t H, int64_t L,

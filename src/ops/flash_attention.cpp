@@ -44,10 +44,14 @@ namespace {
 // layouts of the operands (FlashRows) are set by the callers.
 cpu::FlashProblem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& mask, bool causal, double scale, double dropout,
-                           uint64_t dropout_seed, at::Tensor& mask_view) {
+                           uint64_t dropout_seed, int64_t window, double logit_softcap,
+                           at::Tensor& mask_view) {
   cpu::FlashProblem p;
   p.B = q.size(0);
   p.H = q.size(1);
+  p.Hkv = k.size(1);
+  p.window = window;
+  p.logit_softcap = logit_softcap;
   p.L = q.size(2);
   p.S = k.size(2);
   p.dk = q.size(3);
@@ -74,11 +78,12 @@ cpu::FlashProblem describe(const at::Tensor& q, const at::Tensor& k, const at::T
 
 std::tuple<at::Tensor, at::Tensor> flash_attention_forward(
     const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& mask,
-    bool causal, double scale, double dropout, int64_t dropout_seed) {
+    bool causal, double scale, double dropout, int64_t dropout_seed, int64_t window,
+    double logit_softcap) {
   const auto q = kernel_operand(q_in), k = kernel_operand(k_in), v = kernel_operand(v_in);
   at::Tensor mask_view;
   auto p = describe(q, k, v, mask, causal, scale, dropout, static_cast<uint64_t>(dropout_seed),
-                    mask_view);
+                    window, logit_softcap, mask_view);
   // Output layouts follow the given operands (a copied one included), as the fake kernels do.
   auto out = empty_attention_layout(q_in, p.dv);
   auto lse = at::empty({p.B, p.H, p.L}, q.options());
@@ -97,13 +102,14 @@ std::tuple<at::Tensor, at::Tensor> flash_attention_forward(
 std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     const at::Tensor& grad_out, const at::Tensor& q_in, const at::Tensor& k_in,
     const at::Tensor& v_in, const at::Tensor& out_in, const at::Tensor& lse_in,
-    const at::Tensor& mask, bool causal, double scale, double dropout, int64_t dropout_seed) {
+    const at::Tensor& mask, bool causal, double scale, double dropout, int64_t dropout_seed,
+    int64_t window, double logit_softcap) {
   const auto q = kernel_operand(q_in), k = kernel_operand(k_in), v = kernel_operand(v_in);
   const auto out = kernel_operand(out_in), dout = kernel_operand(grad_out);
   const auto lse = lse_in.contiguous();
   at::Tensor mask_view;
   auto p = describe(q, k, v, mask, causal, scale, dropout, static_cast<uint64_t>(dropout_seed),
-                    mask_view);
+                    window, logit_softcap, mask_view);
   auto dq = empty_attention_layout(q_in, p.dk), dk = empty_attention_layout(k_in, p.dk),
        dv = empty_attention_layout(v_in, p.dv);
   p.q_rows = rows_of(q);
@@ -131,18 +137,22 @@ class FlashAttention : public torch::autograd::Function<FlashAttention> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q_in,
                             const at::Tensor& k_in, const at::Tensor& v_in,
                             const c10::optional<at::Tensor>& mask_arg, bool causal, double scale,
-                            double dropout, int64_t dropout_seed) {
+                            double dropout, int64_t dropout_seed, int64_t window,
+                            double logit_softcap) {
     // The mask takes no gradient (flash_attention_supports), so it travels as plain data.
     const at::Tensor mask = mask_arg.has_value() ? *mask_arg : at::Tensor();
-    // q, k, v as given (views included): the kernels read them through their strides.
-    auto [out, lse] =
-        flash_attention_forward(q_in, k_in, v_in, mask, causal, scale, dropout, dropout_seed);
+    // q, k, v as given (views included, grouped k/v heads unrepeated): the kernels read them
+    // through their strides.
+    auto [out, lse] = flash_attention_forward(q_in, k_in, v_in, mask, causal, scale, dropout,
+                                              dropout_seed, window, logit_softcap);
     ctx->save_for_backward({q_in, k_in, v_in, out, lse});
     if (mask.defined()) ctx->saved_data["mask"] = mask;
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["dropout"] = dropout;
     ctx->saved_data["dropout_seed"] = dropout_seed;
+    ctx->saved_data["window"] = window;
+    ctx->saved_data["logit_softcap"] = logit_softcap;
     return out;
   }
 
@@ -154,8 +164,10 @@ class FlashAttention : public torch::autograd::Function<FlashAttention> {
     auto [dq, dk, dv] = flash_attention_backward(
         grads[0], saved[0], saved[1], saved[2], saved[3], saved[4], mask,
         ctx->saved_data["causal"].toBool(), ctx->saved_data["scale"].toDouble(),
-        ctx->saved_data["dropout"].toDouble(), ctx->saved_data["dropout_seed"].toInt());
-    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+        ctx->saved_data["dropout"].toDouble(), ctx->saved_data["dropout_seed"].toInt(),
+        ctx->saved_data["window"].toInt(), ctx->saved_data["logit_softcap"].toDouble());
+    return {dq,           dk,           dv,           at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -169,11 +181,12 @@ bool flash_attention_supports(const at::Tensor& q, const c10::optional<at::Tenso
 
 at::Tensor flash_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const c10::optional<at::Tensor>& mask, bool causal, double scale,
-                           const AttentionDropout& dropout) {
+                           const AttentionDropout& dropout, int64_t window,
+                           double logit_softcap) {
   c10::optional<at::Tensor> defined_mask;
   if (mask.has_value() && mask->defined()) defined_mask = *mask;
   return FlashAttention::apply(q, k, v, defined_mask, causal, scale, dropout.rate,
-                               static_cast<int64_t>(dropout.seed));
+                               static_cast<int64_t>(dropout.seed), window, logit_softcap);
 }
 
 }  // namespace attnkit::ops::detail

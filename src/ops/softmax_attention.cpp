@@ -118,20 +118,18 @@ at::Tensor scaled_logits(const char* op, const at::Tensor& q, const at::Tensor& 
   return at::matmul(q, k.transpose(-2, -1)) * resolve_scale(op, q, scale);
 }
 
+// k and v may have grouped heads (Hkv dividing q's heads); the mask is over q's heads.
 void check_inputs(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const c10::optional<at::Tensor>& mask) {
-  detail::check_qkv(op, q, k, v);
+  detail::check_qkv(op, q, k, v, /*grouped_kv=*/true);
   if (mask.has_value() && mask->defined())
     detail::check_attention_mask(op, *mask, q.size(0), q.size(1), q.size(2), k.size(2), q);
 }
 
-// Grouped key/value heads repeated to the query heads (transformers' repeat_kv).
-at::Tensor repeat_kv(const char* op, const at::Tensor& q, const at::Tensor& kv) {
-  if (q.dim() != 4 || kv.dim() != 4 || kv.size(1) == q.size(1)) return kv;
-  if (kv.size(1) == 0 || q.size(1) % kv.size(1) != 0)
-    detail::fail(op, fmt::format("{} key/value heads do not divide {} query heads", kv.size(1),
-                                 q.size(1)));
-  return kv.repeat_interleave(q.size(1) / kv.size(1), 1);
+// Grouped key/value heads (checked) repeated to the query heads (transformers' repeat_kv), for
+// the unfused path only: the fused kernel reads them in place.
+at::Tensor repeat_kv(const at::Tensor& q, const at::Tensor& kv) {
+  return kv.size(1) == q.size(1) ? kv : kv.repeat_interleave(q.size(1) / kv.size(1), 1);
 }
 
 void check_extras(const char* op, const SoftmaxExtras& extras, bool causal) {
@@ -141,7 +139,8 @@ void check_extras(const char* op, const SoftmaxExtras& extras, bool causal) {
     detail::fail(op, fmt::format("logit_softcap must be finite and >= 0, got {}", extras.logit_softcap));
 }
 
-// `mask` with the sliding window's band (keys j with 0 <= i + S − L − j < window) added.
+// `mask` with the sliding window's band (keys j with 0 <= i + S − L − j < window) added, for the
+// unfused path only: the fused kernel skips the keys outside the band.
 c10::optional<at::Tensor> with_window(const c10::optional<at::Tensor>& mask, int64_t window,
                                       int64_t L, int64_t S, const at::Tensor& like) {
   if (window <= 0) return mask;
@@ -164,13 +163,16 @@ at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k_in, const 
                              c10::optional<double> scale, const AttentionDropout& dropout,
                              const SoftmaxExtras& extras) {
   constexpr const char* op = "softmax_attention";
-  const at::Tensor k = repeat_kv(op, q, k_in), v = repeat_kv(op, q, v_in);
-  check_inputs(op, q, k, v, mask_in);
+  check_inputs(op, q, k_in, v_in, mask_in);
   check_dropout(op, dropout);
   check_extras(op, extras, causal);
+  // The fused kernel takes grouped k/v, the window and the soft-cap as they are (no repeat, no
+  // band mask, no logits).
+  if (detail::flash_attention_supports(q, mask_in))
+    return detail::flash_attention(q, k_in, v_in, mask_in, causal, resolve_scale(op, q, scale),
+                                   dropout, extras.window, extras.logit_softcap);
+  const at::Tensor k = repeat_kv(q, k_in), v = repeat_kv(q, v_in);
   const auto mask = with_window(mask_in, extras.window, q.size(2), k.size(2), q);
-  if (extras.logit_softcap == 0.0 && detail::flash_attention_supports(q, mask))
-    return detail::flash_attention(q, k, v, mask, causal, resolve_scale(op, q, scale), dropout);
   auto weights = masked_softmax_unchecked(
       capped(scaled_logits(op, q, k, scale), extras.logit_softcap), mask, causal);
   return at::matmul(apply_attention_dropout(weights, dropout), v);
@@ -180,8 +182,8 @@ at::Tensor softmax_attention_weights(const at::Tensor& q, const at::Tensor& k_in
                                      const c10::optional<at::Tensor>& mask_in, bool causal,
                                      c10::optional<double> scale, const SoftmaxExtras& extras) {
   constexpr const char* op = "softmax_attention_weights";
-  const at::Tensor k = repeat_kv(op, q, k_in);
-  check_inputs(op, q, k, k, mask_in);
+  check_inputs(op, q, k_in, k_in, mask_in);
+  const at::Tensor k = repeat_kv(q, k_in);
   check_extras(op, extras, causal);
   const auto mask = with_window(mask_in, extras.window, q.size(2), k.size(2), q);
   return masked_softmax_unchecked(capped(scaled_logits(op, q, k, scale), extras.logit_softcap),

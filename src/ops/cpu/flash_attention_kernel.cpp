@@ -52,6 +52,20 @@ ATTNKIT_INLINE void softmax_grad_row_impl(T* __restrict dp, const T* __restrict 
   for (int64_t c = 0; c < n; ++c) dp[c] = p[c] * (dp[c] - D);
 }
 
+// s -> cap · tanh(s / cap) (Gemma 2's logit soft-cap), with tanh(x) = 1 − 2 / (e^{2x} + 1) on the
+// vectorisable exp (saturating to ±1); `tanh_out`, if given, receives tanh(s / cap).
+template <typename T>
+ATTNKIT_INLINE void softcap_impl(T* __restrict s, int64_t n, T cap, T* __restrict tanh_out) {
+  const T two_over_cap = T(2) / cap;
+  for (int64_t c = 0; c < n; ++c) s[c] = T(1) - T(2) / (exp_vectorizable(s[c] * two_over_cap) + T(1));
+  if (tanh_out) std::copy(s, s + n, tanh_out);
+  for (int64_t c = 0; c < n; ++c) s[c] *= cap;
+}
+
+ATTNKIT_KERNEL_ENTRY(softcap, softcap_impl, (float* s, int64_t n, float cap, float* tanh_out),
+                     (s, n, cap, tanh_out))
+ATTNKIT_KERNEL_ENTRY(softcap, softcap_impl, (double* s, int64_t n, double cap, double* tanh_out),
+                     (s, n, cap, tanh_out))
 ATTNKIT_KERNEL_ENTRY(online_softmax_row, online_softmax_row_impl,
                      (float* s, int64_t n, float& m, float& l, float* o, int64_t dv),
                      (s, n, m, l, o, dv))
@@ -84,6 +98,19 @@ void apply_dropout(const FlashProblem& p, int64_t bh, int64_t q0, int64_t br, in
 // Last key index (exclusive) visible to query row i under causality.
 inline int64_t causal_key_end(const FlashProblem& p, int64_t i) {
   return std::clamp<int64_t>(i + 1 + p.S - p.L, 0, p.S);
+}
+
+// First key index visible to query row i under the sliding window (0 without one).
+inline int64_t window_key_begin(const FlashProblem& p, int64_t i) {
+  return p.window > 0 ? std::clamp<int64_t>(i + p.S - p.L - p.window + 1, 0, p.S) : 0;
+}
+
+// Query rows that see some key of [j0, j0 + bc): [first, end) under causality and the window.
+inline int64_t first_query_of_keys(const FlashProblem& p, int64_t j0) {
+  return p.causal ? std::clamp<int64_t>(j0 - (p.S - p.L), 0, p.L) : 0;
+}
+inline int64_t query_end_of_keys(const FlashProblem& p, int64_t j0, int64_t bc) {
+  return p.window > 0 ? std::clamp<int64_t>(j0 + bc - 1 + p.window - (p.S - p.L), 0, p.L) : p.L;
 }
 
 // n rows of d values, `ld` apart, as one dense [n × d] block: the rows themselves when they are
@@ -121,13 +148,15 @@ void write_rows(const T* acc, T* dst, int64_t ld, int64_t n, int64_t d) {
 }
 
 // Scores of query rows [q0, q0+br) against keys [j0, j0+bc) for head (b, h) (q_tile and k_tile
-// point at rows q0 and j0, rows ldq and ldk apart), masks applied as -inf (bool/causal) or added
-// (additive). s is [br × bc].
+// point at rows q0 and j0, rows ldq and ldk apart), soft-capped, masks applied as -inf
+// (bool/causal/window) or added (additive). s is [br × bc]; `tanh_out` (when soft-capping), if
+// given, receives tanh(scores / cap) for the backward.
 template <typename T>
 void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q_tile, int64_t ldq,
                 const T* k_tile, int64_t ldk, int64_t q0, int64_t br, int64_t j0, int64_t bc,
-                T* s) {
+                T* s, T* tanh_out = nullptr) {
   gemm(false, true, br, bc, p.dk, static_cast<T>(p.scale), q_tile, ldq, k_tile, ldk, T(0), s, bc);
+  if (p.logit_softcap > 0) softcap(s, br * bc, static_cast<T>(p.logit_softcap), tanh_out);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const auto& mk = p.mask;
   const bool has_mask = mk.bool_data || mk.additive_data;
@@ -147,36 +176,56 @@ void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q_tile, in
       const int64_t visible = causal_key_end(p, q0 + r) - j0;
       if (visible < bc) std::fill(row + std::max<int64_t>(visible, 0), row + bc, neg_inf);
     }
+    if (p.window > 0) {
+      const int64_t hidden = window_key_begin(p, q0 + r) - j0;
+      if (hidden > 0) std::fill(row, row + std::min(hidden, bc), neg_inf);
+    }
   }
+}
+
+// The forward's query tile: kFlashForwardQueryTile, or under a window w the smallest power of two
+// in [32, kFlashForwardQueryTile] that is at least w / 4: a tile of br rows visits br + w − 1 keys
+// where each row sees w, so smaller tiles waste less of a narrow band.
+inline int64_t window_tile(const FlashProblem& p, int64_t largest) {
+  int64_t tile = 32;
+  while (tile < largest && tile * 4 < p.window) tile *= 2;
+  return tile;
+}
+inline int64_t forward_query_tile(const FlashProblem& p) {
+  return p.window > 0 ? window_tile(p, kFlashForwardQueryTile) : kFlashForwardQueryTile;
 }
 
 template <typename T>
 void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* out, T* lse) {
-  const int64_t q_tiles = (p.L + kFlashForwardQueryTile - 1) / kFlashForwardQueryTile;
+  const int64_t query_tile = forward_query_tile(p);
+  const int64_t q_tiles = (p.L + query_tile - 1) / query_tile;
   SingleThreadedBlas single_threaded_blas;
   // Scratch for the largest tile this problem has: a decoding step (one query row) needs one row
   // of scores, not a 256 × 512 tile (a 512 KiB vector is a fresh mmap, page faults and a memset
   // at every call).
-  const int64_t tile_rows = std::min(kFlashForwardQueryTile, p.L);
+  const int64_t tile_rows = std::min(query_tile, p.L);
   const int64_t tile_cols = std::min(kFlashForwardKeyTile, p.S);
+  const int64_t group = p.group();
   parallel_for(0, p.B * p.H * q_tiles, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> s(tile_rows * tile_cols);
     std::vector<T> acc(tile_rows * p.dv);
     std::vector<T> m(tile_rows), l(tile_rows);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_tiles, b = bh / p.H, h = bh % p.H;
-      const int64_t q0 = (task % q_tiles) * kFlashForwardQueryTile;
-      const int64_t br = std::min(kFlashForwardQueryTile, p.L - q0);
+      const int64_t q0 = (task % q_tiles) * query_tile;
+      const int64_t br = std::min(query_tile, p.L - q0);
       const T* qh = p.q_rows.head(q, b, h);
-      const T* kh = p.k_rows.head(k, b, h);
-      const T* vh = p.v_rows.head(v, b, h);
+      // The key/value head of h's group, read in place by each of the group's query heads.
+      const T* kh = p.k_rows.head(k, b, h / group);
+      const T* vh = p.v_rows.head(v, b, h / group);
       // Strided operands are read in place here (packing their tiles measured no faster).
       const int64_t ldq = p.q_rows.n, ldk = p.k_rows.n, ldv = p.v_rows.n;
       std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
       std::fill(l.begin(), l.end(), T(0));
       std::fill(acc.begin(), acc.end(), T(0));
+      // Keys no row of the tile sees (after the causal diagonal, before the window) are skipped.
       const int64_t key_end = p.causal ? causal_key_end(p, q0 + br - 1) : p.S;
-      for (int64_t j0 = 0; j0 < key_end; j0 += kFlashForwardKeyTile) {
+      for (int64_t j0 = window_key_begin(p, q0); j0 < key_end; j0 += kFlashForwardKeyTile) {
         const int64_t bc = std::min(kFlashForwardKeyTile, key_end - j0);
         score_tile(p, b, h, qh + q0 * ldq, ldq, kh + j0 * ldk, ldk, q0, br, j0, bc, s.data());
         for (int64_t r = 0; r < br; ++r)
@@ -198,76 +247,165 @@ void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* 
   });
 }
 
+// The backward's tiles: kFlashQueryTile × kFlashKeyTile, or under a window square tiles of the
+// forward's rule (at most kFlashQueryTile): a key tile of bc columns is seen by bc + w − 1 rows.
+struct BackwardTiles {
+  int64_t rows, cols;
+};
+inline BackwardTiles backward_tiles(const FlashProblem& p) {
+  if (p.window <= 0) return {kFlashQueryTile, kFlashKeyTile};
+  const int64_t tile = window_tile(p, kFlashQueryTile);
+  return {tile, tile};
+}
+
+// One worker's scratch for backward_head.
+template <typename T>
+struct BackwardScratch {
+  BackwardTiles tiles;
+  std::vector<T> s, dp, dropped, tanh, D, q_pack, dout_pack, dq_acc;
+};
+
+// The backward of one query head h of batch b (its key/value head's rows kh, vh dense, leading
+// dimension d): dq written to its place, dk and dv added to the dense accumulators dkh, dvh.
+template <typename T>
+void backward_head(const FlashProblem& p, int64_t b, int64_t h, const T* q, const T* kh,
+                   const T* vh, const T* out, const T* lse, const T* dout, T* dq, T* dkh, T* dvh,
+                   BackwardScratch<T>& w) {
+  const T scale = static_cast<T>(p.scale);
+  const int64_t bh = b * p.H + h;
+  // The head's operands as dense [rows × d] blocks (leading dimension d from here on).
+  const T* qh = dense_rows(p.q_rows.head(q, b, h), p.q_rows.n, p.L, p.dk, w.q_pack);
+  const T* doh = dense_rows(p.dout_rows.head(dout, b, h), p.dout_rows.n, p.L, p.dv, w.dout_pack);
+  const T* oh = p.out_rows.head(out, b, h);  // read once, row by row
+  const T* lh = lse + bh * p.L;
+  T* dq_out = p.dq_rows.head(dq, b, h);
+  T* dqh = dense_accumulator(dq_out, p.dq_rows.n, p.L, p.dk, w.dq_acc);
+  T* D = w.D.data();
+  for (int64_t i = 0; i < p.L; ++i) {
+    T acc = 0;
+    for (int64_t c = 0; c < p.dv; ++c) acc += doh[i * p.dv + c] * oh[i * p.out_rows.n + c];
+    D[i] = acc;
+  }
+  T* s = w.s.data();
+  T* dp = w.dp.data();
+  const int64_t query_tile = w.tiles.rows, key_tile = w.tiles.cols;
+  for (int64_t j0 = 0; j0 < p.S; j0 += key_tile) {
+    const int64_t bc = std::min(key_tile, p.S - j0);
+    // Only the query tiles that see a key of this tile: causal from j0 − (S − L) on, the window
+    // up to the last row whose band still reaches the tile.
+    const int64_t first_query = first_query_of_keys(p, j0);
+    const int64_t query_end = query_end_of_keys(p, j0, bc);
+    for (int64_t q0 = (first_query / query_tile) * query_tile; q0 < query_end; q0 += query_tile) {
+      const int64_t br = std::min(query_tile, p.L - q0);
+      score_tile(p, b, h, qh + q0 * p.dk, p.dk, kh + j0 * p.dk, p.dk, q0, br, j0, bc, s,
+                 p.logit_softcap > 0 ? w.tanh.data() : nullptr);
+      for (int64_t r = 0; r < br; ++r) probabilities_row(s + r * bc, bc, lh[q0 + r]);
+      // With dropout the output used P̃ = P ∘ Z / (1 − rate): dV = P̃ᵀ dO and dP = dP̃ ∘ Z /
+      // (1 − rate); D = rowsum(dO ∘ O) is still Σ_j P_ij dP_ij.
+      const T* used = s;
+      if (p.dropout > 0) {
+        std::copy(s, s + br * bc, w.dropped.begin());
+        apply_dropout(p, bh, q0, br, j0, bc, w.dropped.data());
+        used = w.dropped.data();
+      }
+      // dV_j += P̃ᵀ dO_i
+      gemm(true, false, bc, p.dv, br, T(1), used, bc, doh + q0 * p.dv, p.dv, T(1),
+           dvh + j0 * p.dv, p.dv);
+      // dP = dO_i V_jᵀ, then dS = P ∘ (dP − D)
+      gemm(false, true, br, bc, p.dv, T(1), doh + q0 * p.dv, p.dv, vh + j0 * p.dv, p.dv, T(0), dp,
+           bc);
+      if (p.dropout > 0) apply_dropout(p, bh, q0, br, j0, bc, dp);
+      for (int64_t r = 0; r < br; ++r) softmax_grad_row(dp + r * bc, s + r * bc, bc, D[q0 + r]);
+      // Through the soft-cap: d(cap · tanh(x / cap)) / dx = 1 − tanh².
+      if (p.logit_softcap > 0)
+        for (int64_t e = 0; e < br * bc; ++e) dp[e] *= T(1) - w.tanh[e] * w.tanh[e];
+      // dQ_i += scale · dS K_j;  dK_j += scale · dSᵀ Q_i
+      gemm(false, false, br, p.dk, bc, scale, dp, bc, kh + j0 * p.dk, p.dk, T(1), dqh + q0 * p.dk,
+           p.dk);
+      gemm(true, false, bc, p.dk, br, scale, dp, bc, qh + q0 * p.dk, p.dk, T(1), dkh + j0 * p.dk,
+           p.dk);
+    }
+  }
+  write_rows(dqh, dq_out, p.dq_rows.n, p.L, p.dk);
+}
+
+// Parts per group in the backward (FlashProblem::group_split): one task per key/value head when
+// there are enough of them to keep the threads evenly busy, else the groups split further.
+inline int64_t backward_group_split(const FlashProblem& p) {
+  const int64_t group = p.group();
+  if (p.group_split > 0) return std::min(p.group_split, group);
+  const int64_t threads = parallel_threads(), kv_tasks = p.B * p.kv_heads();
+  if (group == 1 || kv_tasks % threads == 0 || kv_tasks >= 4 * threads) return 1;
+  return group;
+}
+
 template <typename T>
 void backward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, const T* out,
                    const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   SingleThreadedBlas single_threaded_blas;
-  const T scale = static_cast<T>(p.scale);
-  // One (batch, head) per task: dq accumulates over key tiles and dk, dv over query tiles, so
-  // a head is never split between threads.
-  parallel_for(0, p.B * p.H, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> s(kFlashQueryTile * kFlashKeyTile), dp(kFlashQueryTile * kFlashKeyTile);
-    std::vector<T> dropped(p.dropout > 0 ? kFlashQueryTile * kFlashKeyTile : 0);
-    std::vector<T> D(p.L);
-    // A strided operand's head, packed (dense_rows), and strided gradients' dense accumulators.
-    std::vector<T> q_pack, k_pack, v_pack, dout_pack, dq_acc, dk_acc, dv_acc;
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / p.H, h = bh % p.H;
-      // The head's operands as dense [rows × d] blocks (leading dimension d from here on).
-      const T* qh = dense_rows(p.q_rows.head(q, b, h), p.q_rows.n, p.L, p.dk, q_pack);
-      const T* kh = dense_rows(p.k_rows.head(k, b, h), p.k_rows.n, p.S, p.dk, k_pack);
-      const T* vh = dense_rows(p.v_rows.head(v, b, h), p.v_rows.n, p.S, p.dv, v_pack);
-      const T* doh = dense_rows(p.dout_rows.head(dout, b, h), p.dout_rows.n, p.L, p.dv, dout_pack);
-      const T* oh = p.out_rows.head(out, b, h);  // read once, row by row
-      const T* lh = lse + bh * p.L;
-      T* dq_out = p.dq_rows.head(dq, b, h);
-      T* dk_out = p.dk_rows.head(dk, b, h);
-      T* dv_out = p.dv_rows.head(dv, b, h);
-      T* dqh = dense_accumulator(dq_out, p.dq_rows.n, p.L, p.dk, dq_acc);
-      T* dkh = dense_accumulator(dk_out, p.dk_rows.n, p.S, p.dk, dk_acc);
-      T* dvh = dense_accumulator(dv_out, p.dv_rows.n, p.S, p.dv, dv_acc);
-      for (int64_t i = 0; i < p.L; ++i) {
-        T acc = 0;
-        for (int64_t c = 0; c < p.dv; ++c) acc += doh[i * p.dv + c] * oh[i * p.out_rows.n + c];
-        D[i] = acc;
+  const int64_t group = p.group(), Hkv = p.kv_heads(), split = backward_group_split(p);
+  // One task per (batch, key/value head, part of its group): dq of a query head accumulates over
+  // key tiles, dk and dv over query tiles and the part's query heads, so no row is written by two
+  // threads. With split > 1 each part sums into its own dense partial dk, dv, added up below.
+  std::vector<T> partial_k, partial_v;
+  if (split > 1) {
+    partial_k.resize(static_cast<size_t>(p.B * Hkv * split * p.S * p.dk));
+    partial_v.resize(static_cast<size_t>(p.B * Hkv * split * p.S * p.dv));
+  }
+  parallel_for(0, p.B * Hkv * split, 1, [&](int64_t begin, int64_t end) {
+    BackwardScratch<T> w;
+    w.tiles = backward_tiles(p);
+    const int64_t tile_size = w.tiles.rows * w.tiles.cols;
+    w.s.resize(tile_size);
+    w.dp.resize(tile_size);
+    w.dropped.resize(p.dropout > 0 ? tile_size : 0);
+    w.tanh.resize(p.logit_softcap > 0 ? tile_size : 0);
+    w.D.resize(p.L);
+    // A strided key/value head, packed (dense_rows), and strided gradients' dense accumulators.
+    std::vector<T> k_pack, v_pack, dk_acc, dv_acc;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t part = task % split, bg = task / split, b = bg / Hkv, g = bg % Hkv;
+      const T* kh = dense_rows(p.k_rows.head(k, b, g), p.k_rows.n, p.S, p.dk, k_pack);
+      const T* vh = dense_rows(p.v_rows.head(v, b, g), p.v_rows.n, p.S, p.dv, v_pack);
+      T* dk_out = p.dk_rows.head(dk, b, g);
+      T* dv_out = p.dv_rows.head(dv, b, g);
+      T* dkh = split > 1 ? partial_k.data() + task * p.S * p.dk
+                         : dense_accumulator(dk_out, p.dk_rows.n, p.S, p.dk, dk_acc);
+      T* dvh = split > 1 ? partial_v.data() + task * p.S * p.dv
+                         : dense_accumulator(dv_out, p.dv_rows.n, p.S, p.dv, dv_acc);
+      if (split > 1) {  // partial sums start at zero (dense_accumulator zeroes its own)
+        std::fill(dkh, dkh + p.S * p.dk, T(0));
+        std::fill(dvh, dvh + p.S * p.dv, T(0));
       }
-      for (int64_t j0 = 0; j0 < p.S; j0 += kFlashKeyTile) {
-        const int64_t bc = std::min(kFlashKeyTile, p.S - j0);
-        // Causal: the first query that sees key j0 is j0 − (S − L).
-        const int64_t first_query = p.causal ? std::max<int64_t>(0, j0 - (p.S - p.L)) : 0;
-        for (int64_t q0 = (first_query / kFlashQueryTile) * kFlashQueryTile; q0 < p.L;
-             q0 += kFlashQueryTile) {
-          const int64_t br = std::min(kFlashQueryTile, p.L - q0);
-          score_tile(p, b, h, qh + q0 * p.dk, p.dk, kh + j0 * p.dk, p.dk, q0, br, j0, bc,
-                     s.data());
-          for (int64_t r = 0; r < br; ++r) probabilities_row(s.data() + r * bc, bc, lh[q0 + r]);
-          // With dropout the output used P̃ = P ∘ Z / (1 − rate): dV = P̃ᵀ dO and dP = dP̃ ∘ Z /
-          // (1 − rate); D = rowsum(dO ∘ O) is still Σ_j P_ij dP_ij.
-          const T* used = s.data();
-          if (p.dropout > 0) {
-            std::copy(s.begin(), s.begin() + br * bc, dropped.begin());
-            apply_dropout(p, bh, q0, br, j0, bc, dropped.data());
-            used = dropped.data();
+      for (int64_t h = g * group + part * group / split; h < g * group + (part + 1) * group / split;
+           ++h)
+        backward_head(p, b, h, q, kh, vh, out, lse, dout, dq, dkh, dvh, w);
+      if (split == 1) {
+        write_rows(dkh, dk_out, p.dk_rows.n, p.S, p.dk);
+        write_rows(dvh, dv_out, p.dv_rows.n, p.S, p.dv);
+      }
+    }
+  });
+  if (split == 1) return;
+  // dk, dv of each key/value head: the sum of its parts, written to their rows.
+  parallel_for(0, p.B * Hkv, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t bg = begin; bg < end; ++bg) {
+      const int64_t b = bg / Hkv, g = bg % Hkv;
+      const auto sum_parts = [&](const std::vector<T>& partial, int64_t d, const FlashRows& rows,
+                                 T* grad) {
+        T* dst = rows.head(grad, b, g);
+        const T* first = partial.data() + bg * split * p.S * d;
+        for (int64_t i = 0; i < p.S; ++i) {
+          T* row = dst + i * rows.n;
+          for (int64_t c = 0; c < d; ++c) {
+            T acc = first[i * d + c];
+            for (int64_t part = 1; part < split; ++part) acc += first[(part * p.S + i) * d + c];
+            row[c] = acc;
           }
-          // dV_j += P̃ᵀ dO_i
-          gemm(true, false, bc, p.dv, br, T(1), used, bc, doh + q0 * p.dv, p.dv, T(1),
-               dvh + j0 * p.dv, p.dv);
-          // dP = dO_i V_jᵀ, then dS = P ∘ (dP − D)
-          gemm(false, true, br, bc, p.dv, T(1), doh + q0 * p.dv, p.dv, vh + j0 * p.dv, p.dv, T(0),
-               dp.data(), bc);
-          if (p.dropout > 0) apply_dropout(p, bh, q0, br, j0, bc, dp.data());
-          for (int64_t r = 0; r < br; ++r)
-            softmax_grad_row(dp.data() + r * bc, s.data() + r * bc, bc, D[q0 + r]);
-          // dQ_i += scale · dS K_j;  dK_j += scale · dSᵀ Q_i
-          gemm(false, false, br, p.dk, bc, scale, dp.data(), bc, kh + j0 * p.dk, p.dk, T(1),
-               dqh + q0 * p.dk, p.dk);
-          gemm(true, false, bc, p.dk, br, scale, dp.data(), bc, qh + q0 * p.dk, p.dk, T(1),
-               dkh + j0 * p.dk, p.dk);
         }
-      }
-      write_rows(dqh, dq_out, p.dq_rows.n, p.L, p.dk);
-      write_rows(dkh, dk_out, p.dk_rows.n, p.S, p.dk);
-      write_rows(dvh, dv_out, p.dv_rows.n, p.S, p.dv);
+      };
+      sum_parts(partial_k, p.dk, p.dk_rows, dk);
+      sum_parts(partial_v, p.dv, p.dv_rows, dv);
     }
   });
 }

@@ -38,13 +38,28 @@ struct FlashRows {
 };
 
 struct FlashProblem {
-  int64_t B = 0, H = 0, L = 0, S = 0, dk = 0, dv = 0;
-  // Layouts: q [B,H,L,dk], k [B,H,S,dk], v [B,H,S,dv], out [B,H,L,dv] (forward and backward);
-  // dout like out, dq like q, dk/dv like k/v (backward only). All must be set (the callers in
-  // ops/flash_attention.cpp take them from the tensors' strides). lse is contiguous.
+  // H query heads; Hkv key/value heads (grouped-query attention), dividing H: query head h reads
+  // key/value head h / (H / Hkv), in place (nothing is repeated). 0 = H.
+  int64_t B = 0, H = 0, L = 0, S = 0, dk = 0, dv = 0, Hkv = 0;
+  // Layouts: q [B,H,L,dk], k [B,Hkv,S,dk], v [B,Hkv,S,dv], out [B,H,L,dv] (forward and
+  // backward); dout like out, dq like q, dk/dv like k/v (backward only). All must be set (the
+  // callers in ops/flash_attention.cpp take them from the tensors' strides). lse is contiguous.
   FlashRows q_rows, k_rows, v_rows, out_rows, dout_rows, dq_rows, dk_rows, dv_rows;
   double scale = 1.0;
   bool causal = false;  // bottom-right aligned: query i sees keys j <= i + S − L
+  // > 0: a sliding window, query i sees only keys j > i + S − L − window (with causal: the last
+  // `window` columns up to its own). Key tiles outside every row's band are never visited, so the
+  // cost is O(L · window), not O(L · S).
+  int64_t window = 0;
+  // > 0: scores -> cap · tanh(scores / cap) after the scale, before the mask (Gemma 2's
+  // attn_logit_softcapping); the backward multiplies by 1 − tanh².
+  double logit_softcap = 0.0;
+  // The backward with grouped heads splits each key/value head's group of G query heads into
+  // this many parts, one task each, whose dk/dv partial sums are added afterwards (G: one task per
+  // query head; 1: one task per key/value head, no partial sums). 0 = chosen from the thread count.
+  int64_t group_split = 0;
+  int64_t kv_heads() const { return Hkv > 0 ? Hkv : H; }
+  int64_t group() const { return H / kv_heads(); }
   FlashMask mask;
   double dropout = 0.0;        // attention-probability dropout rate in [0, 1)
   uint64_t dropout_seed = 0;   // with the element's position, decides keep/drop (see below)
@@ -78,7 +93,8 @@ void flash_attention_forward(const FlashProblem& p, const double* q, const doubl
                              const double* v, double* out, double* lse);
 
 // Gradients from dout [B,H,L,dv] and the forward's out and lse. dq, dk, dv are overwritten (only
-// their rows: padding between strided rows is left alone).
+// their rows: padding between strided rows is left alone); dk and dv of a key/value head sum the
+// gradients of its group's query heads.
 void flash_attention_backward(const FlashProblem& p, const float* q, const float* k,
                               const float* v, const float* out, const float* lse,
                               const float* dout, float* dq, float* dk, float* dv);
