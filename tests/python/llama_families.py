@@ -30,6 +30,8 @@ class FamilyChecks:
     BUILD_DIR and NO_EOS (the generate() argument that never stops: [-1] for 4.38, None for 5.x)."""
     FAMILIES = {}
     NO_EOS = {"eos_token_id": [-1]}
+    # New tokens per generation where a family needs fewer (see test_llama_families_hf5.py).
+    NEW_TOKENS = {}
 
     @classmethod
     def setUpClass(cls):
@@ -61,15 +63,16 @@ class FamilyChecks:
 
     def check_forward(self, name, d, model):
         g = torch.Generator().manual_seed(5)
-        ids = torch.randint(3, VOCAB, (1, 13), generator=g)
-        with torch.no_grad():
-            ref = model(ids, output_hidden_states=True)
-        got = self.encode(d, ids[0].tolist())
-        for k, h in enumerate(ref.hidden_states):
-            err = max_relative(got[f"hidden_states.{k}"], h)
-            self.assertLessEqual(err, TOLERANCE, f"{name}: hidden_states.{k} differs by {err}")
-        err = max_relative(got["logits"], ref.logits)
-        self.assertLessEqual(err, TOLERANCE, f"{name}: logits differ by {err}")
+        for n in (13, 24):  # 24: past a longrope model's original_max_position_embeddings
+            ids = torch.randint(3, VOCAB, (1, n), generator=g)
+            with torch.no_grad():
+                ref = model(ids, output_hidden_states=True)
+            got = self.encode(d, ids[0].tolist())
+            for k, h in enumerate(ref.hidden_states):
+                err = max_relative(got[f"hidden_states.{k}"], h)
+                self.assertLessEqual(err, TOLERANCE, f"{name}: n={n}: hidden_states.{k} differs by {err}")
+            err = max_relative(got["logits"], ref.logits)
+            self.assertLessEqual(err, TOLERANCE, f"{name}: n={n}: logits differ by {err}")
 
     def hf_generate(self, model, prompts, **kwargs):
         width = max(len(p) for p in prompts)
@@ -91,12 +94,13 @@ class FamilyChecks:
 
     def check_generate(self, name, d, model):
         prompts = [[5, 17, 33, 9, 41, 60, 7, 12, 3], [44, 8, 91]]
-        expected = self.hf_generate(model, prompts, max_new_tokens=20)
-        got = self.attnkit_generate(d, prompts, "--max-new-tokens", "20")
+        greedy, beam = self.NEW_TOKENS.get(name, 20), min(self.NEW_TOKENS.get(name, 12), 12)
+        expected = self.hf_generate(model, prompts, max_new_tokens=greedy)
+        got = self.attnkit_generate(d, prompts, "--max-new-tokens", str(greedy))
         self.assertEqual(got, expected, f"{name}: greedy ids")
-        expected = self.hf_generate(model, prompts, max_new_tokens=12, num_beams=4,
+        expected = self.hf_generate(model, prompts, max_new_tokens=beam, num_beams=4,
                                     num_return_sequences=2)
-        got = self.attnkit_generate(d, prompts, "--max-new-tokens", "12", "--strategy", "beam",
+        got = self.attnkit_generate(d, prompts, "--max-new-tokens", str(beam), "--strategy", "beam",
                                     "--beams", "4", "--num-return-sequences", "2")
         self.assertEqual(got, expected, f"{name}: beam-4 ids")
 
