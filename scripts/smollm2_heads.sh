@@ -17,19 +17,19 @@ MODEL="$CACHE/weights/smollm2-135m-instruct.gguf"
 [ -f "$MODEL" ] || { echo "smollm2_heads.sh: no $MODEL (run scripts/setup.sh)" >&2; exit 1; }
 mkdir -p "$OUT"
 if [ ! -f "$OUT/split/test.tsv" ]; then
-  nice -n 10 "$BUILD/attnkit" --quiet data parallel --out "$OUT/split"
+  nice -n 19 "$BUILD/attnkit" --quiet data parallel --out "$OUT/split"
 fi
 # One verse per line (the English column), the first VERSES of each file.
-cut -f1 "$OUT/split/val.tsv" | head -n "$VERSES" > "$OUT/importance.txt"
-cut -f1 "$OUT/split/test.tsv" | head -n "$VERSES" > "$OUT/evaluation.txt"
+head -n "$VERSES" "$OUT/split/val.tsv" | cut -f1 > "$OUT/importance.txt"
+head -n "$VERSES" "$OUT/split/test.tsv" | cut -f1 > "$OUT/evaluation.txt"
 if [ ! -f "$OUT/heads/heads.json" ]; then
-  /usr/bin/time -v nice -n 10 "$BUILD/attnkit" --threads 2 analyze heads --model "$MODEL" \
+  /usr/bin/time -v nice -n 19 "$BUILD/attnkit" --threads 2 analyze heads --model "$MODEL" \
     --score-data "$OUT/importance.txt" --data "$OUT/evaluation.txt" --max-length 128 \
     --batch-size 8 --no-ablation --fractions 5,10,15,20,30,40,50,70 --out "$OUT/heads" \
     2> "$OUT/heads.time"
 fi
 if [ ! -f "$OUT/collapse/collapse.json" ]; then
-  /usr/bin/time -v nice -n 10 "$BUILD/attnkit" --threads 2 analyze collapse --model "$MODEL" \
+  /usr/bin/time -v nice -n 19 "$BUILD/attnkit" --threads 2 analyze collapse --model "$MODEL" \
     --data "$OUT/evaluation.txt" --seq-len 64 --samples 32 --out "$OUT/collapse" 2> "$OUT/collapse.time" || \
     echo "smollm2_heads.sh: analyze collapse failed (see $OUT/collapse.time)" >&2
 fi

@@ -2,6 +2,8 @@
 
 #include "attnkit/error.h"
 #include "attnkit/formats/gguf.h"
+#include "attnkit/formats/gguf_tokenizer.h"
+#include "attnkit/text/pretrained.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -190,6 +192,10 @@ GgufCheckpoint read_gguf_checkpoint(const std::string& path) {
     out.tensors.emplace(std::move(name), std::move(t));
   }
   return out;
+}
+
+text::Tokenizer load_tokenizer(const std::string& path) {
+  return is_gguf_file(path) ? formats::read_gguf_tokenizer(path) : text::load_tokenizer(path);
 }
 
 std::shared_ptr<models::Model> load_gguf(const std::string& path, HuggingFaceModel* info) {

@@ -3,7 +3,6 @@
 // collapse.json and SVG plots (report/collapse_plots.h); see docs/analysis.md.
 #include "attnkit/analysis/collapse_experiment.h"
 #include "attnkit/error.h"
-#include "attnkit/formats/gguf_tokenizer.h"
 #include "attnkit/io/gguf_model.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/io/safetensors.h"
@@ -66,9 +65,7 @@ void read_data_windows(const CollapseCommand& c, analysis::CollapseExperimentOpt
                             : io::resolve_model_path(c.model_dir);
   if (tokenizer_path.empty())
     throw Error("--data needs a tokenizer: give --model DIR (its tokenizer) or --tokenizer PATH");
-  const text::Tokenizer tokenizer = io::is_gguf_file(tokenizer_path)
-                                        ? formats::read_gguf_tokenizer(tokenizer_path)
-                                        : text::load_tokenizer(tokenizer_path);
+  const text::Tokenizer tokenizer = io::load_tokenizer(tokenizer_path);
   text::TokenWindows windows;
   try {
     windows = text::read_token_windows(c.data, tokenizer, c.seq_len, c.samples);

@@ -12,6 +12,7 @@
 #include "attnkit/models/encoder_decoder.h"
 #include "attnkit/models/task_model.h"
 #include "attnkit/error.h"
+#include "attnkit/io/gguf_model.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/progress.h"
 #include "attnkit/report/head_plots.h"
@@ -162,7 +163,7 @@ analysis::HeadsDataReader data_reader(const DataOptions& d) {
     // The model's own tokenizer: where it was read from (a run directory's checkpoint).
     if (analysis::heads_task_kind(model_dir, loaded) == analysis::HeadsTaskKind::Translation)
       return translation_inputs(d, path, loaded);
-    const auto tokenizer = text::load_tokenizer(d.tokenizer.empty() ? loaded.path : d.tokenizer);
+    const auto tokenizer = io::load_tokenizer(d.tokenizer.empty() ? loaded.path : d.tokenizer);
     const int64_t length = std::min(d.max_length, loaded.config.max_positions);
     if (analysis::heads_task_kind(model_dir, loaded) == analysis::HeadsTaskKind::LanguageModel) {
       // The token stream `attnkit train --task.name lm` trains on, in windows of `length` tokens

@@ -9,6 +9,7 @@
 // model in every command (and `convert --from FILE.gguf --to DIR --format huggingface` writes a
 // directory transformers loads).
 #include "attnkit/io/huggingface.h"
+#include "attnkit/text/tokenizer.h"
 
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,10 @@ bool is_gguf_file(const std::string& path);
 // Throws attnkit::Error "PATH: ..." (one line) for a file that is not GGUF, an architecture other
 // than llama and gemma3, missing or inconsistent metadata, tensors missing, unexpected or of the wrong shape.
 GgufCheckpoint read_gguf_checkpoint(const std::string& path);
+
+// text::load_tokenizer(path), or the tokenizer of a GGUF file's tokenizer.ggml.* metadata when
+// `path` is one (formats/gguf_tokenizer.h): what a command's tokenizer path may name.
+text::Tokenizer load_tokenizer(const std::string& path);
 
 // read_gguf_checkpoint + load_huggingface_checkpoint.
 std::shared_ptr<models::Model> load_gguf(const std::string& path, HuggingFaceModel* info = nullptr);

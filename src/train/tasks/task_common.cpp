@@ -1,6 +1,7 @@
 #include "task_common.h"
 
 #include "attnkit/error.h"
+#include "attnkit/io/gguf_model.h"
 #include "attnkit/io/model_directory.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/train/memory_budget.h"
@@ -141,6 +142,7 @@ text::Tokenizer task_tokenizer(const RunConfig& config) {
   if (config.task.tokenizer.empty() && !config.model.init.empty()) {
     namespace fs = std::filesystem;
     fs::path model = io::resolve_model_path(config.model.init);
+    if (io::is_gguf_file(model.string())) return io::load_tokenizer(model.string());  // its metadata's
     if (!fs::is_directory(model)) model = model.parent_path();
     if (auto found = text::find_tokenizer(model.string())) return *found;
     return text::load_tokenizer(config.model.init);  // its error names what is missing
@@ -148,7 +150,7 @@ text::Tokenizer task_tokenizer(const RunConfig& config) {
   if (config.task.tokenizer.empty())
     throw Error(fmt::format("task '{}' needs task.tokenizer (a tokenizer.json, vocab.txt or a "
                             "directory with one)", config.task.name));
-  return text::load_tokenizer(config.task.tokenizer);
+  return io::load_tokenizer(config.task.tokenizer);
 }
 
 int64_t pad_id(const text::Tokenizer& tokenizer) {
