@@ -59,31 +59,24 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
     torch::NoGradGuard no_grad;
     r.ablation.baseline = task.metric();
   }
-  for (auto order : {PruningOrder::Importance, PruningOrder::Random, PruningOrder::Reverse}) {
+  auto profile = [&](PruningOrder order, bool groups) {
     PruningOptions options;
     options.fractions = o.fractions;
     options.exact = o.exact;
     options.min_heads_per_layer = o.min_heads;
     options.order = order;
     options.seed = o.seed;
-    auto bar = phase(progress, fmt::format("profile steps ({})", to_string(order)),
+    options.groups = groups;
+    auto bar = phase(progress,
+                     fmt::format("profile steps ({}{})", to_string(order), groups ? ", key/value groups" : ""),
                      int64_t(options.fractions.empty() ? 10 : options.fractions.size()) + 1);
     r.profiles.push_back(pruning_profile(task, options, bar.get()));
-  }
+  };
+  for (auto order : {PruningOrder::Importance, PruningOrder::Random, PruningOrder::Reverse})
+    profile(order, false);
   // Grouped-query attention: whole key/value groups too, by group importance and at random.
   if (!r.importance.group_raw.empty())
-    for (auto order : {PruningOrder::Importance, PruningOrder::Random}) {
-      PruningOptions options;
-      options.fractions = o.fractions;
-      options.exact = o.exact;
-      options.min_heads_per_layer = o.min_heads;
-      options.order = order;
-      options.seed = o.seed;
-      options.groups = true;
-      auto bar = phase(progress, fmt::format("profile steps ({}, key/value groups)", to_string(order)),
-                       int64_t(options.fractions.empty() ? 10 : options.fractions.size()) + 1);
-      r.profiles.push_back(pruning_profile(task, options, bar.get()));
-    }
+    for (auto order : {PruningOrder::Importance, PruningOrder::Random}) profile(order, true);
   return r;
 }
 

@@ -57,6 +57,24 @@ def attnkit(*argv):
     return p.returncode, p.stdout, p.stderr
 
 
+def transformers_model(name, attention=None):
+    """transformers' own reading of a GGUF file (config; tensors dequantized, un-permuted and
+    shifted by its load_gguf_checkpoint) without from_pretrained(gguf_file=), which wants
+    accelerate for the weights; it never stops at an end token (attnkit: --no-eos)."""
+    config = AutoConfig.from_pretrained(WEIGHTS, gguf_file=name)
+    if attention:
+        config._attn_implementation = attention
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    tensors = load_gguf_checkpoint(os.path.join(WEIGHTS, name), return_tensors=True,
+                                   model_to_load=model)["tensors"]
+    missing, unexpected = model.load_state_dict({k: torch.as_tensor(v) for k, v in tensors.items()},
+                                                strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
+    model.tie_weights()
+    model.generation_config.eos_token_id = None
+    return model
+
+
 class SmolLM2Gguf(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -64,17 +82,7 @@ class SmolLM2Gguf(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.tokenizer = AutoTokenizer.from_pretrained(WEIGHTS, gguf_file=GGUF)
         cls.path = os.path.join(WEIGHTS, GGUF)
-        # transformers' own GGUF reading (config, dequantized and un-permuted tensors) without
-        # from_pretrained(gguf_file=), which wants accelerate for the weights.
-        config = AutoConfig.from_pretrained(WEIGHTS, gguf_file=GGUF)
-        cls.model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
-        tensors = load_gguf_checkpoint(cls.path, return_tensors=True, model_to_load=cls.model)["tensors"]
-        missing, unexpected = cls.model.load_state_dict(
-            {k: torch.as_tensor(v) for k, v in tensors.items()}, strict=False)
-        assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
-        cls.model.tie_weights()
-        # Never stop at an end token (attnkit: --no-eos): 32 new tokens on every prompt.
-        cls.model.generation_config.eos_token_id = None
+        cls.model = transformers_model(GGUF)
         cls.prompt_ids = [cls.tokenizer(p)["input_ids"] for p in PROMPTS]
 
     @classmethod
@@ -131,15 +139,7 @@ class Gemma3Gguf(unittest.TestCase):
         torch.set_num_threads(2)
         cls.path = os.path.join(WEIGHTS, GEMMA)
         cls.tokenizer = AutoTokenizer.from_pretrained(WEIGHTS, gguf_file=GEMMA)
-        config = AutoConfig.from_pretrained(WEIGHTS, gguf_file=GEMMA)
-        config._attn_implementation = "eager"
-        cls.model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
-        tensors = load_gguf_checkpoint(cls.path, return_tensors=True, model_to_load=cls.model)["tensors"]
-        missing, unexpected = cls.model.load_state_dict(
-            {k: torch.as_tensor(v) for k, v in tensors.items()}, strict=False)
-        assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
-        cls.model.tie_weights()
-        cls.model.generation_config.eos_token_id = None
+        cls.model = transformers_model(GEMMA, attention="eager")
         cls.tmp = tempfile.TemporaryDirectory()
 
     @classmethod
