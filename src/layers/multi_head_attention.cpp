@@ -197,7 +197,9 @@ bool MultiHeadAttentionImpl::uniform_groups() const {
 }
 
 at::Tensor MultiHeadAttentionImpl::repeat_kv(const at::Tensor& x) const {
-  if (!grouped_ || kv_heads_ == heads()) return x;
+  // x.size(1) == heads(): already one key/value head per query head (uneven groups are expanded
+  // right after the projections, so the later calls leave them alone).
+  if (!grouped_ || x.size(1) == heads()) return x;
   if (uniform_groups()) return x.repeat_interleave(heads() / kv_heads_, 1);
   return x.index_select(1, at::tensor(kv_of_head_, at::kLong).to(x.device()));
 }

@@ -273,6 +273,9 @@ TEST(HeadPruning, GroupedQueryHeadsAndWholeGroups) {
   EXPECT_EQ(pruned->kv_of_head(), (std::vector<int64_t>{0, 1, 1}));
   full->set_head_gates(gates_without(heads, {0, 1, 4}));
   EXPECT_LE(max_error(pruned->forward(x).output, full->forward(x).output), kTolerance);
+  AttentionInputs with_weights;  // the explicit-weights path of the uneven layer too
+  with_weights.need_weights = true;
+  EXPECT_LE(max_error(pruned->forward(x, with_weights).output, full->forward(x).output), kTolerance);
   // The whole of group 0 (its last head 2): k and v lose that group's rows.
   pruned->prune_heads({2});
   EXPECT_EQ(pruned->heads(), 2);
@@ -283,6 +286,23 @@ TEST(HeadPruning, GroupedQueryHeadsAndWholeGroups) {
   full->set_head_gates(gates_without(heads, {0, 1, 2, 4}));
   EXPECT_LE(max_error(pruned->forward(x).output, full->forward(x).output), kTolerance);
   EXPECT_EQ(pruned->pruned_heads(), (std::vector<int64_t>{0, 1, 2, 4}));
+  // Uneven the other way (group 0 keeps 3 heads, group 1 one): kv_of_head 0, 0, 0, 1, on both
+  // the fused path and the explicit-weights path.
+  MultiHeadAttention uneven(MultiHeadAttentionOptions(hidden, heads).spec(spec));
+  uneven->to(torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    auto from = full->named_parameters();
+    for (auto& p : uneven->named_parameters()) p.value().copy_(from[p.key()]);
+  }
+  uneven->prune_heads({4, 5});
+  EXPECT_EQ(uneven->kv_of_head(), (std::vector<int64_t>{0, 0, 0, 1}));
+  full->set_head_gates(gates_without(heads, {4, 5}));
+  const at::Tensor expected = full->forward(x).output;
+  AttentionInputs explicit_weights;
+  explicit_weights.need_weights = true;
+  EXPECT_LE(max_error(uneven->forward(x).output, expected), kTolerance);
+  EXPECT_LE(max_error(uneven->forward(x, explicit_weights).output, expected), kTolerance);
 }
 
 }  // namespace
