@@ -270,7 +270,10 @@ json llama_config_to_json(const TransformerConfig& c, const HeadsConfig& h) {
   require_expressible(v.qkv_bias_only ? (a.bias && !a.output_bias) : a.output_bias || !a.bias, c,
                       "the attention biases differ from the family's");
   require_expressible(v.window || a.window == 0, c, "a sliding window needs the mistral family");
-  require_expressible(c.rotary->head_dim == head_dim && (v.fused || c.rotary->rotary_dim == 0), c,
+  // rotary_dim 0 and rotary_dim = head_dim both rotate the whole head (a config read from HF has
+  // 0; one written by attnkit's own format, e.g. a `train --init` checkpoint, may name it).
+  const bool partial_rotary = c.rotary->dim() != head_dim;
+  require_expressible(c.rotary->head_dim == head_dim && (v.fused || !partial_rotary), c,
                       "the rotation must cover the whole head");
   const std::string architecture = std::string(v.architecture) +
                                    (h.sequence_labels > 0 ? "ForSequenceClassification" : "ForCausalLM");
@@ -313,7 +316,7 @@ json llama_config_to_json(const TransformerConfig& c, const HeadsConfig& h) {
     j["final_logit_softcapping"] = c.final_logit_softcap > 0 ? json(c.final_logit_softcap) : json(nullptr);
   }
   if (v.qk_norm && c.rotary_local) j["rope_local_base_freq"] = c.rotary_local->theta;
-  if (c.rotary->rotary_dim > 0)
+  if (partial_rotary)
     j["partial_rotary_factor"] = static_cast<double>(c.rotary->rotary_dim) / static_cast<double>(head_dim);
   if (v.fused) {
     j["resid_pdrop"] = c.dropout;

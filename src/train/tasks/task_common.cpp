@@ -40,11 +40,16 @@ models::TransformerConfig unshared(models::TransformerConfig c, bool unshare) {
 // every tensor of the same name and shape, the task's other heads freshly initialised. Prints one
 // line saying what was loaded and what is new.
 models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_t longest,
-                             const models::HeadsConfig& heads, int64_t token_types,
+                             const models::HeadsConfig& task_heads, int64_t token_types,
                              const TrainerOptions& options, bool unshare) {
   // The loaded model is no larger than its weights file (io refuses a config that describes more);
   // training it needs the copies below, checked before the task's model is built.
   auto loaded = io::load_model(directory);
+  // A language-model head the model already has keeps its own tying: an untied output matrix
+  // (Llama 3, Qwen2, Mistral) is loaded and trained, not replaced by the word embeddings.
+  models::HeadsConfig heads = task_heads;
+  if ((heads.causal_lm && loaded.heads.causal_lm) || (heads.masked_lm && loaded.heads.masked_lm))
+    heads.tie_lm = loaded.heads.tie_lm;
   auto c = with_condition(loaded.config, heads);
   // A pooled classifier over a checkpoint without a pooler (a BertForMaskedLM, RobertaForMaskedLM)
   // gets a fresh one, as transformers initialises BertPooler / RoBERTa's classifier.dense.
