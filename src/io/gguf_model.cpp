@@ -26,8 +26,9 @@ int64_t positive(const GgufFile& file, const std::string& key) {
   return v;
 }
 
-int64_t integer_or(const GgufFile& file, const std::string& key, int64_t fallback) {
-  return file.find(key) ? file.get_integer(key) : fallback;
+// The key's value, which must be positive, or `fallback` when the file lacks it.
+int64_t positive_or(const GgufFile& file, const std::string& key, int64_t fallback) {
+  return file.find(key) ? positive(file, key) : fallback;
 }
 
 // llama.cpp's converter stores q (n_head) and k (n_head_kv) with each head's rows reordered from
@@ -83,10 +84,10 @@ GgufCheckpoint read_gguf_checkpoint(const std::string& path) {
   const int64_t heads = positive(file, p + "attention.head_count");
   const int64_t kv_heads = file.find(p + "attention.head_count_kv")
                                ? positive(file, p + "attention.head_count_kv") : heads;
-  const int64_t head_dim = integer_or(file, p + "attention.key_length", hidden / heads);
-  if (integer_or(file, p + "attention.value_length", head_dim) != head_dim)
+  const int64_t head_dim = positive_or(file, p + "attention.key_length", hidden / heads);
+  if (positive_or(file, p + "attention.value_length", head_dim) != head_dim)
     throw Error(fmt::format("{}: value_length differs from key_length", path));
-  const int64_t rotary_dim = integer_or(file, p + "rope.dimension_count", head_dim);
+  const int64_t rotary_dim = positive_or(file, p + "rope.dimension_count", head_dim);
   if (rotary_dim != head_dim && !gemma3)
     throw Error(fmt::format("{}: {}rope.dimension_count {} differs from the head size {} (partial "
                             "rotation is not supported for llama files)", path, p, rotary_dim, head_dim));
@@ -94,7 +95,7 @@ GgufCheckpoint read_gguf_checkpoint(const std::string& path) {
   const auto embedding_shape = embedding.shape();
   if (embedding_shape.size() != 2 || embedding_shape[1] != hidden)
     throw Error(fmt::format("{}: token_embd.weight must be [vocab, {}]", path, hidden));
-  const int64_t vocab = integer_or(file, p + "vocab_size", embedding_shape[0]);
+  const int64_t vocab = positive_or(file, p + "vocab_size", embedding_shape[0]);
   if (vocab != embedding_shape[0])
     throw Error(fmt::format("{}: {}vocab_size {} differs from token_embd.weight's {} rows", path, p,
                             vocab, embedding_shape[0]));
@@ -112,7 +113,7 @@ GgufCheckpoint read_gguf_checkpoint(const std::string& path) {
        {"num_attention_heads", heads},
        {"num_key_value_heads", kv_heads},
        {"head_dim", head_dim},
-       {"max_position_embeddings", integer_or(file, p + "context_length", 2048)},
+       {"max_position_embeddings", positive_or(file, p + "context_length", 2048)},
        {"rms_norm_eps", file.get_number(p + "attention.layer_norm_rms_epsilon")},
        {"rope_theta", file.find(p + "rope.freq_base") ? file.get_number(p + "rope.freq_base") : 10000.0},
        {"rope_scaling", rope_scaling(file, arch)},

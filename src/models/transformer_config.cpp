@@ -215,7 +215,8 @@ void TransformerConfig::validate() const {
     throw Error(fmt::format("config: dropout must be in [0, 1) (got {})", dropout));
   if (attention_dropout < 0 || attention_dropout >= 1)
     throw Error(fmt::format("config: attention_dropout must be in [0, 1) (got {})", attention_dropout));
-  if (layer_norm_eps <= 0) throw Error("config: layer_norm_eps must be positive");
+  if (!(layer_norm_eps > 0) || !std::isfinite(layer_norm_eps))
+    throw Error(fmt::format("config: layer_norm_eps must be positive and finite (got {})", layer_norm_eps));
   if (!(embedding_scale > 0) || !std::isfinite(embedding_scale))
     throw Error(fmt::format("config: embedding_scale must be positive (got {})", embedding_scale));
   if (position_id_offset < 0 || position_id_offset > 1000000)

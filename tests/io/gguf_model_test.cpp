@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -167,6 +168,29 @@ TEST(GgufModel, BadFilesAreOneLineErrorsNamingTheFile) {
   rows.hf["model.layers.0.self_attn.q_proj.weight"] = torch::randn({kHeads * kHeadDim, kHidden});
   rows.extra = {{"rope_freqs.weight", torch::ones({2})}};
   expect(rows, "rope_freqs.gguf", "rope_freqs.weight");
+}
+
+// The fuzz target's seeds load; the hostile files of fuzz/regressions/gguf_model (huge or zero
+// sizes, a NaN or negative eps, heads that do not divide, missing tensors) are one-line errors
+// naming the file, each before any allocation of the size it names.
+TEST(GgufModel, FuzzSeedsLoadAndRegressionsAreOneLineErrors) {
+  namespace fs = std::filesystem;
+  const fs::path fuzz = fs::path(ATTNKIT_SOURCE_DIR) / "fuzz";
+  int seeds = 0, hostile = 0;
+  for (const auto& entry : fs::directory_iterator(fuzz / "corpus" / "gguf_model")) {
+    const auto loaded = io::load_model(entry.path().string());
+    ASSERT_TRUE(loaded.transformer) << entry.path();
+    ++seeds;
+  }
+  for (const auto& entry : fs::directory_iterator(fuzz / "regressions" / "gguf_model")) {
+    const std::string path = entry.path().string();
+    const std::string message = error_of([&] { io::load_model(path); });
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    ++hostile;
+  }
+  EXPECT_GE(seeds, 3);
+  EXPECT_GE(hostile, 10);
 }
 
 }  // namespace
