@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""Generated numbers stay generated (issue 44): the parts of docs/results.md that the experiment
+drivers write from their JSON (bench/lra_results.py: docs/lra-results.json between the
+lra-results markers; bench/pretrain_results.py: docs/pretrain-results.json between the
+pretrain-results markers) must be exactly what the driver's markdown() renders from that JSON
+now. A table edited by hand, a JSON changed without the table, or a renderer changed without
+re-rendering fails here; the message names the first differing line. Fix: run the driver with
+--report-only (it re-renders from the finished cells) and commit both files."""
+import difflib
+import importlib.util
+import json
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True
+sys.path.insert(0, HERE)
+import runner  # noqa: E402
+
+ROOT = runner.ROOT
+runner.build_dir()  # not used: the test reads files only
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+
+def driver(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "bench", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def region(text, begin, end):
+    """The text from `begin` through `end` (markers included), as the drivers write it."""
+    assert begin in text and end in text, f"markers {begin} / {end} missing"
+    head, rest = text.split(begin, 1)
+    return begin + rest.split(end, 1)[0] + end
+
+
+class DocsTables(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with open(os.path.join(ROOT, "docs", "results.md")) as f:
+            cls.results = f.read()
+
+    def check(self, module, rendered):
+        doc = region(self.results, module.BEGIN, module.END)
+        want = region(rendered, module.BEGIN, module.END)
+        if doc != want:
+            diff = next(d for d in difflib.unified_diff(doc.splitlines(), want.splitlines(), lineterm="", n=0)
+                        if d.startswith(("-", "+")) and not d.startswith(("---", "+++")))
+            self.fail(f"docs/results.md differs from {module.__name__}.markdown() of its JSON: first "
+                      f"difference {diff[:300]!r}; run bench/{module.__name__}.py --report-only")
+
+    def test_lra_table_is_its_json(self):
+        lra = driver("lra_results")
+        with open(os.path.join(ROOT, "docs", "lra-results.json")) as f:
+            summary = json.load(f)
+        self.check(lra, lra.markdown(summary))
+
+    def test_pretraining_tables_are_their_json(self):
+        pretrain = driver("pretrain_results")
+        with open(os.path.join(ROOT, "docs", "pretrain-results.json")) as f:
+            summary = json.load(f)
+        self.check(pretrain, pretrain.markdown(summary, summary["experiments"]))
+
+    def test_a_changed_number_is_caught(self):
+        lra = driver("lra_results")
+        with open(os.path.join(ROOT, "docs", "lra-results.json")) as f:
+            summary = json.load(f)
+        cell = next(c for c in summary["cells"].values() if "test_accuracy" in c)
+        cell["test_accuracy"] += 0.05
+        doc = region(self.results, lra.BEGIN, lra.END)
+        self.assertNotEqual(doc, region(lra.markdown(summary), lra.BEGIN, lra.END))
+
+
+if __name__ == "__main__":
+    runner.run()
