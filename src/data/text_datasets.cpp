@@ -576,6 +576,19 @@ LanguageModelData read_language_model_data(const std::vector<std::string>& paths
   }
   const size_t block = options.block_size;
   data.tokens = stream.size();
+  if (options.begin_of_window_id) {
+    const size_t count = stream.size() / block;
+    data.blocks.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      std::vector<int64_t> b{int64_t(*options.begin_of_window_id)};
+      b.insert(b.end(), stream.begin() + static_cast<std::ptrdiff_t>(i * block),
+               stream.begin() + static_cast<std::ptrdiff_t>(i * block + block));
+      data.blocks.push_back(std::move(b));
+    }
+    data.dropped_tokens = stream.size() - count * block;
+    data.stats.examples = count;
+    return data;
+  }
   const size_t count = stream.size() > 0 ? (stream.size() - 1) / block : 0;
   data.blocks.reserve(count);
   for (size_t i = 0; i < count; ++i) {

@@ -16,6 +16,7 @@
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/process.h"
 #include "attnkit/report/plot.h"
+#include "cli_runner.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -46,26 +47,7 @@ std::pair<std::string, std::string> split_pair(const std::string& line) {
 
 report::Section translation_stage(const StageContext& context) {
   const auto& o = context.options;
-  const fs::path attnkit = o.executable_dir / "attnkit";
-  if (!fs::exists(attnkit)) throw Error(fmt::format("{} is missing", attnkit.string()));
-  auto run = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), attnkit.string());
-    const ProcessResult r = run_process(args);
-    if (!r.ok()) {
-      // The command's name: its words up to the first option after the global ones.
-      std::string command;
-      for (size_t i = 1; i < args.size(); ++i) {
-        if (args[i].rfind("--", 0) == 0) {
-          if (!command.empty()) break;
-          if (args[i] != "--quiet") ++i;  // a global option's value
-          continue;
-        }
-        command += " " + args[i];
-      }
-      throw Error(fmt::format("attnkit{} failed: {}", command, first_line(r.err.empty() ? r.out : r.err)));
-    }
-    return r;
-  };
+  auto run = [&](std::vector<std::string> args) { return run_attnkit(o, std::move(args)); };
   auto say = [&](const std::string& text) {
     if (!o.quiet) fmt::print(stderr, "{}\n", text);
   };

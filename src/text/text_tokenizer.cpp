@@ -33,4 +33,12 @@ std::string end_token_names(const EndTokenRule& rule) {
   return out;
 }
 
+std::optional<int64_t> leading_special_token(const TextTokenizer& tokenizer) {
+  const std::vector<int64_t> with = tokenizer.encode_ids("a", true);
+  const std::vector<int64_t> without = tokenizer.encode_ids("a", false);
+  // Sizes are not compared: padding to a fixed length gives both the same size.
+  if (!with.empty() && (without.empty() || with[0] != without[0])) return with[0];
+  return std::nullopt;
+}
+
 }  // namespace attnkit::text

@@ -290,6 +290,19 @@ TEST(LanguageModelData, PacksOverlappingBlocks) {
   EXPECT_EQ(data.blocks[1], (std::vector<int64_t>{2, 6, 7, 8, 2}));
   EXPECT_EQ(data.dropped_tokens, 2u);  // "3 8" fill no block
 
+  // A begin token before each block of 4 stream tokens: every token predicted once, the first of
+  // each block from the begin token alone.
+  options.end_of_text_id.reset();
+  options.begin_of_window_id = 1;
+  data = read_language_model_data({first, second}, tokenizer, options);  // 2 3 4 5 | 2 6 7 2 | 3
+  ASSERT_EQ(data.blocks.size(), 2u);  // 9 / 4
+  EXPECT_EQ(data.blocks[0], (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(data.blocks[1], (std::vector<int64_t>{1, 2, 6, 7, 2}));
+  EXPECT_EQ(data.dropped_tokens, 1u);
+  EXPECT_EQ(data.stats.examples, 2u);
+  options.begin_of_window_id.reset();
+
+  options.end_of_text_id = 8;
   options.block_size = 64;
   data = read_language_model_data({first}, tokenizer, options);
   EXPECT_TRUE(data.blocks.empty());

@@ -55,7 +55,10 @@ class Page(html.parser.HTMLParser):
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STAGES = ["oracles", "speed", "training", "lra", "collapse", "heads", "translation", "decoding"]
+STAGES = ["oracles", "speed", "training", "lra", "collapse", "heads", "translation", "pretrained", "decoding"]
+# The pretrained stage's model (scripts/setup.sh fetches it); without it the stage says it skipped.
+SMOLLM2 = os.path.join(os.environ.get("ATTNKIT_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "attnkit")),
+                       "weights", "smollm2-135m-instruct.gguf")
 
 
 def read_page(path):
@@ -93,6 +96,11 @@ class Report(unittest.TestCase):
             self.assertIn("table", page.sections["oracles"]["tags"])
             for sid in ("speed", "training", "lra", "collapse", "translation"):
                 self.assertIn("svg", page.sections[sid]["tags"], f"section {sid} has no inline plot")
+            if os.path.exists(SMOLLM2):
+                self.assertIn("svg", page.sections["pretrained"]["tags"])
+                self.assertIn("SmolLM2 heads", page.sections["pretrained"]["text"])
+            else:
+                self.assertIn("Skipped: no", page.sections["pretrained"]["text"])
             self.assertNotIn("failed", page.sections["summary"]["text"])
             self.assertIn("target met", page.sections["summary"]["text"])
             # Rebuilt from the run directory: the same page.

@@ -192,6 +192,8 @@ TEST(TextTokenizer, WordPieceThroughTheInterfaceIsTheTokenizer) {
   EXPECT_EQ(padded.special_ids().pad, std::optional<int64_t>(0));
   EXPECT_EQ(padded.encode_ids("the cat"), as_int64(padded.encode("the cat").ids));
   EXPECT_EQ(padded.encode_ids("the cat").size(), 8u);
+  EXPECT_EQ(leading_special_token(tokenizer), std::optional<int64_t>(2));  // [CLS]
+  EXPECT_EQ(leading_special_token(padded), std::optional<int64_t>(2));
 }
 
 TEST(TextTokenizer, ByteLevelBpeThroughTheInterfaceIsTheTokenizer) {
@@ -200,6 +202,7 @@ TEST(TextTokenizer, ByteLevelBpeThroughTheInterfaceIsTheTokenizer) {
   const SpecialTokenIds special = tokenizer.special_ids();
   EXPECT_EQ(special.unknown, std::nullopt);  // every byte has a token
   EXPECT_EQ(special.end, std::nullopt);
+  EXPECT_EQ(leading_special_token(tokenizer), std::nullopt);  // GPT-2 puts nothing before a text
 }
 
 TEST(TextTokenizer, UnigramThroughTheInterfaceIsTheTokenizer) {

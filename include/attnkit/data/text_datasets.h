@@ -147,9 +147,14 @@ SquadFeature make_squad_feature(const text::Tokenizer& tokenizer, const SquadExa
 // into blocks of block_size + 1 tokens that overlap by one: block i = t[i*B .. i*B + B], so with
 // inputs = block[0..B) and targets = block[1..B] every token after the first is predicted once.
 // The tail that fills no block is dropped and counted. Invalid UTF-8 is a bad line.
+// With begin_of_window_id (a pretrained model whose tokenizer starts every text with a token, e.g.
+// Gemma's and Llama 2's <bos>) each block is that id followed by the next block_size tokens of
+// the stream, t[i*B .. i*B + B), so inputs = [bos, t[i*B], ...] and every token of the stream is
+// still predicted once, the first of each block from the begin token alone.
 struct LanguageModelDataOptions {
   size_t block_size = 128;
-  std::optional<uint32_t> end_of_text_id;  // e.g. GPT-2's "<|endoftext|>"
+  std::optional<uint32_t> end_of_text_id;    // e.g. GPT-2's "<|endoftext|>"
+  std::optional<uint32_t> begin_of_window_id;  // e.g. Gemma's "<bos>"
   bool skip_bad_lines = false;
   int threads = 1;  // encoding threads (0: all cores)
 };

