@@ -249,6 +249,9 @@ Table profile_statistics_table(const analysis::HeadsAnalysis& r, bool groups) {
       r.metric_name, band ? band->seeds.size() : 0);
   t.columns = {"pruned", r.metric_name, metric + " change", "relative", "random " + r.metric_name,
                "importance - random (" + metric + ")", "verdict"};
+  // A language model's band of perplexities beside its metric's.
+  const bool perplexity = band && !band->steps.empty() && band->steps.front().perplexity;
+  if (perplexity) t.columns.insert(t.columns.begin() + 5, "random perplexity");
   for (const auto& v : statistics->vs_baseline) {
     const auto& step = profile->steps[v.step];
     const auto& d = v.bootstrap.difference;
@@ -262,12 +265,18 @@ Table profile_statistics_table(const analysis::HeadsAnalysis& r, bool groups) {
       const auto& m = band->steps[v.step].metric;
       row[4] = fmt::format("{:.4f} [{:.4f}, {:.4f}]", m.mean, m.interval.low, m.interval.high);
     }
+    if (perplexity) {
+      const auto& q = v.step < band->steps.size() ? band->steps[v.step].perplexity : std::nullopt;
+      row.insert(row.begin() + 5, q ? fmt::format("{:.2f} [{:.2f}, {:.2f}]", q->mean, q->interval.low,
+                                                   q->interval.high)
+                                    : "");
+    }
     if (band)
       for (const auto& c : band->importance_vs_random)
         if (c.step == v.step) {
-          row[5] = fmt::format("{:+.4f} [{:+.4f}, {:+.4f}]", c.difference.score, c.difference.interval.low,
-                               c.difference.interval.high);
-          row[6] = c.verdict.text;
+          row[row.size() - 2] = fmt::format("{:+.4f} [{:+.4f}, {:+.4f}]", c.difference.score,
+                                            c.difference.interval.low, c.difference.interval.high);
+          row.back() = c.verdict.text;
         }
     t.rows.push_back(std::move(row));
   }
@@ -298,11 +307,17 @@ Section heads_section(const analysis::HeadsAnalysis& r, int order) {
     const auto& p = r.profiles[i];
     if (p.order != analysis::PruningOrder::Importance || !r.statistics[i].budget) continue;
     const auto& b = *r.statistics[i].budget;
+    const auto& first = r.statistics[i].vs_baseline.front();
     const char* unit = p.groups ? "key/value groups" : "heads";
     s.headlines.push_back(
         {fmt::format("{} pruned at <= {:.0f}% perplexity increase (importance order)", unit, 100 * b.budget),
-         fmt::format("{} ({:+.1f}% [{:+.1f}%, {:+.1f}%]); {} with the interval's upper end within", b.pruned,
-                     100 * b.increase, 100 * b.interval.low, 100 * b.interval.high, b.pruned_upper),
+         b.step == 0
+             ? fmt::format("0 (the first step, {} pruned, is {:+.1f}% [{:+.1f}%, {:+.1f}%])",
+                           p.steps[first.step].pruned, 100 * first.relative.score,
+                           100 * first.relative.interval.low, 100 * first.relative.interval.high)
+             : fmt::format("{} ({:+.1f}% [{:+.1f}%, {:+.1f}%]); {} with the interval's upper end within",
+                           b.pruned, 100 * b.increase, 100 * b.interval.low, 100 * b.interval.high,
+                           b.pruned_upper),
          {}});
   }
   s.blocks.push_back({fmt::format(
@@ -333,7 +348,9 @@ Section heads_section(const analysis::HeadsAnalysis& r, int order) {
   }
   for (size_t i = 0; i < r.profiles.size() && i < r.statistics.size(); ++i) {
     const auto& p = r.profiles[i];
-    if (p.order != analysis::PruningOrder::Importance || !r.statistics[i].budget) continue;
+    if (p.order != analysis::PruningOrder::Importance || !r.statistics[i].budget ||
+        r.statistics[i].budget->step == 0)
+      continue;
     const auto& b = *r.statistics[i].budget;
     Table t;
     t.caption = fmt::format("Heads kept per layer at the last step within {:.0f}% perplexity increase "

@@ -243,7 +243,13 @@ void print_statistics(const analysis::HeadsAnalysis& r) {
                  p.steps[v.step].pruned, d.score, d.interval.low, d.interval.high, 100 * v.relative.score,
                  100 * v.relative.interval.low, 100 * v.relative.interval.high);
     }
-    if (st.budget) {
+    if (st.budget && st.budget->step == 0) {
+      const auto& first = st.vs_baseline.front();
+      fmt::print("  at <= {:.0f}% perplexity increase: no step (the first, {} {} pruned, is {:+.1f}% "
+                 "[{:+.1f}%, {:+.1f}%])\n",
+                 100 * st.budget->budget, p.steps[first.step].pruned, unit, 100 * first.relative.score,
+                 100 * first.relative.interval.low, 100 * first.relative.interval.high);
+    } else if (st.budget) {
       const auto& b = *st.budget;
       fmt::print("  at <= {:.0f}% perplexity increase: {} {} pruned ({:+.1f}% [{:+.1f}%, {:+.1f}%]; "
                  "upper end {}); {} with the upper end within; heads kept per layer: {}\n",
