@@ -428,6 +428,22 @@ TEST(HeadsExperiment, RandomOrdersIntervalsAndPerplexityBudget) {
   const auto plot = report::pruning_profile_plot(r.profiles, r.metric_name, r.random_bands);
   EXPECT_EQ(plot.series.size(), 2u * 3u + 2u + 1u);  // two bands, two importance orders, reverse
 
+  // A classifier's items: per example, correct of 1 (accuracy, higher is better).
+  save_classifier(dir / "classifier", 1);
+  auto c = options(dir / "classifier");
+  c.random_orders = 2;
+  const auto classified = analysis::run_heads_experiment(c).analysis;
+  const auto& examples = classified.profiles.front().steps.front().items;
+  EXPECT_EQ(examples.metric, metrics::SummedMetric::kAccuracy);
+  ASSERT_EQ(examples.items(), 12u);
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(examples.values[2 * i + 1], 1.0);
+  EXPECT_DOUBLE_EQ(metrics::corpus_score(examples), classified.ablation.baseline);
+  ASSERT_EQ(classified.random_bands.size(), 1u);
+  for (const auto& comparison : classified.random_bands[0].importance_vs_random)
+    EXPECT_EQ(comparison.verdict.text,
+              metrics::verdict(comparison.difference.interval, true, "importance", "random").text);
+  EXPECT_FALSE(classified.statistics.front().budget);  // perplexity only
+
   // Settings: checked before any work (this data would fail later).
   o.random_orders = 0;
   o.data = "empty";
