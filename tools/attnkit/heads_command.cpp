@@ -268,9 +268,14 @@ void print_statistics(const analysis::HeadsAnalysis& r) {
                    s.metric.interval.low, s.metric.interval.high);
       fmt::print("\n");
     }
+    // The items' metric (a language model's perplexity), importance - the random orders' mean.
+    std::string item_metric;
+    for (const auto& p : r.profiles)
+      if (p.groups == band.groups && !p.steps.empty() && p.steps.front().items.width > 0)
+        item_metric = metrics::metric_name(p.steps.front().items.metric);
     for (const auto& c : band.importance_vs_random)
-      fmt::print("  importance vs random ({}) at {:.0f}%: {:+.4f} [{:+.4f}, {:+.4f}]: {}\n", unit,
-                 100 * c.fraction, c.difference.score, c.difference.interval.low,
+      fmt::print("  importance - random ({}, {}) at {:.0f}%: {:+.4f} [{:+.4f}, {:+.4f}]: {}\n", unit,
+                 item_metric, 100 * c.fraction, c.difference.score, c.difference.interval.low,
                  c.difference.interval.high, c.verdict.text);
   }
 }

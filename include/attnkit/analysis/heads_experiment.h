@@ -1,6 +1,7 @@
 #pragma once
 // The head experiments behind `attnkit analyze heads` and `attnkit prune` (analysis/heads.h):
-//   run_heads_experiment  importance, ablations (optional) and the three pruning profiles of a
+//   run_heads_experiment  importance, ablations (optional) and the pruning profiles (importance,
+//                         random orders, reverse; with the statistics of add_profile_statistics) of a
 //                         model directory on a data file (a sequence classifier on labelled
 //                         examples, or a causal language model on windows of text); with a second
 //                         data file the correlation of the two importance maps; or, for a run
