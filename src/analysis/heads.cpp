@@ -153,6 +153,48 @@ HeadTask scoring_task(models::TaskModel task_model, const at::Tensor& input_ids,
   return task;
 }
 
+// Per row of the batches added (logits [rows, ..., classes] against labels [rows, ...], counted
+// where the label is not kIgnoreLabel): counted positions, correct argmax and the summed cross
+// entropy (natural log) over them. The items of the profiles' paired bootstrap.
+class RowSums {
+ public:
+  void add(const at::Tensor& logits, const at::Tensor& labels, bool with_loss) {
+    const int64_t rows = labels.dim() == 0 ? 1 : labels.size(0), classes = logits.size(-1);
+    const at::Tensor flat = labels.reshape({rows, -1}).to(at::kLong);
+    const at::Tensor counted = flat.ne(models::kIgnoreLabel);
+    const at::Tensor right = logits.argmax(-1).reshape({rows, -1}).eq(flat).logical_and(counted);
+    append(counted_, counted.sum(1));
+    append(correct_, right.sum(1));
+    if (with_loss)
+      append(nll_, at::cross_entropy_loss(logits.reshape({-1, classes}), flat.reshape({-1}), {},
+                                          at::Reduction::None, models::kIgnoreLabel)
+                       .to(at::kDouble)
+                       .reshape({rows, -1})
+                       .sum(1));
+  }
+  // Rows with a counted position: correct of counted.
+  metrics::ItemStatistics accuracy() const {
+    std::vector<double> correct, total;
+    for (size_t i = 0; i < counted_.size(); ++i)
+      if (counted_[i] > 0) correct.push_back(correct_[i]), total.push_back(counted_[i]);
+    return metrics::accuracy_item_statistics(correct, total);
+  }
+  // Rows with a counted position: summed cross entropy and counted positions.
+  metrics::ItemStatistics perplexity() const {
+    std::vector<double> nll, tokens;
+    for (size_t i = 0; i < counted_.size(); ++i)
+      if (counted_[i] > 0) nll.push_back(std::max(0.0, nll_[i])), tokens.push_back(counted_[i]);
+    return metrics::perplexity_item_statistics(nll, tokens);
+  }
+
+ private:
+  static void append(std::vector<double>& out, const at::Tensor& values) {
+    const at::Tensor v = values.to(at::kDouble).contiguous();
+    out.insert(out.end(), v.data_ptr<double>(), v.data_ptr<double>() + v.numel());
+  }
+  std::vector<double> counted_, correct_, nll_;
+};
+
 // Next-token targets of a causal LM over real tokens only: t and t + 1 both real.
 at::Tensor real_next_token_targets(const at::Tensor& input_ids, const at::Tensor& mask) {
   return models::next_token_targets(input_ids, mask).masked_fill(mask.eq(0), models::kIgnoreLabel);
@@ -176,17 +218,22 @@ HeadTask classification_task(models::TaskModel task_model, const at::Tensor& inp
                                  return models::cross_entropy(out.sequence_logits,
                                                               labels.narrow(0, start, count));
                                });
+  auto last_items = std::make_shared<metrics::ItemStatistics>();
   task.metric = [=]() mutable {
     task_model->eval();
     torch::NoGradGuard no_grad;
     models::PredictionMetrics metrics;
+    RowSums rows;
     for (int64_t start = 0; start < N; start += batch_size) {
       const int64_t count = std::min(batch_size, N - start);
       auto out = task_model->forward(batch_inputs(input_ids, mask, start, count));
       metrics.add_predictions(out.sequence_logits, labels.narrow(0, start, count));
+      rows.add(out.sequence_logits, labels.narrow(0, start, count), false);
     }
+    *last_items = rows.accuracy();
     return metrics.accuracy();
   };
+  task.metric_items = [last_items] { return *last_items; };
   return task;
 }
 
@@ -212,7 +259,7 @@ HeadTask language_model_task(models::TaskModel task_model, const at::Tensor& inp
                                });
   task.metric_name = "next_token_accuracy";
   // One pass over all windows: correct predictions, counted positions, summed cross entropy.
-  auto evaluate_all = [=]() mutable {
+  auto evaluate_all = [=](RowSums* rows) mutable {
     task_model->eval();
     torch::NoGradGuard no_grad;
     models::PredictionMetrics metrics;
@@ -221,24 +268,31 @@ HeadTask language_model_task(models::TaskModel task_model, const at::Tensor& inp
       const at::Tensor logits =
           task_model->forward(batch_inputs(input_ids, mask, start, count)).causal_lm_logits;
       metrics.add(logits, targets.narrow(0, start, count));
+      if (rows) rows->add(logits, targets.narrow(0, start, count), true);
     }
     return metrics;
   };
-  // The metric's pass also gives the loss (the profiles record the perplexity at every step).
+  // The metric's pass also gives the loss and the per-window statistics (the profiles record the
+  // perplexity and the items at every step).
   auto last_loss = std::make_shared<double>(std::nan(""));
+  auto last_items = std::make_shared<metrics::ItemStatistics>();
   task.metric = [=]() mutable {
-    const models::PredictionMetrics metrics = evaluate_all();
+    RowSums rows;
+    const models::PredictionMetrics metrics = evaluate_all(&rows);
     *last_loss = metrics.mean_loss();
+    *last_items = rows.perplexity();
     return metrics.accuracy();
   };
   task.metric_loss = [last_loss] { return *last_loss; };
-  task.evaluation_loss = [=]() mutable { return evaluate_all().mean_loss(); };
+  task.metric_items = [last_items] { return *last_items; };
+  task.evaluation_loss = [=]() mutable { return evaluate_all(nullptr).mean_loss(); };
   return task;
 }
 
 HeadTask translation_task(models::EncoderDecoderModel model, const TranslationData& data,
                           std::function<double()> metric, const std::string& metric_name,
-                          int64_t batch_size, int64_t score_examples) {
+                          int64_t batch_size, int64_t score_examples,
+                          std::function<metrics::ItemStatistics()> metric_items) {
   const auto& d = data;
   const bool shapes = d.source_ids.defined() && d.source_ids.dim() == 2 && d.source_mask.defined() &&
                       d.source_mask.sizes() == d.source_ids.sizes() && d.decoder_input_ids.defined() &&
@@ -279,17 +333,31 @@ HeadTask translation_task(models::EncoderDecoderModel model, const TranslationDa
     result.tokens = labels.ne(models::kIgnoreLabel).sum().item<int64_t>();
     return result;
   };
-  auto evaluate_all = [=]() mutable {
+  auto evaluate_all = [=](RowSums* rows) mutable {
     torch::NoGradGuard no_grad;
     models::PredictionMetrics metrics;
     for (int64_t start = 0; start < N; start += batch_size) {
       const int64_t count = std::min(batch_size, N - start);
-      metrics.add(forward(start, count, false).logits, d.labels.narrow(0, start, count));
+      const at::Tensor logits = forward(start, count, false).logits;
+      metrics.add(logits, d.labels.narrow(0, start, count));
+      if (rows) rows->add(logits, d.labels.narrow(0, start, count), false);
     }
     return metrics;
   };
-  task.metric = metric ? metric : std::function<double()>([=]() mutable { return evaluate_all().accuracy(); });
-  task.evaluation_loss = [=]() mutable { return evaluate_all().mean_loss(); };
+  if (metric) {
+    task.metric = metric;
+    task.metric_items = metric_items;
+  } else {
+    auto last_items = std::make_shared<metrics::ItemStatistics>();
+    task.metric = [=]() mutable {
+      RowSums rows;
+      const double accuracy = evaluate_all(&rows).accuracy();
+      *last_items = rows.accuracy();
+      return accuracy;
+    };
+    task.metric_items = [last_items] { return *last_items; };
+  }
+  task.evaluation_loss = [=]() mutable { return evaluate_all(nullptr).mean_loss(); };
   return task;
 }
 
@@ -436,8 +504,17 @@ const char* to_string(PruningOrder order) {
   return "?";
 }
 
+PruningStep unpruned_step(HeadTask& task) {
+  PruningStep out;
+  out.metric = evaluate(task, full_mask(task.sites));
+  out.pruned_by_site.assign(task.sites.size(), 0);
+  if (task.metric_loss) out.loss = task.metric_loss();
+  if (task.metric_items) out.items = task.metric_items();
+  return out;
+}
+
 PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
-                               ProgressReporter* progress) {
+                               ProgressReporter* progress, const PruningStep* baseline) {
   std::vector<double> fractions = options.fractions;
   if (fractions.empty())
     for (int i = 1; i <= 10; ++i) fractions.push_back(i / 10.0);
@@ -472,13 +549,17 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
   for (const auto& layer : units) total += int64_t(layer.size());
   PruningProfile profile;
   profile.order = options.order;
+  profile.seed = options.seed;
   profile.exact = options.exact;
   profile.groups = options.groups;
-  auto loss = [&]() -> std::optional<double> {
-    if (!task.metric_loss) return std::nullopt;
-    return task.metric_loss();
+  // A step from the latest metric pass: its metric, loss and items.
+  auto step = [&](double fraction, int64_t pruned, double metric) {
+    PruningStep out{fraction, pruned, metric, by_site(), std::nullopt, {}};
+    if (task.metric_loss) out.loss = task.metric_loss();
+    if (task.metric_items) out.items = task.metric_items();
+    return out;
   };
-  profile.steps.push_back({0.0, 0, evaluate(task, mask), by_site(), loss()});
+  profile.steps.push_back(baseline ? *baseline : step(0.0, 0, evaluate(task, mask)));
   profile.masks.push_back(mask);
   tick(progress);
 
@@ -491,7 +572,9 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
       for (size_t l = 0; l < mask.size(); ++l)
         for (size_t h = 0; h < units[l].size(); ++h) scores[l].push_back(u(rng));
     } else {
-      HeadImportance importance = head_importance(task, mask, options.importance);
+      const bool unpruned = profile.steps.size() == 1 && options.initial_importance;
+      HeadImportance importance =
+          unpruned ? *options.initial_importance : head_importance(task, mask, options.importance);
       scores = options.groups && !importance.group_importance.empty() ? importance.group_importance
                                                                       : importance.importance;
       if (options.order == PruningOrder::Reverse)
@@ -521,7 +604,7 @@ PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options,
       ++pruned;
     }
     const double metric = evaluate(task, mask);
-    profile.steps.push_back({double(pruned) / double(total), pruned, metric, by_site(), loss()});
+    profile.steps.push_back(step(double(pruned) / double(total), pruned, metric));
     profile.masks.push_back(mask);
     tick(progress);
   }

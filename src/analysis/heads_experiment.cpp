@@ -47,7 +47,11 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
     auto bar = phase(progress, "importance batches", task.batches);
     r.importance = head_importance(task, full_mask(task.sites), {}, bar.get());
   }
-  if (task.evaluation_loss) {
+  // One pass of the unpruned model: every profile's first step, and a language model's loss.
+  const PruningStep baseline = unpruned_step(task);
+  if (baseline.loss) {
+    r.baseline_loss = baseline.loss;
+  } else if (task.evaluation_loss) {
     torch::NoGradGuard no_grad;
     r.baseline_loss = task.evaluation_loss();
   }
@@ -56,31 +60,222 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
     auto bar = phase(progress, "evaluations (ablation)", 1 + 2 * heads);
     r.ablation = head_ablation(task, bar.get());
   } else {
-    torch::NoGradGuard no_grad;
-    r.ablation.baseline = task.metric();
+    r.ablation.baseline = baseline.metric;
   }
-  auto profile = [&](PruningOrder order, bool groups) {
+  auto profile = [&](PruningOrder order, bool groups, uint64_t seed) {
     PruningOptions options;
     options.fractions = o.fractions;
     options.exact = o.exact;
     options.min_heads_per_layer = o.min_heads;
     options.order = order;
-    options.seed = o.seed;
+    options.seed = seed;
     options.groups = groups;
+    options.initial_importance = &r.importance;  // the default importance options, unpruned
+    const std::string seeded = order == PruningOrder::Random && o.random_orders > 1
+                                   ? fmt::format(" {}", seed) : "";
     auto bar = phase(progress,
-                     fmt::format("profile steps ({}{})", to_string(order), groups ? ", key/value groups" : ""),
+                     fmt::format("profile steps ({}{}{})", to_string(order), seeded,
+                                 groups ? ", key/value groups" : ""),
                      int64_t(options.fractions.empty() ? 10 : options.fractions.size()) + 1);
-    r.profiles.push_back(pruning_profile(task, options, bar.get()));
+    r.profiles.push_back(pruning_profile(task, options, bar.get(), &baseline));
   };
   for (auto order : {PruningOrder::Importance, PruningOrder::Random, PruningOrder::Reverse})
-    profile(order, false);
+    profile(order, false, o.seed);
+  for (int64_t k = 1; k < o.random_orders; ++k) profile(PruningOrder::Random, false, o.seed + uint64_t(k));
   // Grouped-query attention: whole key/value groups too, by group importance and at random.
-  if (!r.importance.group_raw.empty())
-    for (auto order : {PruningOrder::Importance, PruningOrder::Random}) profile(order, true);
+  if (!r.importance.group_raw.empty()) {
+    profile(PruningOrder::Importance, true, o.seed);
+    for (int64_t k = 0; k < o.random_orders; ++k) profile(PruningOrder::Random, true, o.seed + uint64_t(k));
+  }
+  add_profile_statistics(r);
   return r;
 }
 
+// Per row, the heads a mask keeps.
+std::vector<int64_t> kept_per_row(const HeadMask& mask) {
+  std::vector<int64_t> out;
+  for (const auto& row : mask) out.push_back(std::count(row.begin(), row.end(), 1.0));
+  return out;
+}
+
+ProfileStatistics statistics_of(const PruningProfile& p, const ProfileStatisticsOptions& options) {
+  ProfileStatistics out;
+  if (p.steps.empty() || p.steps.front().items.width == 0) return out;
+  const metrics::PairedBootstrapOptions bootstrap{options.samples, options.seed};
+  const auto& base = p.steps.front().items;
+  for (size_t k = 1; k < p.steps.size(); ++k) {
+    const auto& items = p.steps[k].items;
+    StepVsBaseline s;
+    s.step = k;
+    s.bootstrap = metrics::paired_bootstrap(items, base, bootstrap);
+    const auto scores = metrics::resampled_scores({&items, &base}, bootstrap);
+    std::vector<double> ratios(scores[0].size());
+    // A resample whose unpruned score is 0 (accuracy) has an infinite (or, at 0 too, no) change.
+    for (size_t j = 0; j < ratios.size(); ++j)
+      ratios[j] = scores[1][j] != 0 ? scores[0][j] / scores[1][j] - 1
+                                    : (scores[0][j] == 0 ? 0.0 : INFINITY);
+    const double a = s.bootstrap.a.score, b = s.bootstrap.b.score;
+    s.relative = metrics::bootstrap_estimate(b != 0 ? a / b - 1 : (a == 0 ? 0.0 : INFINITY), ratios);
+    out.vs_baseline.push_back(std::move(s));
+  }
+  if (base.metric != metrics::SummedMetric::kPerplexity) return out;
+  PerplexityBudget b;
+  b.budget = options.budget;
+  for (const auto& s : out.vs_baseline) {
+    if (s.relative.score > options.budget) break;
+    b.step = s.step;
+  }
+  for (const auto& s : out.vs_baseline) {
+    if (s.relative.interval.high > options.budget) break;
+    b.step_upper = s.step;
+  }
+  b.pruned = p.steps[b.step].pruned;
+  b.fraction = p.steps[b.step].fraction;
+  b.pruned_upper = p.steps[b.step_upper].pruned;
+  if (b.step > 0) {
+    const auto& at = out.vs_baseline[b.step - 1];
+    b.increase = at.relative.score;
+    b.interval = at.relative.interval;
+  }
+  b.upper_within = b.interval.high <= options.budget;
+  b.kept_per_layer = kept_per_row(p.masks[b.step]);
+  out.budget = std::move(b);
+  return out;
+}
+
+RandomBand random_band(const HeadsAnalysis& r, bool groups, const ProfileStatisticsOptions& options) {
+  RandomBand band;
+  band.groups = groups;
+  const PruningProfile* importance = nullptr;
+  std::vector<const PruningProfile*> random;
+  for (const auto& p : r.profiles) {
+    if (p.groups != groups) continue;
+    if (p.order == PruningOrder::Importance && !importance) importance = &p;
+    if (p.order == PruningOrder::Random) {
+      random.push_back(&p);
+      band.seeds.push_back(p.seed);
+    }
+  }
+  if (random.empty()) return band;
+  const size_t steps = random.front()->steps.size();
+  for (const auto* p : random)
+    if (p->steps.size() != steps) throw Error("profile statistics: the random orders differ in steps");
+  if (random.size() >= 2)
+    for (size_t k = 0; k < steps; ++k) {
+      RandomBandStep s;
+      std::vector<double> metric, perplexity;
+      s.pruned_min = s.pruned_max = random.front()->steps[k].pruned;
+      for (const auto* p : random) {
+        const auto& step = p->steps[k];
+        s.fraction += step.fraction / double(random.size());
+        s.pruned_min = std::min(s.pruned_min, step.pruned);
+        s.pruned_max = std::max(s.pruned_max, step.pruned);
+        metric.push_back(step.metric);
+        if (step.loss && std::isfinite(*step.loss)) perplexity.push_back(std::exp(*step.loss));
+      }
+      s.metric = metrics::summarize_seeds(metric);
+      if (perplexity.size() == random.size()) s.perplexity = metrics::summarize_seeds(perplexity);
+      band.steps.push_back(std::move(s));
+    }
+  if (!importance || importance->steps.size() != steps) return band;
+  for (const auto* p : random)
+    if (p->steps.front().items.width == 0) return band;
+  if (importance->steps.front().items.width == 0) return band;
+  const metrics::PairedBootstrapOptions bootstrap{options.samples, options.seed};
+  for (size_t k = 1; k < steps; ++k) {
+    std::vector<const metrics::ItemStatistics*> systems{&importance->steps[k].items};
+    for (const auto* p : random) systems.push_back(&p->steps[k].items);
+    const auto scores = metrics::resampled_scores(systems, bootstrap);
+    const size_t orders = random.size();
+    double random_mean = 0;
+    for (size_t j = 0; j < orders; ++j) random_mean += metrics::corpus_score(*systems[1 + j]) / double(orders);
+    metrics::Pcg64 draw(options.seed + 1);
+    std::vector<double> differences(options.samples);
+    for (size_t i = 0; i < options.samples; ++i) {
+      double mean = 0;
+      for (size_t j = 0; j < orders; ++j) mean += scores[1 + draw.below(orders)][i];
+      differences[i] = scores[0][i] - mean / double(orders);
+    }
+    ImportanceVsRandom c;
+    c.step = k;
+    c.fraction = importance->steps[k].fraction;
+    c.orders = orders;
+    c.difference = metrics::bootstrap_estimate(metrics::corpus_score(*systems[0]) - random_mean, differences);
+    c.verdict = metrics::verdict(c.difference.interval, metrics::higher_is_better(systems[0]->metric),
+                                 "importance", "random");
+    band.importance_vs_random.push_back(std::move(c));
+  }
+  return band;
+}
+
+json band_json(const RandomBand& band, const std::string& item_metric) {
+  json steps = json::array();
+  for (const auto& s : band.steps) {
+    json step = {{"fraction", s.fraction}, {"pruned_min", s.pruned_min}, {"pruned_max", s.pruned_max},
+                 {"metric", metrics::result_json(s.metric)}};
+    if (s.perplexity) step["perplexity"] = metrics::result_json(*s.perplexity);
+    steps.push_back(std::move(step));
+  }
+  json comparisons = json::array();
+  for (const auto& c : band.importance_vs_random) {
+    json d = {{"score", c.difference.score}, {"mean", c.difference.mean}, {"low", c.difference.interval.low},
+              {"high", c.difference.interval.high}, {"half_width", c.difference.half_width}};
+    comparisons.push_back({{"step", c.step},
+                           {"fraction", c.fraction},
+                           {"orders", c.orders},
+                           {"metric", item_metric},
+                           {"difference", d},
+                           {"verdict", c.verdict.verdict == metrics::Verdict::kABeatsB   ? "a"
+                                       : c.verdict.verdict == metrics::Verdict::kBBeatsA ? "b"
+                                                                                        : "level"},
+                           {"verdict_text", c.verdict.text}});
+  }
+  return {{"unit", band.groups ? "group" : "head"},
+          {"seeds", band.seeds},
+          {"steps", steps},
+          {"importance_vs_random", comparisons}};
+}
+
+json statistics_json(const ProfileStatistics& s) {
+  json steps = json::array();
+  for (const auto& v : s.vs_baseline) {
+    json step = metrics::result_json(v.bootstrap, "pruned", "unpruned");
+    step["step"] = v.step;
+    step["relative"] = {{"score", v.relative.score}, {"mean", v.relative.mean},
+                        {"low", v.relative.interval.low}, {"high", v.relative.interval.high},
+                        {"half_width", v.relative.half_width}};
+    steps.push_back(std::move(step));
+  }
+  json out = {{"vs_unpruned", steps}};
+  if (s.budget) {
+    const auto& b = *s.budget;
+    out["perplexity_budget"] = {{"budget", b.budget},
+                                {"step", b.step},
+                                {"pruned", b.pruned},
+                                {"fraction", b.fraction},
+                                {"increase", b.increase},
+                                {"low", b.interval.low},
+                                {"high", b.interval.high},
+                                {"upper_within", b.upper_within},
+                                {"step_upper", b.step_upper},
+                                {"pruned_upper", b.pruned_upper},
+                                {"kept_per_layer", b.kept_per_layer}};
+  }
+  return out;
+}
+
 }  // namespace
+
+void add_profile_statistics(HeadsAnalysis& r, const ProfileStatisticsOptions& options) {
+  r.statistics_options = options;
+  r.statistics.clear();
+  r.random_bands.clear();
+  for (const auto& p : r.profiles) r.statistics.push_back(statistics_of(p, options));
+  for (bool groups : {false, true}) {
+    RandomBand band = random_band(r, groups, options);
+    if (!band.seeds.empty()) r.random_bands.push_back(std::move(band));
+  }
+}
 
 const char* to_string(HeadsTaskKind kind) {
   switch (kind) {
@@ -116,7 +311,7 @@ HeadTask load_heads_task(const std::string& model_dir, const io::LoadedModel& mo
     if (!encoder_decoder) throw Error(fmt::format("{}: not an attnkit encoder-decoder", model_dir));
     return translation_task(models::EncoderDecoderModel(encoder_decoder), data.translation,
                             data.metric, data.metric_name.empty() ? "bleu" : data.metric_name,
-                            batch_size, score_examples);
+                            batch_size, score_examples, data.metric_items);
   }
   if (kind == HeadsTaskKind::LanguageModel)
     return language_model_task(model.task, data.input_ids, data.attention_mask, batch_size,
@@ -134,6 +329,8 @@ HeadsExperiment run_heads_experiment(const HeadsExperimentOptions& o, const Head
   if (o.model.empty() == o.run.empty())
     throw Error("analyze heads: give exactly one of --model DIR and --run RUN_DIR");
   if (o.data.empty()) throw Error("analyze heads: --data FILE is required");
+  if (o.random_orders < 1)
+    throw Error(fmt::format("analyze heads: --random-orders must be at least 1 (got {})", o.random_orders));
   HeadsExperiment e;
   if (!o.model.empty()) {
     e.analysis = analyze(o.model, o, o.ablation, progress);
@@ -166,8 +363,28 @@ std::vector<std::pair<int64_t, std::string>> run_checkpoints(const std::string& 
 }
 
 json to_json(const HeadsAnalysis& r) {
-  json profiles = json::array();
-  for (const auto& p : r.profiles) profiles.push_back(to_json(p, r.sites));
+  // "profiles" keeps one random order per unit (the first seed), as with one order; the other
+  // orders go to random_orders.profiles.
+  json profiles = json::array(), more_random = json::array();
+  bool random_seen[2] = {false, false};
+  for (size_t i = 0; i < r.profiles.size(); ++i) {
+    const auto& profile = r.profiles[i];
+    json p = to_json(profile, r.sites);
+    if (i < r.statistics.size() && !r.statistics[i].vs_baseline.empty())
+      p["statistics"] = statistics_json(r.statistics[i]);
+    if (profile.order != PruningOrder::Random) {
+      profiles.push_back(std::move(p));
+      continue;
+    }
+    p["seed"] = profile.seed;
+    bool& seen = random_seen[profile.groups ? 1 : 0];
+    (seen ? more_random : profiles).push_back(std::move(p));
+    seen = true;
+  }
+  std::string item_metric;
+  for (const auto& p : r.profiles)
+    if (!p.steps.empty() && p.steps.front().items.width > 0)
+      item_metric = metrics::metric_name(p.steps.front().items.metric);
   json j = {{"model", r.model},
             {"metric", r.metric_name},
             {"importance_data", r.score_data.empty() ? json(nullptr) : json(r.score_data)},
@@ -175,6 +392,13 @@ json to_json(const HeadsAnalysis& r) {
             {"importance", to_json(r.importance)},
             {"ablation", to_json(r.ablation)},
             {"profiles", profiles}};
+  json bands = json::array();
+  for (const auto& band : r.random_bands) bands.push_back(band_json(band, item_metric));
+  j["random_orders"] = {{"bootstrap_samples", r.statistics_options.samples},
+                        {"bootstrap_seed", r.statistics_options.seed},
+                        {"item_metric", item_metric.empty() ? json(nullptr) : json(item_metric)},
+                        {"bands", bands},
+                        {"profiles", more_random}};
   if (r.baseline_loss) {
     j["baseline_loss"] = *r.baseline_loss;
     j["baseline_perplexity"] = std::exp(*r.baseline_loss);

@@ -117,19 +117,6 @@ constexpr u128 kPcgMultiplier = (static_cast<u128>(2549297995355413924ULL) << 64
 
 // ---- bootstrap helpers ----------------------------------------------------------------------
 
-BootstrapEstimate estimate(double score, std::vector<double> resampled) {
-  BootstrapEstimate e;
-  e.score = score;
-  double sum = 0;
-  for (double v : resampled) sum += v;
-  e.mean = sum / static_cast<double>(resampled.size());
-  std::sort(resampled.begin(), resampled.end());
-  const size_t lower = resampled.size() / 40;
-  e.interval = {resampled[lower], resampled[resampled.size() - 1 - lower]};
-  e.half_width = 0.5 * (e.interval.high - e.interval.low);
-  return e;
-}
-
 void check_item_counts(const char* what, size_t a, size_t b) {
   if (a != b) throw Error(fmt::format("{}: {} values but {} counts", what, a, b));
 }
@@ -363,41 +350,61 @@ double corpus_score(const ItemStatistics& statistics) {
   return score_from_sums(statistics.metric, sums.data());
 }
 
-PairedBootstrap paired_bootstrap(const ItemStatistics& a, const ItemStatistics& b,
-                                 const PairedBootstrapOptions& options) {
-  if (a.metric != b.metric || a.width != b.width || a.items() != b.items())
-    throw Error(fmt::format("paired bootstrap: the systems' statistics differ ({} with {} items vs {} with {} items)",
-                            metric_name(a.metric), a.items(), metric_name(b.metric), b.items()));
-  const size_t items = a.items();
-  if (items == 0 || a.width == 0) throw Error("paired bootstrap: no items");
+std::vector<std::vector<double>> resampled_scores(const std::vector<const ItemStatistics*>& systems,
+                                                  const PairedBootstrapOptions& options) {
+  if (systems.empty()) throw Error("paired bootstrap: no systems");
+  const ItemStatistics& first = *systems.front();
+  for (const ItemStatistics* s : systems)
+    if (s->metric != first.metric || s->width != first.width || s->items() != first.items())
+      throw Error(fmt::format("paired bootstrap: the systems' statistics differ ({} with {} items vs {} with {} items)",
+                              metric_name(first.metric), first.items(), metric_name(s->metric), s->items()));
+  const size_t items = first.items();
+  if (items == 0 || first.width == 0) throw Error("paired bootstrap: no items");
   if (options.samples == 0) throw Error("paired bootstrap: at least one resample is needed");
   if (items > (uint64_t{1} << 32)) throw Error(fmt::format("paired bootstrap: {} items are more than 2^32", items));
-  PairedBootstrap result;
-  result.metric = a.metric;
-  result.items = items;
-  result.samples = options.samples;
-  result.seed = options.seed;
-  const size_t width = a.width;
-  std::vector<double> scores_a(options.samples), scores_b(options.samples), differences(options.samples);
-  std::vector<double> sums_a(width), sums_b(width);
+  const size_t width = first.width;
+  std::vector<std::vector<double>> scores(systems.size(), std::vector<double>(options.samples));
+  std::vector<double> sums(systems.size() * width);
   Pcg64 generator(options.seed);
   for (size_t k = 0; k < options.samples; ++k) {
-    std::fill(sums_a.begin(), sums_a.end(), 0.0);
-    std::fill(sums_b.begin(), sums_b.end(), 0.0);
+    std::fill(sums.begin(), sums.end(), 0.0);
     for (size_t j = 0; j < items; ++j) {
       const size_t i = generator.below(items);
-      for (size_t w = 0; w < width; ++w) {
-        sums_a[w] += a.values[i * width + w];
-        sums_b[w] += b.values[i * width + w];
-      }
+      for (size_t s = 0; s < systems.size(); ++s)
+        for (size_t w = 0; w < width; ++w) sums[s * width + w] += systems[s]->values[i * width + w];
     }
-    scores_a[k] = score_from_sums(a.metric, sums_a.data());
-    scores_b[k] = score_from_sums(a.metric, sums_b.data());
-    differences[k] = scores_a[k] - scores_b[k];
+    for (size_t s = 0; s < systems.size(); ++s) scores[s][k] = score_from_sums(first.metric, &sums[s * width]);
   }
-  result.a = estimate(corpus_score(a), scores_a);
-  result.b = estimate(corpus_score(b), scores_b);
-  result.difference = estimate(result.a.score - result.b.score, differences);
+  return scores;
+}
+
+BootstrapEstimate bootstrap_estimate(double score, std::vector<double> resampled) {
+  if (resampled.empty()) throw Error("bootstrap estimate: no resampled values");
+  BootstrapEstimate e;
+  e.score = score;
+  double sum = 0;
+  for (double v : resampled) sum += v;
+  e.mean = sum / static_cast<double>(resampled.size());
+  std::sort(resampled.begin(), resampled.end());
+  const size_t lower = resampled.size() / 40;
+  e.interval = {resampled[lower], resampled[resampled.size() - 1 - lower]};
+  e.half_width = 0.5 * (e.interval.high - e.interval.low);
+  return e;
+}
+
+PairedBootstrap paired_bootstrap(const ItemStatistics& a, const ItemStatistics& b,
+                                 const PairedBootstrapOptions& options) {
+  const auto scores = resampled_scores({&a, &b}, options);
+  PairedBootstrap result;
+  result.metric = a.metric;
+  result.items = a.items();
+  result.samples = options.samples;
+  result.seed = options.seed;
+  std::vector<double> differences(options.samples);
+  for (size_t k = 0; k < options.samples; ++k) differences[k] = scores[0][k] - scores[1][k];
+  result.a = bootstrap_estimate(corpus_score(a), scores[0]);
+  result.b = bootstrap_estimate(corpus_score(b), scores[1]);
+  result.difference = bootstrap_estimate(result.a.score - result.b.score, differences);
   // sacreBLEU's p-value: centred absolute differences above the observed absolute difference
   double mean_absolute = 0;
   for (double d : differences) mean_absolute += std::fabs(d);

@@ -5,6 +5,7 @@
 #include "attnkit/report/html.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -77,12 +78,37 @@ std::string head_heatmap_svg(const analysis::HeadTable& values, const std::strin
 }
 
 LinePlot pruning_profile_plot(const std::vector<analysis::PruningProfile>& profiles,
-                              const std::string& metric_name) {
+                              const std::string& metric_name,
+                              const std::vector<analysis::RandomBand>& bands) {
   LinePlot plot;
   plot.title = "Pruning profile: heads masked globally in steps";
   plot.x_label = "fraction of heads pruned";
   plot.y_label = metric_name;
+  // A unit whose random orders have a band: its mean and t interval instead of each order.
+  auto band_of = [&](bool groups) -> const analysis::RandomBand* {
+    for (const auto& b : bands)
+      if (b.groups == groups && !b.steps.empty()) return &b;
+    return nullptr;
+  };
+  for (const auto* band : {band_of(false), band_of(true)}) {
+    if (!band) continue;
+    const std::string unit = band->groups ? ", whole key/value groups (x: fraction of groups)" : "";
+    Series mean, low, high;
+    mean.title = fmt::format("random, mean of {} orders{}", band->seeds.size(), unit);
+    low.title = fmt::format("random, low end of the 95% t interval{}", band->groups ? " (groups)" : "");
+    high.title = fmt::format("random, high end of the 95% t interval{}", band->groups ? " (groups)" : "");
+    mean.dashed = low.dashed = high.dashed = true;
+    low.style = high.style = "lines";
+    for (const auto& step : band->steps) {
+      for (auto* s : {&mean, &low, &high}) s->x.push_back(step.fraction);
+      mean.y.push_back(step.metric.mean);
+      low.y.push_back(step.metric.interval.low);
+      high.y.push_back(step.metric.interval.high);
+    }
+    for (auto* s : {&mean, &low, &high}) plot.series.push_back(std::move(*s));
+  }
   for (const auto& p : profiles) {
+    if (p.order == analysis::PruningOrder::Random && band_of(p.groups)) continue;
     Series s;
     s.title = fmt::format("{}{}", analysis::to_string(p.order),
                           p.exact && p.order != analysis::PruningOrder::Random ? " (exact)" : "");
@@ -198,6 +224,65 @@ Table pruned_by_site_table(const analysis::HeadsAnalysis& r) {
   return t;
 }
 
+Table profile_statistics_table(const analysis::HeadsAnalysis& r, bool groups) {
+  const analysis::PruningProfile* profile = nullptr;
+  const analysis::ProfileStatistics* statistics = nullptr;
+  for (size_t i = 0; i < r.profiles.size() && i < r.statistics.size(); ++i)
+    if (r.profiles[i].order == analysis::PruningOrder::Importance && r.profiles[i].groups == groups &&
+        !r.statistics[i].vs_baseline.empty() && !profile) {
+      profile = &r.profiles[i];
+      statistics = &r.statistics[i];
+    }
+  if (!profile) throw Error("profile statistics: no importance-order profile with per-item statistics");
+  const analysis::RandomBand* band = nullptr;
+  for (const auto& b : r.random_bands)
+    if (b.groups == groups) band = &b;
+  const auto& first = statistics->vs_baseline.front().bootstrap;
+  const std::string metric = metrics::metric_name(first.metric);
+  Table t;
+  t.caption = fmt::format(
+      "Pruning {} least important first: {} change from the unpruned model with its 95% paired "
+      "bootstrap interval ({} resamples of the {} evaluation items, seed {}), the random orders' "
+      "{} (mean and 95% t interval over {} orders) and importance against random (two-stage "
+      "bootstrap over items and orders)",
+      groups ? "whole key/value groups" : "heads", metric, first.samples, first.items, first.seed,
+      r.metric_name, band ? band->seeds.size() : 0);
+  t.columns = {"pruned", r.metric_name, metric + " change", "relative", "random " + r.metric_name,
+               "importance - random (" + metric + ")", "verdict"};
+  // A language model's band of perplexities beside its metric's.
+  const bool perplexity = band && !band->steps.empty() && band->steps.front().perplexity;
+  if (perplexity) t.columns.insert(t.columns.begin() + 5, "random perplexity");
+  for (const auto& v : statistics->vs_baseline) {
+    const auto& step = profile->steps[v.step];
+    const auto& d = v.bootstrap.difference;
+    std::vector<std::string> row{
+        fmt::format("{} ({})", step.pruned, percent(step.fraction)), fmt::format("{:.4f}", step.metric),
+        fmt::format("{:+.4f} [{:+.4f}, {:+.4f}]", d.score, d.interval.low, d.interval.high),
+        fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]", 100 * v.relative.score, 100 * v.relative.interval.low,
+                    100 * v.relative.interval.high),
+        "", "", ""};
+    if (band && v.step < band->steps.size()) {
+      const auto& m = band->steps[v.step].metric;
+      row[4] = fmt::format("{:.4f} [{:.4f}, {:.4f}]", m.mean, m.interval.low, m.interval.high);
+    }
+    if (perplexity) {
+      const auto& q = v.step < band->steps.size() ? band->steps[v.step].perplexity : std::nullopt;
+      row.insert(row.begin() + 5, q ? fmt::format("{:.2f} [{:.2f}, {:.2f}]", q->mean, q->interval.low,
+                                                   q->interval.high)
+                                    : "");
+    }
+    if (band)
+      for (const auto& c : band->importance_vs_random)
+        if (c.step == v.step) {
+          row[row.size() - 2] = fmt::format("{:+.4f} [{:+.4f}, {:+.4f}]", c.difference.score,
+                                            c.difference.interval.low, c.difference.interval.high);
+          row.back() = c.verdict.text;
+        }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
 Section heads_section(const analysis::HeadsAnalysis& r, int order) {
   Section s;
   s.order = order;
@@ -218,6 +303,23 @@ Section heads_section(const analysis::HeadsAnalysis& r, int order) {
         break;
       }
   }
+  for (size_t i = 0; i < r.profiles.size() && i < r.statistics.size(); ++i) {
+    const auto& p = r.profiles[i];
+    if (p.order != analysis::PruningOrder::Importance || !r.statistics[i].budget) continue;
+    const auto& b = *r.statistics[i].budget;
+    const auto& first = r.statistics[i].vs_baseline.front();
+    const char* unit = p.groups ? "key/value groups" : "heads";
+    s.headlines.push_back(
+        {fmt::format("{} pruned at <= {:.0f}% perplexity increase (importance order)", unit, 100 * b.budget),
+         b.step == 0
+             ? fmt::format("0 (the first step, {} pruned, is {:+.1f}% [{:+.1f}%, {:+.1f}%])",
+                           p.steps[first.step].pruned, 100 * first.relative.score,
+                           100 * first.relative.interval.low, 100 * first.relative.interval.high)
+             : fmt::format("{} ({:+.1f}% [{:+.1f}%, {:+.1f}%]); {} with the interval's upper end within",
+                           b.pruned, 100 * b.increase, 100 * b.interval.low, 100 * b.interval.high,
+                           b.pruned_upper),
+         {}});
+  }
   s.blocks.push_back({fmt::format(
                           "Model {}. Importance I_h = sum over tokens of |ctx_h . dL/dctx_h| "
                           "(the authors' formulation), per-layer L2-normalised. Single-head "
@@ -236,7 +338,33 @@ Section heads_section(const analysis::HeadsAnalysis& r, int order) {
                                      4, r.sites), {}});
   if (!r.profiles.empty())
     s.blocks.push_back({{}, {}, Figure{"Pruning profile with random and descending-importance baselines",
-                                       render_svg(pruning_profile_plot(r.profiles, r.metric_name))}});
+                                       render_svg(pruning_profile_plot(r.profiles, r.metric_name, r.random_bands))}});
+  for (bool groups : {false, true}) {
+    bool has = false;
+    for (size_t i = 0; i < r.profiles.size() && i < r.statistics.size(); ++i)
+      has = has || (r.profiles[i].order == analysis::PruningOrder::Importance && r.profiles[i].groups == groups &&
+                    !r.statistics[i].vs_baseline.empty());
+    if (has) s.blocks.push_back({{}, profile_statistics_table(r, groups), {}});
+  }
+  for (size_t i = 0; i < r.profiles.size() && i < r.statistics.size(); ++i) {
+    const auto& p = r.profiles[i];
+    if (p.order != analysis::PruningOrder::Importance || !r.statistics[i].budget ||
+        r.statistics[i].budget->step == 0)
+      continue;
+    const auto& b = *r.statistics[i].budget;
+    Table t;
+    t.caption = fmt::format("Heads kept per layer at the last step within {:.0f}% perplexity increase "
+                            "({} {} pruned, importance order)",
+                            100 * b.budget, b.pruned, p.groups ? "key/value groups" : "heads");
+    const auto labels = head_row_labels(r.sites, b.kept_per_layer.size());
+    t.columns = {""};
+    t.rows = {{"heads kept"}};
+    for (size_t l = 0; l < b.kept_per_layer.size(); ++l) {
+      t.columns.push_back(labels[l]);
+      t.rows.front().push_back(std::to_string(b.kept_per_layer[l]));
+    }
+    s.blocks.push_back({{}, t, {}});
+  }
   if (r.sites.size() >= 2) {
     if (!r.ablation.all_but_one.empty()) s.blocks.push_back({{}, one_head_per_layer_table(r), {}});
     const bool has_importance_profile = std::any_of(r.profiles.begin(), r.profiles.end(), [](const auto& p) {
@@ -279,7 +407,7 @@ std::vector<std::string> write_heads_outputs(const analysis::HeadsExperiment& e,
   write("heads.json", analysis::to_json(e).dump(2) + "\n");
   write("heads_importance.svg",
         head_heatmap_svg(e.analysis.importance.importance, "Head importance", e.analysis.sites));
-  write_svg(pruning_profile_plot(e.analysis.profiles, e.analysis.metric_name),
+  write_svg(pruning_profile_plot(e.analysis.profiles, e.analysis.metric_name, e.analysis.random_bands),
             (out / "heads_profile.svg").string());
   written.push_back("heads_profile.svg");
   write_section(heads_section(e.analysis), out);

@@ -6,6 +6,7 @@
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/io/model_directory.h"
+#include "attnkit/metrics/stats.h"
 #include "attnkit/report/head_plots.h"
 #include "support/test_files.h"
 
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -45,6 +47,15 @@ void save_gpt2(const fs::path& dir, uint64_t seed) {
   models::HeadsConfig h;
   h.causal_lm = true;
   save_model(dir, seed, models::TransformerConfig::gpt2(20, 12, 2, 3), h);
+}
+
+// A GPT-2-shaped causal LM whose 6 query heads per layer read 2 key/value heads (groups of 3).
+void save_grouped_lm(const fs::path& dir, uint64_t seed) {
+  models::HeadsConfig h;
+  h.causal_lm = true;
+  auto c = models::TransformerConfig::gpt2(20, 12, 2, 6);
+  c.attention.kv_heads = 2;
+  save_model(dir, seed, c, h);
 }
 
 // Every data file is the same 12 random examples of 6 tokens (the last two padding in half).
@@ -262,6 +273,182 @@ TEST(HeadsExperiment, BadInputsAreOneLineErrors) {
   p.fraction = 0.5;
   EXPECT_EQ(testing::error_of([&] { analysis::prune_model(p); }),
             "prune: --fraction needs the importance from --data FILE or --importance heads.json");
+}
+
+// --random-orders: N random orders (seeds seed .. seed + N - 1) for heads and for key/value groups,
+// their mean and t interval per step (metrics::summarize_seeds of the orders' steps), the paired
+// bootstrap of every step against the unpruned model on the LM's windows, importance against the
+// random orders, and the perplexity budget consistent with the steps.
+TEST(HeadsExperiment, RandomOrdersIntervalsAndPerplexityBudget) {
+  const auto dir = testing::scratch_directory("heads_experiment");
+  save_grouped_lm(dir / "model", 11);
+  auto o = options(dir / "model");
+  o.fractions = {1.0 / 6, 2.0 / 6, 3.0 / 6, 4.0 / 6};
+  o.min_heads = 0;
+  o.ablation = false;
+  o.seed = 3;
+  o.random_orders = 5;
+  const auto e = analysis::run_heads_experiment(o);
+  const auto& r = e.analysis;
+  // Heads: importance, random 3, reverse, random 4..7; groups: importance, random 3..7.
+  ASSERT_EQ(r.profiles.size(), 7u + 6u);
+  ASSERT_EQ(r.statistics.size(), r.profiles.size());
+  const std::vector<uint64_t> seeds{3, 4, 5, 6, 7};
+  for (bool groups : {false, true}) {
+    SCOPED_TRACE(groups ? "groups" : "heads");
+    std::vector<const analysis::PruningProfile*> random;
+    const analysis::PruningProfile* importance = nullptr;
+    const analysis::ProfileStatistics* importance_statistics = nullptr;
+    for (size_t i = 0; i < r.profiles.size(); ++i) {
+      const auto& p = r.profiles[i];
+      if (p.groups != groups) continue;
+      if (p.order == analysis::PruningOrder::Random) random.push_back(&p);
+      if (p.order == analysis::PruningOrder::Importance) importance = &p, importance_statistics = &r.statistics[i];
+    }
+    ASSERT_EQ(random.size(), 5u);
+    ASSERT_TRUE(importance);
+    for (size_t j = 0; j < random.size(); ++j) {
+      EXPECT_EQ(random[j]->seed, seeds[j]);
+      // 12 heads: every two orders differ in their steps' masks; 4 groups: not all alike.
+      if (!groups) {
+        for (size_t i = 0; i < j; ++i) EXPECT_NE(random[i]->masks, random[j]->masks) << i << " " << j;
+      }
+    }
+    if (groups) {
+      EXPECT_TRUE(std::any_of(random.begin(), random.end(), [&](const auto* p) { return p->masks != random[0]->masks; }));
+    }
+    // One band per unit: the orders' steps summarised.
+    const analysis::RandomBand* band = nullptr;
+    for (const auto& b : r.random_bands)
+      if (b.groups == groups) band = &b;
+    ASSERT_TRUE(band);
+    EXPECT_EQ(band->seeds, seeds);
+    ASSERT_EQ(band->steps.size(), 5u);
+    for (size_t k = 0; k < 5; ++k) {
+      std::vector<double> metric, perplexity;
+      for (const auto* p : random) {
+        metric.push_back(p->steps[k].metric);
+        perplexity.push_back(std::exp(*p->steps[k].loss));
+      }
+      const auto m = metrics::summarize_seeds(metric), q = metrics::summarize_seeds(perplexity);
+      EXPECT_DOUBLE_EQ(band->steps[k].metric.mean, m.mean);
+      EXPECT_DOUBLE_EQ(band->steps[k].metric.interval.low, m.interval.low);
+      EXPECT_DOUBLE_EQ(band->steps[k].metric.interval.high, m.interval.high);
+      ASSERT_TRUE(band->steps[k].perplexity);
+      EXPECT_DOUBLE_EQ(band->steps[k].perplexity->mean, q.mean);
+      EXPECT_DOUBLE_EQ(band->steps[k].perplexity->interval.high, q.interval.high);
+    }
+    // Importance against the random orders' mean, by step.
+    ASSERT_EQ(band->importance_vs_random.size(), 4u);
+    for (const auto& c : band->importance_vs_random) {
+      double mean = 0;
+      for (const auto* p : random) mean += metrics::corpus_score(p->steps[c.step].items) / 5;
+      EXPECT_NEAR(c.difference.score, metrics::corpus_score(importance->steps[c.step].items) - mean, 1e-9);
+      EXPECT_EQ(c.orders, 5u);
+      EXPECT_LE(c.difference.interval.low, c.difference.interval.high);
+      EXPECT_EQ(c.verdict.text, metrics::verdict(c.difference.interval, false, "importance", "random").text);
+    }
+    // Every step against the unpruned model: paired, on the 12 windows.
+    ASSERT_EQ(importance_statistics->vs_baseline.size(), 4u);
+    for (const auto& v : importance_statistics->vs_baseline) {
+      const auto& step = importance->steps[v.step];
+      EXPECT_EQ(v.bootstrap.items, 12u);
+      EXPECT_NEAR(v.bootstrap.difference.score,
+                  metrics::corpus_score(step.items) - metrics::corpus_score(importance->steps[0].items), 1e-9);
+      EXPECT_NEAR(v.bootstrap.a.score, std::exp(*step.loss), 1e-6 * v.bootstrap.a.score);
+      EXPECT_LE(v.bootstrap.difference.interval.low, v.bootstrap.difference.score);
+      EXPECT_GE(v.bootstrap.difference.interval.high, v.bootstrap.difference.score);
+      EXPECT_NEAR(v.relative.score, v.bootstrap.a.score / v.bootstrap.b.score - 1, 1e-12);
+    }
+  }
+  // Every profile starts from the one unpruned pass: 12 windows of perplexity items (5 positions
+  // predicted in the full windows, 3 in the padded ones).
+  const auto& base = r.profiles.front().steps.front().items;
+  EXPECT_EQ(base.metric, metrics::SummedMetric::kPerplexity);
+  ASSERT_EQ(base.items(), 12u);
+  double tokens = 0;
+  for (size_t i = 0; i < 12; ++i) tokens += base.values[2 * i + 1];
+  EXPECT_EQ(tokens, 6 * 5 + 6 * 3);
+  EXPECT_NEAR(metrics::corpus_score(base), std::exp(*r.baseline_loss), 1e-6 * std::exp(*r.baseline_loss));
+  for (const auto& p : r.profiles) EXPECT_EQ(p.steps.front().items.values, base.values);
+
+  // The budget: the last step of the run within it, on the point estimate and on the upper end.
+  for (double budget : {0.05, 0.0, 1e9}) {
+    auto copy = r;
+    analysis::ProfileStatisticsOptions so;
+    so.budget = budget;
+    // A budget the first step meets.
+    if (budget == 0.0) so.budget = std::max(0.0, copy.statistics.front().vs_baseline.front().relative.score);
+    analysis::add_profile_statistics(copy, so);
+    for (size_t i = 0; i < copy.profiles.size(); ++i) {
+      const auto& p = copy.profiles[i];
+      const auto& st = copy.statistics[i];
+      ASSERT_TRUE(st.budget);
+      const auto& b = *st.budget;
+      for (size_t k = 1; k <= b.step; ++k) EXPECT_LE(st.vs_baseline[k - 1].relative.score, so.budget);
+      if (b.step < st.vs_baseline.size()) {
+        EXPECT_GT(st.vs_baseline[b.step].relative.score, so.budget);
+      }
+      for (size_t k = 1; k <= b.step_upper; ++k) EXPECT_LE(st.vs_baseline[k - 1].relative.interval.high, so.budget);
+      if (b.step_upper < st.vs_baseline.size()) {
+        EXPECT_GT(st.vs_baseline[b.step_upper].relative.interval.high, so.budget);
+      }
+      EXPECT_EQ(b.pruned, p.steps[b.step].pruned);
+      EXPECT_EQ(b.pruned_upper, p.steps[b.step_upper].pruned);
+      EXPECT_EQ(b.upper_within, b.interval.high <= so.budget);
+      int64_t kept = 0;
+      for (int64_t k : b.kept_per_layer) kept += k;
+      EXPECT_EQ(kept, 12 - analysis::count_heads(p.masks[b.step], 0.0));
+      if (budget == 1e9) {
+        EXPECT_EQ(b.step, 4u);
+        EXPECT_EQ(b.step_upper, 4u);
+      }
+      if (budget == 0.0 && i == 0) {
+        EXPECT_GE(b.step, 1u);
+      }
+    }
+  }
+
+  // heads.json carries it; the report draws the band and the statistics tables.
+  const auto j = analysis::to_json(e);
+  EXPECT_EQ(j["profiles"][1]["seed"], 3);
+  EXPECT_EQ(j["profiles"].size(), 5u);  // one random order per unit, as with --random-orders 1
+  EXPECT_EQ(j["random_orders"]["profiles"].size(), 8u);
+  EXPECT_EQ(j["profiles"][0]["statistics"]["vs_unpruned"].size(), 4u);
+  EXPECT_EQ(j["profiles"][0]["statistics"]["vs_unpruned"][0]["metric"], "perplexity");
+  EXPECT_TRUE(j["profiles"][0]["statistics"].contains("perplexity_budget"));
+  EXPECT_EQ(j["random_orders"]["bands"].size(), 2u);
+  EXPECT_EQ(j["random_orders"]["bands"][1]["unit"], "group");
+  EXPECT_EQ(j["random_orders"]["bands"][0]["steps"].size(), 5u);
+  const auto section = report::heads_section(r);
+  int tables = 0;
+  for (const auto& block : section.blocks)
+    if (block.table && block.table->caption.rfind("Pruning ", 0) == 0) ++tables;
+  EXPECT_EQ(tables, 2);
+  const auto plot = report::pruning_profile_plot(r.profiles, r.metric_name, r.random_bands);
+  EXPECT_EQ(plot.series.size(), 2u * 3u + 2u + 1u);  // two bands, two importance orders, reverse
+
+  // A classifier's items: per example, correct of 1 (accuracy, higher is better).
+  save_classifier(dir / "classifier", 1);
+  auto c = options(dir / "classifier");
+  c.random_orders = 2;
+  const auto classified = analysis::run_heads_experiment(c).analysis;
+  const auto& examples = classified.profiles.front().steps.front().items;
+  EXPECT_EQ(examples.metric, metrics::SummedMetric::kAccuracy);
+  ASSERT_EQ(examples.items(), 12u);
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(examples.values[2 * i + 1], 1.0);
+  EXPECT_DOUBLE_EQ(metrics::corpus_score(examples), classified.ablation.baseline);
+  ASSERT_EQ(classified.random_bands.size(), 1u);
+  for (const auto& comparison : classified.random_bands[0].importance_vs_random)
+    EXPECT_EQ(comparison.verdict.text,
+              metrics::verdict(comparison.difference.interval, true, "importance", "random").text);
+  EXPECT_FALSE(classified.statistics.front().budget);  // perplexity only
+
+  // Settings: checked before any work (this data would fail later).
+  o.random_orders = 0;
+  o.data = "empty";
+  EXPECT_EQ(testing::error_of([&] { analysis::run_heads_experiment(o); }),
+            "analyze heads: --random-orders must be at least 1 (got 0)");
 }
 
 }  // namespace

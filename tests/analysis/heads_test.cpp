@@ -580,6 +580,32 @@ TEST(TranslationHeads, AblationsAndProfileOverTheThreeSites) {
   EXPECT_TRUE(json.at("steps").back().at("pruned_by_site").contains("decoder.cross"));
 }
 
+// The items of the profiles' paired bootstrap: per pair its correct target tokens of its tokens
+// (5, 3 and 4 in toy_pairs), summed they give the token accuracy; a caller's metric brings its own
+// items (the CLI: the decodes' per-sentence BLEU statistics), and without them a step has none.
+TEST(TranslationHeads, PerPairItemsSumToTheTokenAccuracy) {
+  auto model = tiny_encoder_decoder(14);
+  auto task = analysis::translation_task(model, toy_pairs(), nullptr, "bleu", 2);
+  const double accuracy = task.metric();
+  const auto items = task.metric_items();
+  EXPECT_EQ(items.metric, metrics::SummedMetric::kAccuracy);
+  ASSERT_EQ(items.items(), 3u);
+  EXPECT_EQ(items.values[1], 5.0);
+  EXPECT_EQ(items.values[3], 3.0);
+  EXPECT_EQ(items.values[5], 4.0);
+  EXPECT_DOUBLE_EQ(metrics::corpus_score(items), accuracy);
+  const auto given = metrics::accuracy_item_statistics({1, 0, 1}, {1, 1, 1});
+  auto counted = analysis::translation_task(model, toy_pairs(), [] { return 0.5; }, "bleu", 2, 0,
+                                            [given] { return given; });
+  analysis::PruningOptions options;
+  options.fractions = {0.5};
+  const auto profile = analysis::pruning_profile(counted, options);
+  ASSERT_EQ(profile.steps.size(), 2u);
+  for (const auto& step : profile.steps) EXPECT_EQ(step.items.values, given.values);
+  auto plain = analysis::translation_task(model, toy_pairs(), [] { return 0.5; }, "bleu", 2);
+  EXPECT_EQ(analysis::pruning_profile(plain, options).steps.back().items.width, 0u);
+}
+
 TEST(TranslationHeads, MismatchedShapesAreOneLineErrors) {
   auto model = tiny_encoder_decoder(14);
   auto bad = toy_pairs();

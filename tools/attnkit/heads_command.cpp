@@ -148,12 +148,16 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
   g.pad_token_id = tokens.pad;
   const int64_t batch = d.batch_size;
   out.metric_name = "bleu";
-  out.metric = [held, model, sources, references, tokenizer, g, tokens, batch]() {
+  // The latest decodes' per-sentence statistics (the profiles' paired bootstrap items).
+  auto items = std::make_shared<metrics::ItemStatistics>();
+  out.metric = [held, model, sources, references, tokenizer, g, tokens, batch, items]() {
     std::vector<std::string> hypotheses;
     for (const auto& ids : train::translate(*model, *sources, g, tokens, batch))
       hypotheses.push_back(tokenizer->decode_ids(ids));
+    *items = metrics::sacrebleu_item_statistics(hypotheses, *references);
     return metrics::sacrebleu_corpus_bleu(hypotheses, *references).score;
   };
+  out.metric_items = [items] { return *items; };
   return out;
 }
 
@@ -218,7 +222,70 @@ struct AnalyzeHeads {
   bool exact = false;
   bool no_ablation = false;
   int64_t min_heads = 1;
+  int64_t random_orders = 5;
 };
+
+// One line per profile step after the first: the metric, and the paired bootstrap interval of the
+// change from the unpruned model on the items; the random orders' mean ± t interval; importance
+// against random; and a language model's perplexity budget.
+void print_statistics(const analysis::HeadsAnalysis& r) {
+  for (size_t i = 0; i < r.profiles.size(); ++i) {
+    const auto& p = r.profiles[i];
+    fmt::print("  {:<10}", fmt::format("{}{}", analysis::to_string(p.order), p.groups ? " (g)" : ""));
+    if (p.order == analysis::PruningOrder::Random) fmt::print(" seed {}", p.seed);
+    for (const auto& s : p.steps) fmt::print(" {:.0f}%:{:.3f}", 100 * s.fraction, s.metric);
+    fmt::print("\n");
+  }
+  for (size_t i = 0; i < r.profiles.size() && i < r.statistics.size(); ++i) {
+    const auto& p = r.profiles[i];
+    const auto& st = r.statistics[i];
+    if (p.order != analysis::PruningOrder::Importance || st.vs_baseline.empty()) continue;
+    const char* unit = p.groups ? "key/value groups" : "heads";
+    const auto metric = metrics::metric_name(st.vs_baseline.front().bootstrap.metric);
+    fmt::print("importance order ({}), {} change from unpruned (95% paired bootstrap, {} items):\n",
+               unit, metric, st.vs_baseline.front().bootstrap.items);
+    for (const auto& v : st.vs_baseline) {
+      const auto& d = v.bootstrap.difference;
+      fmt::print("  {:>4} pruned: {:+.4f} [{:+.4f}, {:+.4f}] ({:+.1f}% [{:+.1f}%, {:+.1f}%])\n",
+                 p.steps[v.step].pruned, d.score, d.interval.low, d.interval.high, 100 * v.relative.score,
+                 100 * v.relative.interval.low, 100 * v.relative.interval.high);
+    }
+    if (st.budget && st.budget->step == 0) {
+      const auto& first = st.vs_baseline.front();
+      fmt::print("  at <= {:.0f}% perplexity increase: no step (the first, {} {} pruned, is {:+.1f}% "
+                 "[{:+.1f}%, {:+.1f}%])\n",
+                 100 * st.budget->budget, p.steps[first.step].pruned, unit, 100 * first.relative.score,
+                 100 * first.relative.interval.low, 100 * first.relative.interval.high);
+    } else if (st.budget) {
+      const auto& b = *st.budget;
+      fmt::print("  at <= {:.0f}% perplexity increase: {} {} pruned ({:+.1f}% [{:+.1f}%, {:+.1f}%]; "
+                 "upper end {}); {} with the upper end within; heads kept per layer: {}\n",
+                 100 * b.budget, b.pruned, unit, 100 * b.increase, 100 * b.interval.low,
+                 100 * b.interval.high, b.upper_within ? "within" : "beyond", b.pruned_upper,
+                 fmt::join(b.kept_per_layer, " "));
+    }
+  }
+  for (const auto& band : r.random_bands) {
+    const char* unit = band.groups ? "key/value groups" : "heads";
+    if (!band.steps.empty()) {
+      fmt::print("random orders ({}, {} seeds), {} mean [95% t interval]:", unit, band.seeds.size(),
+                 r.metric_name);
+      for (const auto& s : band.steps)
+        fmt::print(" {:.0f}%:{:.3f} [{:.3f}, {:.3f}]", 100 * s.fraction, s.metric.mean,
+                   s.metric.interval.low, s.metric.interval.high);
+      fmt::print("\n");
+    }
+    // The items' metric (a language model's perplexity), importance - the random orders' mean.
+    std::string item_metric;
+    for (const auto& p : r.profiles)
+      if (p.groups == band.groups && !p.steps.empty() && p.steps.front().items.width > 0)
+        item_metric = metrics::metric_name(p.steps.front().items.metric);
+    for (const auto& c : band.importance_vs_random)
+      fmt::print("  importance - random ({}, {}) at {:.0f}%: {:+.4f} [{:+.4f}, {:+.4f}]: {}\n", unit,
+                 item_metric, 100 * c.fraction, c.difference.score, c.difference.interval.low,
+                 c.difference.interval.high, c.verdict.text);
+  }
+}
 
 int run_analyze_heads(const AnalyzeHeads& c, const GlobalOptions& global) {
   analysis::HeadsExperimentOptions o;
@@ -235,6 +302,7 @@ int run_analyze_heads(const AnalyzeHeads& c, const GlobalOptions& global) {
   o.min_heads = c.min_heads;
   o.ablation = !c.no_ablation;
   o.seed = global.seed;
+  o.random_orders = c.random_orders;
   const auto e = analysis::run_heads_experiment(o, bars(global.quiet));
   const auto written = report::write_heads_outputs(e, c.out);
   if (!global.quiet && e.run.empty()) {
@@ -246,11 +314,7 @@ int run_analyze_heads(const AnalyzeHeads& c, const GlobalOptions& global) {
     if (r.baseline_loss)
       fmt::print(" (loss {:.4f}, perplexity {:.2f})", *r.baseline_loss, std::exp(*r.baseline_loss));
     fmt::print("\n");
-    for (const auto& p : r.profiles) {
-      fmt::print("  {:<10}", analysis::to_string(p.order));
-      for (const auto& s : p.steps) fmt::print(" {:.0f}%:{:.3f}", 100 * s.fraction, s.metric);
-      fmt::print("\n");
-    }
+    print_statistics(r);
   }
   if (!global.quiet) fmt::print("wrote {} in {}\n", fmt::join(written, ", "), c.out);
   return 0;
@@ -327,6 +391,11 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global) {
       ->check(at_least(0))
       ->capture_default_str();
   cmd->add_flag("--no-ablation", c->no_ablation, "skip the 2·heads ablation passes");
+  cmd->add_option("--random-orders", c->random_orders,
+                  "random pruning orders (seeds --seed, --seed + 1, ...) of heads, and of key/value "
+                  "groups where the model has them: their mean and t interval per step, and the "
+                  "importance order against them (1 = a single random order)")
+      ->capture_default_str();
   cmd->add_option("--out", c->out, "output directory")->required();
   cmd->callback([c, &global] { global.action = [c, &global] { return run_analyze_heads(*c, global); }; });
 

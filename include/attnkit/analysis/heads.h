@@ -20,6 +20,7 @@
 //   profile     heads masked globally in steps, least important first (or random / most
 //               important first as baselines), keeping at least N heads per layer, optionally
 //               re-scoring after each step ("exact"); the metric after each step.
+#include "attnkit/metrics/stats.h"
 #include "attnkit/models/encoder_decoder.h"
 #include "attnkit/models/model.h"
 #include "attnkit/models/task_model.h"
@@ -77,6 +78,14 @@ struct HeadTask {
   // Optional: the mean loss of the data in the latest metric() call, from that same pass (the
   // language-model task's); the profiles record it at every step.
   std::function<double()> metric_loss;
+  // Optional: per-item statistics of the latest metric() call, from that same pass (the items the
+  // profiles' paired bootstrap resamples): the language-model task's per-window negative
+  // log-likelihood and predicted tokens (perplexity), the classifier's per-example correct of 1
+  // (accuracy), the translation task's per-pair teacher-forced correct tokens of its target tokens
+  // (accuracy) or what its caller gives with its metric (the CLI: sacreBLEU's per-sentence BLEU
+  // statistics of the decodes). Items without a counted position are left out (the same ones at
+  // every pass). The profiles record them at every step.
+  std::function<metrics::ItemStatistics()> metric_items;
 };
 
 // A sequence classifier over fixed data: input_ids [N, n] (int64), attention_mask [N, n] (nonzero
@@ -94,7 +103,8 @@ HeadTask classification_task(models::TaskModel task_model,
 // and padding at t masked too). Loss: mean next-token cross entropy over them (per batch); the
 // importance's divisor is the batch's real tokens, as for classification; metric
 // "next_token_accuracy": the argmax equals the next token, over all counted positions of the
-// data; evaluation_loss: the mean cross entropy over them. Scoring data: the first
+// data; evaluation_loss: the mean cross entropy over them; metric_items: per window, its summed
+// cross entropy and counted positions (metrics::perplexity_item_statistics). Scoring data: the first
 // `score_examples` windows (0 = all), in batches of batch_size. Throws attnkit::Error when the
 // model has no causal LM head or the data has no position to predict. Runs in eval mode.
 HeadTask language_model_task(models::TaskModel task_model, const at::Tensor& input_ids,
@@ -113,13 +123,15 @@ struct TranslationData {
 // target cross entropy under teacher forcing (per batch); the importance's divisor is the batch's
 // target tokens (labels not ignored); evaluation_loss: the mean target cross entropy over all
 // pairs. Metric: `metric` under the current gates when given (the CLI's corpus BLEU of decodes,
-// named metric_name), else "token_accuracy" (teacher-forced argmax = label). Scoring data: the
+// named metric_name, with per-item statistics `metric_items` when given), else "token_accuracy"
+// (teacher-forced argmax = label; per pair its correct of its target tokens). Scoring data: the
 // first `score_examples` pairs (0 = all), batch_size at a time. Throws attnkit::Error for
 // tensors of mismatched shapes or no label to predict. Runs in eval mode.
 HeadTask translation_task(models::EncoderDecoderModel model, const TranslationData& data,
                           std::function<double()> metric = nullptr,
                           const std::string& metric_name = "bleu", int64_t batch_size = 32,
-                          int64_t score_examples = 0);
+                          int64_t score_examples = 0,
+                          std::function<metrics::ItemStatistics()> metric_items = nullptr);
 
 // Gates ξ: 1 = kept, 0 = masked; per row, one per head of that layer now.
 using HeadMask = std::vector<std::vector<double>>;
@@ -180,6 +192,9 @@ struct PruningOptions {
   PruningOrder order = PruningOrder::Importance;
   uint64_t seed = 0;            // Random order
   ImportanceOptions importance;
+  // Optional: the importance of the unpruned model under these importance options, already
+  // computed (the Importance and Reverse orders then start from it instead of scoring again).
+  const HeadImportance* initial_importance = nullptr;
   // Prune whole key/value groups (every query head of a group at once), ranked by their group
   // importance; fractions and min_heads_per_layer then count groups.
   bool groups = false;
@@ -191,19 +206,28 @@ struct PruningStep {
   double metric = 0;
   std::vector<int64_t> pruned_by_site;  // heads masked at each site (Michel et al.'s Figure 6)
   std::optional<double> loss;           // the task's metric_loss at this step, when it has one
+  metrics::ItemStatistics items;        // the task's metric_items at this step (width 0: none)
 };
 
 struct PruningProfile {
   PruningOrder order = PruningOrder::Importance;
+  uint64_t seed = 0;  // the Random order's (PruningOptions::seed)
   bool exact = false;
   bool groups = false;  // steps count key/value groups (PruningOptions::groups)
   std::vector<PruningStep> steps;  // the first is the unpruned model (fraction 0)
   std::vector<HeadMask> masks;     // the mask after each step (same length as steps)
 };
 
+// The unpruned model's step (fraction 0) of a profile: one metric pass under gates of 1, with the
+// task's loss and items. Leaves the gates removed.
+PruningStep unpruned_step(HeadTask& task);
+
 // Leaves the gates removed. Throws attnkit::Error for fractions outside (0, 1] or not increasing.
+// `baseline`, when given, is the unpruned model's step (fraction 0) from an earlier pass of the
+// same task, taken as the first step instead of evaluating again.
 PruningProfile pruning_profile(HeadTask& task, const PruningOptions& options = {},
-                               ProgressReporter* progress = nullptr);
+                               ProgressReporter* progress = nullptr,
+                               const PruningStep* baseline = nullptr);
 
 // The least important heads to prune so that about `fraction` of all heads of all sites go
 // (ranked together; keeping min_heads_per_layer per layer), per site as {layer: [heads]} in the

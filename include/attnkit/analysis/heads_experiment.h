@@ -1,6 +1,7 @@
 #pragma once
 // The head experiments behind `attnkit analyze heads` and `attnkit prune` (analysis/heads.h):
-//   run_heads_experiment  importance, ablations (optional) and the three pruning profiles of a
+//   run_heads_experiment  importance, ablations (optional) and the pruning profiles (importance,
+//                         random orders, reverse; with the statistics of add_profile_statistics) of a
 //                         model directory on a data file (a sequence classifier on labelled
 //                         examples, or a causal language model on windows of text); with a second
 //                         data file the correlation of the two importance maps; or, for a run
@@ -51,6 +52,8 @@ struct HeadsInputs {
   TranslationData translation;
   std::function<double()> metric;
   std::string metric_name;
+  // Optional, with `metric`: the per-item statistics of its latest call (HeadTask::metric_items).
+  std::function<metrics::ItemStatistics()> metric_items;
 };
 // Reads `data_path` for the model loaded from `model_dir` (for the task heads_task_kind picks).
 using HeadsDataReader = std::function<HeadsInputs(
@@ -81,7 +84,73 @@ struct HeadsExperimentOptions {
   bool exact = false;
   int64_t min_heads = 1;
   bool ablation = true;               // with `model` only
-  uint64_t seed = 0;                  // the random profile's
+  uint64_t seed = 0;                  // the first random order's
+  // Random pruning orders (seeds seed, seed + 1, ...) of heads, and of key/value groups where the
+  // model has them; >= 1 (checked before any work). 1 = one random order per unit.
+  int64_t random_orders = 1;
+};
+
+// The statistics of the profiles (docs/analysis.md): paired bootstrap over the evaluation items
+// (metrics::paired_bootstrap's resamples), a t interval over the random orders.
+struct ProfileStatisticsOptions {
+  size_t samples = 1000;
+  uint64_t seed = 12345;
+  double budget = 0.05;  // the perplexity increase of PerplexityBudget
+};
+
+// A profile step against the unpruned model on the same items (paired).
+struct StepVsBaseline {
+  size_t step = 0;                       // index into the profile's steps (>= 1)
+  metrics::PairedBootstrap bootstrap;    // A = the step, B = the unpruned model
+  metrics::BootstrapEstimate relative;   // score_A / score_B - 1, resample by resample
+};
+
+// The importance order against the random orders at one step index (the same asked fraction):
+// importance - the random orders' mean, its interval from a two-stage bootstrap (per resample the
+// items as paired_bootstrap draws them and, from a second PCG64 stream seeded seed + 1, as many
+// random orders drawn with replacement as there are).
+struct ImportanceVsRandom {
+  size_t step = 0;
+  double fraction = 0;  // the importance order's
+  size_t orders = 0;
+  metrics::BootstrapEstimate difference;
+  metrics::VerdictText verdict;  // "importance beats random", "random beats importance" or "level"
+};
+
+// The random orders of one unit at one step index: mean and t interval over the orders.
+struct RandomBandStep {
+  double fraction = 0;  // the orders' mean
+  int64_t pruned_min = 0, pruned_max = 0;
+  metrics::SeedSummary metric;
+  std::optional<metrics::SeedSummary> perplexity;  // a language model's
+};
+
+struct RandomBand {
+  bool groups = false;                  // key/value groups (else heads)
+  std::vector<uint64_t> seeds;
+  std::vector<RandomBandStep> steps;    // every step index; empty with fewer than 2 orders
+  std::vector<ImportanceVsRandom> importance_vs_random;  // steps >= 1, where items exist
+};
+
+// A language model's profile: the largest pruned count whose perplexity increase over the unpruned
+// model (point estimate) stays within the budget, at every step up to it; and where the bootstrap
+// interval's upper end stays within it too.
+struct PerplexityBudget {
+  double budget = 0.05;
+  size_t step = 0;  // the last step within (0: not even the first pruning step)
+  int64_t pruned = 0;
+  double fraction = 0;
+  double increase = 0;           // perplexity / unpruned perplexity - 1 at `step`
+  metrics::Interval interval;    // its bootstrap interval
+  bool upper_within = false;     // interval.high <= budget
+  size_t step_upper = 0;         // the same walk on the interval's upper end
+  int64_t pruned_upper = 0;
+  std::vector<int64_t> kept_per_layer;  // heads kept per row (head_rows) at `step`
+};
+
+struct ProfileStatistics {
+  std::vector<StepVsBaseline> vs_baseline;  // steps 1, 2, ...; empty when the task has no items
+  std::optional<PerplexityBudget> budget;   // items of perplexity only
 };
 
 // One model's analysis (report/head_plots.h's HeadsReport is this).
@@ -93,10 +162,18 @@ struct HeadsAnalysis {
   std::optional<double> baseline_loss;    // the task's evaluation_loss, when it has one (LM)
   HeadImportance importance;
   HeadAblation ablation;                  // only the baseline without ablations
-  // importance, random, reverse; then, for a model with key/value groups, whole groups by
-  // importance and at random (PruningProfile::groups)
+  // importance, random (seed), reverse, random (seed + 1, ..., seed + random_orders - 1); then, for
+  // a model with key/value groups, whole groups by importance and at random (seed, seed + 1, ...)
+  // (PruningProfile::groups)
   std::vector<PruningProfile> profiles;
+  ProfileStatisticsOptions statistics_options;
+  std::vector<ProfileStatistics> statistics;  // one per profile
+  std::vector<RandomBand> random_bands;       // heads; then groups where the model has them
 };
+
+// The statistics of analysis.profiles from their steps' items (analysis.statistics and
+// random_bands, replaced).
+void add_profile_statistics(HeadsAnalysis& analysis, const ProfileStatisticsOptions& options = {});
 
 struct CrossDataImportance {
   std::string data;
@@ -120,7 +197,7 @@ struct HeadsExperiment {
 };
 
 // Throws attnkit::Error (one line) for options that are not exactly one of model and run, no
-// data, no read_data, or what the analysis finds wrong.
+// data, no read_data, random_orders < 1, or what the analysis finds wrong.
 HeadsExperiment run_heads_experiment(const HeadsExperimentOptions& options,
                                      const HeadsProgress& progress = nullptr);
 
@@ -130,7 +207,10 @@ std::vector<std::pair<int64_t, std::string>> run_checkpoints(const std::string& 
 
 nlohmann::json to_json(const HeadsAnalysis& analysis);
 // With a model: heads.json ({model, metric[, baseline_loss, baseline_perplexity], importance,
-// ablation, profiles[, cross_data]}); with a run: heads_over_training.json ({run, checkpoints:
+// ablation, profiles, random_orders[, cross_data]}; "profiles" holds importance, the first random
+// order, reverse (and the groups' importance and first random order), each with its "statistics"
+// where the task has items; "random_orders" the bootstrap settings, the bands (RandomBand) and the
+// other random orders' "profiles"); with a run: heads_over_training.json ({run, checkpoints:
 // [{step, checkpoint, analysis}]}).
 nlohmann::json to_json(const HeadsExperiment& experiment);
 // The importance table of a heads.json. Throws attnkit::Error "WHAT PATH: not a heads.json of

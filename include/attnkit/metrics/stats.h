@@ -140,6 +140,16 @@ struct PairedBootstrap {
 PairedBootstrap paired_bootstrap(const ItemStatistics& a, const ItemStatistics& b,
                                  const PairedBootstrapOptions& options = {});
 
+// The resampled scores of several systems on paired_bootstrap's resamples (the same item indices
+// for every system, drawn as paired_bootstrap draws them): scores[s][k] is system s on resample k.
+// paired_bootstrap(a, b, options) is built on it. Error as paired_bootstrap's for systems whose
+// statistics differ, no systems or no items.
+std::vector<std::vector<double>> resampled_scores(const std::vector<const ItemStatistics*>& systems,
+                                                  const PairedBootstrapOptions& options = {});
+// The estimate of `score` from resampled values (mean and the order-statistics interval above).
+// Error when `resampled` is empty.
+BootstrapEstimate bootstrap_estimate(double score, std::vector<double> resampled);
+
 // ---------------------------------------------------------------------------------------------
 // The verdict of every table: A beats B only when the whole interval of A − B lies on A's better
 // side of 0 (above 0 when higher is better, below when lower is), B beats A in the mirror case,

@@ -25,9 +25,12 @@ std::vector<std::string> head_row_labels(const std::vector<analysis::SiteRows>& 
 std::string head_heatmap_svg(const analysis::HeadTable& values, const std::string& title,
                              const std::vector<analysis::SiteRows>& sites = {});
 
-// Metric against the fraction of heads pruned, one series per profile (named by its order).
+// Metric against the fraction of heads pruned, one series per profile (named by its order); the
+// random orders of a unit with a band (analysis::RandomBand with steps) as three series instead:
+// their mean and the 95% t interval's ends.
 LinePlot pruning_profile_plot(const std::vector<analysis::PruningProfile>& profiles,
-                              const std::string& metric_name);
+                              const std::string& metric_name,
+                              const std::vector<analysis::RandomBand>& bands = {});
 
 // Metric over training steps for each checkpoint of a run: one series per pruned fraction.
 LinePlot profile_over_steps_plot(const std::vector<int64_t>& steps,
@@ -41,8 +44,17 @@ LinePlot profile_over_steps_plot(const std::vector<int64_t>& steps,
 Table one_head_per_layer_table(const analysis::HeadsAnalysis& analysis);
 Table pruned_by_site_table(const analysis::HeadsAnalysis& analysis);
 
+// Per step of the importance-order profile of heads (groups = false) or of key/value groups: the
+// metric, the items' metric change from the unpruned model with its paired bootstrap interval and
+// as a relative change, the random orders' mean [t interval], importance - random [interval] and
+// its verdict (analysis::ProfileStatistics, RandomBand). Throws attnkit::Error without such a
+// profile with statistics.
+Table profile_statistics_table(const analysis::HeadsAnalysis& analysis, bool groups);
+
 // The section (id "heads"), with figures rendered (the profile needs gnuplot); a model with
-// several sites also gets the two tables above.
+// several sites also gets the two tables above; profiles with per-item statistics their
+// profile_statistics_table, and a language model the perplexity budget (headline and the heads kept
+// per layer).
 Section heads_section(const analysis::HeadsAnalysis& analysis, int order = 60);
 
 // The output folder of `attnkit analyze heads`, created if need be. With a model: heads.json
