@@ -86,7 +86,8 @@ report::Section pretrained_stage(const StageContext& context) {
   run_attnkit(o, {"--threads", "2", "--quiet", "--seed", std::to_string(o.seed), "analyze", "heads", "--model",
                   weights.string(), "--score-data", choose.string(), "--data", judge.string(), "--max-length",
                   o.quick ? "48" : "128", "--batch-size", "8", "--no-ablation", "--fractions",
-                  o.quick ? "10,30" : "5,10,15,20,30,40,50,70", "--out", heads_dir.string()});
+                  o.quick ? "10,30" : "5,10,15,20,30,40,50,70", "--random-orders", o.quick ? "2" : "5",
+                  "--out", heads_dir.string()});
   const report::Section heads = report::read_section(heads_dir / "section.json");
   section.blocks.push_back({fmt::format(
       "A real pretrained model: SmolLM2-135M-Instruct from its GGUF file ({}; 30 layers, 9 query heads sharing 3 "
@@ -94,8 +95,8 @@ report::Section pretrained_stage(const StageContext& context) {
       "to float32). Michel et al.'s question asked of grouped-query attention: importance of each query head "
       "and of each key/value group on {} validation verses of the Bible split (Ruth, Philippians, I-III John), "
       "every metric on {} test verses (other books): heads and whole groups pruned least important first and "
-      "in a random order. `attnkit analyze heads --score-data` as a user runs it.",
-      weights.string(), verses, verses), {}, {}});
+      "in {} random orders, with paired bootstrap intervals over the test windows. `attnkit analyze heads --score-data` as a user runs it.",
+      weights.string(), verses, verses, o.quick ? 2 : 5), {}, {}});
   for (const auto& h : heads.headlines) section.headlines.push_back({"SmolLM2 heads: " + h.label, h.value, h.met});
   for (const auto& block : heads.blocks) section.blocks.push_back(block);
 
