@@ -10,7 +10,7 @@
 //      grouped-query attention);
 //   3. rank collapse of its paths (Dong et al. 2021) on test verses, float32.
 // The full version takes the first 64 verses of each text, the quick one 12; docs/analysis.md has
-// the experiment at a larger budget (scripts/smollm2_heads.sh).
+// the experiment at a larger budget (scripts/pretrained_heads.sh smollm2).
 #include "attnkit/analysis/collapse_experiment.h"
 #include "attnkit/demo/demo.h"
 #include "attnkit/error.h"

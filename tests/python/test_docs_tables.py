@@ -2,8 +2,9 @@
 """Generated numbers stay generated (issue 44): the parts of docs/results.md that the experiment
 drivers write from their JSON (bench/lra_results.py: docs/lra-results.json between the
 lra-results markers; bench/pretrain_results.py: docs/pretrain-results.json between the
-pretrain-results markers) must be exactly what the driver's markdown() renders from that JSON
-now. A table edited by hand, a JSON changed without the table, or a renderer changed without
+pretrain-results markers), and of docs/analysis.md that bench/pretrained_heads_results.py writes
+from docs/pretrained-heads.json (between the pretrained-heads markers), must be exactly what the
+driver's markdown() renders from that JSON now. A table edited by hand, a JSON changed without the table, or a renderer changed without
 re-rendering fails here; the message names the first differing line. Fix: run the driver with
 --report-only (it re-renders from the finished cells) and commit both files."""
 import difflib
@@ -63,6 +64,21 @@ class DocsTables(unittest.TestCase):
         with open(os.path.join(ROOT, "docs", "pretrain-results.json")) as f:
             summary = json.load(f)
         self.check(pretrain, pretrain.markdown(summary, summary["experiments"]))
+
+    def test_pretrained_heads_tables_are_their_json(self):
+        heads = driver("pretrained_heads_results")
+        with open(os.path.join(ROOT, "docs", "analysis.md")) as f:
+            analysis = f.read()
+        path = os.path.join(ROOT, "docs", "pretrained-heads.json")
+        if not os.path.exists(path):  # no run written yet: then no generated part either
+            self.assertNotIn(heads.BEGIN, analysis)
+            return
+        with open(path) as f:
+            results = json.load(f)
+        self.assertEqual(region(analysis, heads.BEGIN, heads.END),
+                         region(heads.markdown(results), heads.BEGIN, heads.END),
+                         "docs/analysis.md differs from bench/pretrained_heads_results.py's rendering of "
+                         "docs/pretrained-heads.json; run it with --report-only")
 
     def test_a_changed_number_is_caught(self):
         lra = driver("lra_results")

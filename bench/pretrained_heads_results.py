@@ -1,0 +1,193 @@
+#!/usr/bin/python3
+"""Michel et al.'s experiment on real pretrained models (issues 42 and 44): the tables of
+docs/analysis.md between its pretrained-heads markers, written from the runs of
+scripts/pretrained_heads.sh, and their numbers in docs/pretrained-heads.json.
+
+    bash scripts/pretrained_heads.sh smollm2 build runs/smollm2-heads 128 5      # hours, niced
+    /usr/bin/python3 bench/pretrained_heads_results.py --model smollm2 --run runs/smollm2-heads
+    /usr/bin/python3 bench/pretrained_heads_results.py --report-only              # re-render
+
+Each model's summary (from RUN/heads/heads.json, RUN/heads.time and, when there,
+RUN/collapse/collapse.json) replaces that model's entry of docs/pretrained-heads.json; the
+markdown is rendered from the whole JSON, so a doc table is never edited by hand
+(tests/python/test_docs_tables.py checks that it equals markdown(json))."""
+import argparse
+import datetime
+import json
+import math
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gnu_time import machine, read_gnu_time, write_json  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN, END = "<!-- pretrained-heads:begin -->", "<!-- pretrained-heads:end -->"
+MODELS = {
+    "smollm2": "SmolLM2-135M-Instruct (its GGUF file: 30 layers x 9 query heads in 3 key/value groups = 270 "
+               "heads, 90 groups)",
+    "gemma3": "Gemma 3 270M (its GGUF file: 18 layers x 4 query heads sharing 1 key/value head)",
+}
+
+
+def interval(d):
+    return {"score": d["score"], "low": d["low"], "high": d["high"]}
+
+
+def summarize(name, run):
+    heads = json.load(open(os.path.join(run, "heads", "heads.json")))
+    bands = {b["unit"]: b for b in heads["random_orders"]["bands"]}
+    units = {}
+    for p in heads["profiles"]:
+        unit = p.get("unit", "head")
+        if p["order"] != "importance" or "statistics" not in p:
+            continue
+        stats = {s["step"]: s for s in p["statistics"]["vs_unpruned"]}
+        band = bands.get(unit, {"steps": [], "importance_vs_random": [], "seeds": []})
+        versus = {c["step"]: c for c in band["importance_vs_random"]}
+        rows = []
+        for k, step in enumerate(p["steps"]):
+            if k == 0:
+                continue
+            row = {"fraction": step["fraction"], "pruned": step["pruned"], "perplexity": step["perplexity"]}
+            if k in stats:
+                row["relative"] = interval(stats[k]["relative"])
+            if k < len(band["steps"]) and "perplexity" in band["steps"][k]:
+                r = band["steps"][k]["perplexity"]
+                row["random_perplexity"] = {"mean": r["mean"], "low": r["low"], "high": r["high"]}
+            if k in versus:
+                row["importance_minus_random"] = interval(versus[k]["difference"])
+                row["verdict"] = versus[k]["verdict_text"]
+            rows.append(row)
+        budget = p["statistics"].get("perplexity_budget")
+        units[unit] = {"rows": rows, "random_orders": len(band["seeds"]), "budget": budget}
+    summary = {"model": MODELS[name], "file": os.path.basename(heads["model"]),
+               "baseline_perplexity": heads["baseline_perplexity"],
+               "importance_data": heads["importance_data"], "evaluation_data": None,
+               "bootstrap_samples": heads["random_orders"]["bootstrap_samples"], "units": units,
+               "date": datetime.date.today().isoformat(),
+               "machine": machine().replace(" (one thread per cell)", "") + (
+                   ", AVX-512" if "avx512f" in open("/proc/cpuinfo").read() else ", AVX2 only")}
+    for line in open(os.path.join(run, "heads.time")):
+        if "Command being timed" in line:
+            command = line.split(":", 1)[1].strip().strip('"')
+            summary["command"] = command.replace(os.path.expanduser("~"), "~")
+            parts = command.split()
+            if "--data" in parts:
+                summary["evaluation_data"] = parts[parts.index("--data") + 1]
+            if "--max-length" in parts:
+                summary["window"] = int(parts[parts.index("--max-length") + 1])
+    cpu, wall, peak = read_gnu_time(os.path.join(run, "heads.time"))
+    summary["cpu_s"], summary["wall_s"], summary["peak_mib"] = cpu, wall, peak
+    for field in ("importance_data", "evaluation_data"):
+        path = summary[field]
+        if path and os.path.exists(path):
+            summary[field] = {"path": path, "lines": sum(1 for _ in open(path))}
+    collapse = os.path.join(run, "collapse", "collapse.json")
+    if os.path.exists(collapse):
+        c = json.load(open(collapse))
+        result = c["results"][0]
+        last = {}
+        for curve in result["curves"]:
+            rel = curve["layers"][-1]["relative_composite"] if curve.get("layers") else None
+            # geometric mean over inputs = 10^(mean of log10)
+            last[curve["name"]] = 10 ** rel["log10_mean"] if rel and rel.get("log10_mean") is not None else None
+        summary["collapse"] = {"inputs": c["inputs"], "last_layer": last}
+    return summary
+
+
+def pct(x):
+    return f"{100 * x:+.1f}%"
+
+
+def markdown(results):
+    out = [BEGIN, "", "Generated by `bench/pretrained_heads_results.py` from the runs of "
+           "`scripts/pretrained_heads.sh` (numbers in `docs/pretrained-heads.json`); do not edit by hand.", ""]
+    for name in sorted(results):
+        s = results[name]
+        imp, ev = s["importance_data"], s["evaluation_data"]
+        out += [f"#### {s['model']}", "",
+                f"Run {s['date']} on {s['machine']}: `{s['command']}` ({s['wall_s'] / 60:.0f} min wall, "
+                f"{s['cpu_s'] / 60:.0f} CPU min, peak {s['peak_mib']:,.0f} MiB, niced beside other work). "
+                f"Importance from {imp['lines']} verses of the validation books ({imp['path']}), every number "
+                f"below on {ev['lines']} verses of the test books ({ev['path']}), windows of {s.get('window', 128)} tokens. "
+                f"Unpruned perplexity {s['baseline_perplexity']:.2f}. Intervals: 95% paired bootstrap over "
+                f"the evaluation windows ({s['bootstrap_samples']} resamples) against the unpruned model; "
+                "the random orders' mean with its t interval over orders; importance minus random by the "
+                "two-stage bootstrap (windows and orders) of docs/analysis.md, \"level\" where it covers 0.", ""]
+        for unit, label in (("head", "query heads"), ("group", "key/value groups")):
+            u = s["units"].get(unit)
+            if not u:
+                continue
+            out += [f"Pruning {label}, least important first ({u['random_orders']} random orders beside it):", "",
+                    f"| {label} pruned | perplexity | change [95% interval] | random orders: perplexity "
+                    "mean [t interval] | importance − random [95%] | verdict |",
+                    "|---|---|---|---|---|---|"]
+            for r in u["rows"]:
+                rel = r.get("relative")
+                ran = r.get("random_perplexity")
+                diff = r.get("importance_minus_random")
+                out.append(
+                    f"| {r['pruned']} ({100 * r['fraction']:.1f}%) | {r['perplexity']:.2f} | "
+                    + (f"{pct(rel['score'])} [{pct(rel['low'])}, {pct(rel['high'])}]" if rel else "—") + " | "
+                    + (f"{ran['mean']:.2f} [{ran['low']:.2f}, {ran['high']:.2f}]" if ran else "—") + " | "
+                    + (f"{diff['score']:+.2f} [{diff['low']:+.2f}, {diff['high']:+.2f}]" if diff else "—") + " | "
+                    + r.get("verdict", "—") + " |")
+            b = u["budget"]
+            if b:
+                if b["step"] == 0:
+                    text = f"no {label} can go at ≤ 5% perplexity increase: the first step already exceeds it."
+                else:
+                    kept = b["kept_per_layer"]
+                    thinned = [f"L{i} keeps {k}" for i, k in enumerate(kept) if k < max(kept)]
+                    text = (f"at ≤ 5% perplexity increase (point estimate), {b['pruned']} {label} go "
+                            f"({pct(b['increase'])} [{pct(b['low'])}, {pct(b['high'])}]); with the interval's upper "
+                            f"end held to 5%, {b['pruned_upper']}. Layers that lose heads at that step: "
+                            + (", ".join(thinned) if thinned else "none") + ".")
+                out += ["", text[0].upper() + text[1:], ""]
+        c = s.get("collapse")
+        if c:
+            last = c["last_layer"]
+            cells = ", ".join(f"{v.replace('_', ' ')} {last[v]:.2e}" for v in last if last[v] is not None)
+            inputs = c["inputs"]
+            out += [f"Rank collapse of its trained paths (`analyze collapse`, {inputs['samples']} windows of "
+                    f"{inputs['seq_len']} tokens of the evaluation text): "
+                    f"relative residual after the last layer, geometric mean over inputs: {cells}.", ""]
+    out.append(END)
+    return "\n".join(out) + "\n"
+
+
+def write_docs(results):
+    write_json(os.path.join(ROOT, "docs", "pretrained-heads.json"), results)
+    path = os.path.join(ROOT, "docs", "analysis.md")
+    text = open(path).read()
+    block = markdown(results)
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", choices=sorted(MODELS))
+    p.add_argument("--run", help="the OUT folder of scripts/pretrained_heads.sh")
+    p.add_argument("--report-only", action="store_true", help="re-render docs from docs/pretrained-heads.json")
+    args = p.parse_args()
+    path = os.path.join(ROOT, "docs", "pretrained-heads.json")
+    results = json.load(open(path)) if os.path.exists(path) else {}
+    if not args.report_only:
+        if not args.model or not args.run:
+            p.error("--model and --run (or --report-only)")
+        results[args.model] = summarize(args.model, args.run)
+    write_docs(results)
+    print(f"pretrained_heads_results.py: wrote docs/pretrained-heads.json and docs/analysis.md ({len(results)} models)")
+
+
+if __name__ == "__main__":
+    main()
