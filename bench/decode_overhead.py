@@ -54,9 +54,16 @@ def in_process(build, model, a):
 
 
 def cli(build, model, a):
-    """ms per new token of `attnkit generate` by its own --json timing, and its ids."""
+    """ms per new token of `attnkit generate` by its own --json timing, and its ids. The model
+    directory without its word-level tokenizer.json (made for CTranslate2's converter; attnkit
+    reads no WordLevel model), as links: the prompt is ids anyway."""
+    bare = os.path.join(model, "hf-without-tokenizer")
+    os.makedirs(bare, exist_ok=True)
+    for name in ("config.json", "model.safetensors"):
+        if not os.path.exists(os.path.join(bare, name)):
+            os.symlink(os.path.join(model, "hf", name), os.path.join(bare, name))
     doc = json.loads(run([os.path.join(build, "attnkit"), "--threads", str(a.threads), "--quiet",
-                          "generate", "--model", os.path.join(model, "hf"), "--prompt-ids",
+                          "generate", "--model", bare, "--prompt-ids",
                           " ".join(map(str, PROMPT)), "--json", "--no-eos", "--max-new-tokens",
                           str(a.new_tokens)], thread_env(a.threads)).splitlines()[0])
     timing = doc["timing"]
