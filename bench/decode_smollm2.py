@@ -398,6 +398,7 @@ def main():
                     row[f"llama_{label}"], row[f"llama_{label}_cpu"] = r["seconds"], r["cpu"]
                     checks.append(f"{what}: attnkit vs llama.cpp {label}: {agreement(ids, r['ids'])}")
             rows.append(row)
+            print(f"progress: {json.dumps(row)}; {checks[-1]}", file=sys.stderr, flush=True)
         if a.no_prefill:
             continue
         long_prompt = prompt_ids(a, fortunes_text(prefill_n * 8))[:prefill_n]
@@ -421,6 +422,7 @@ def main():
                                thread_env(threads)))[0]
             row["llama_F32"], row["llama_F32_cpu"], row["first"]["llama_F32"] = r["seconds"], r["cpu"], r["first"]
         prefill_rows.append(row)
+        print(f"progress: prefill {json.dumps(row)}", file=sys.stderr, flush=True)
 
     print("peers: " + "; ".join(f"{k}: {v}" for k, v in sorted(peers.items())))
     if llama_note:
