@@ -50,6 +50,8 @@ import subprocess
 import sys
 import time
 
+from decode_overhead import thread_env  # OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 GGUF = "~/.cache/attnkit/weights/smollm2-135m-instruct.gguf"
@@ -66,12 +68,6 @@ def run(argv, env=None):
     if p.returncode != 0:
         sys.exit(f"decode_smollm2: {' '.join(argv[:6])} ... failed:\n{p.stderr[-3000:]}")
     return p.stdout
-
-
-def thread_env(threads):
-    env = dict(os.environ)
-    env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    return env
 
 
 def json_lines(text):
