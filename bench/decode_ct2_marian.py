@@ -34,20 +34,20 @@ The model (made once, kept in --marian-dir, default ~/.cache/attnkit/decode-benc
 Timing. transformers and CTranslate2 run in one process per engine and thread count: the model
 is loaded, one short warm-up translation is run, then each cell's translation (encoder + all
 decoder steps) is timed in-process. attnkit is its CLI (`attnkit --threads T generate --model DIR
---sources FILE --json ...`, one process per cell); its time is the process's wall time minus that
-of the same command with --max-new-tokens 0 (load + tokenize, no encoder; best of two), so it too
-is encoder + all decoder steps, without a warm-up. Every timed cell is run --repeats times (default
-3; --quick 1) on every side -- the peers' call in their process, attnkit's process -- and the
-fastest kept (a single 0.3 s difference of two ~1.9 s process times moved by +-10% between runs).
+--sources FILE --json ...`, one process per cell), timed in its process too: the prefill_s +
+decode_s of its --json "timing" (from the decoding entry, which runs the encoder over the
+sources, to the last token; not the load or the tokenizer), so it too is encoder + all decoder
+steps, without a warm-up. Every timed cell is run --repeats times (default 3; --quick 1) on every
+side -- the peers' call in their process, attnkit's process -- and the fastest kept.
 tokens/s = sentences x new tokens / seconds.
 Every process gets OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T; CTranslate2 gets intra_threads = T,
 inter_threads = 1; transformers torch.set_num_threads(T). CPU time is reported beside wall time
-(tokens per CPU-second): the peers' time.process_time() around the timed call, attnkit's process
-user + system time (getrusage of the children) minus that of the --max-new-tokens 0 run."""
+(tokens per CPU-second): the peers' time.process_time() around the timed call, attnkit's
+prefill_cpu_s + decode_cpu_s (the process's CPU clock over the same span). The process's whole
+wall time (start, load, tokenizer, printing) is printed beside, for what a user waits."""
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -239,31 +239,29 @@ def thread_env(threads):
     return env
 
 
-def children_cpu():
-    """CPU seconds (user + system) of the finished child processes so far."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def attnkit_cell(a, threads, cell, sources_file, repeats=1):
-    """attnkit generate as a user runs it: wall time, CPU time (best of `repeats` each) and the
-    JSON it prints."""
+    """attnkit generate as a user runs it: its in-process seconds and CPU seconds (--json timing:
+    prefill + decode), the process's wall time (best of `repeats` each) and the JSON it prints."""
     argv = [os.path.join(a.build, "attnkit"), "--threads", str(threads), "--quiet", "generate",
             "--model", os.path.join(a.model_dir, "hf"), "--sources", sources_file, "--json",
             "--strategy", "greedy" if cell["beams"] == 1 else "beam", "--beams", str(cell["beams"]),
             "--max-new-tokens", str(cell["new_tokens"]), "--min-new-tokens", str(cell["new_tokens"]),
             "--no-repeat-ngram-size", str(cell.get("no_repeat", 0))]
-    best, best_cpu, out = None, None, None
+    best, best_cpu, best_wall, doc = None, None, None, None
     for _ in range(repeats):
-        t0, c0 = time.perf_counter(), children_cpu()
+        t0 = time.perf_counter()
         env = thread_env(threads)
         if a.few_rows_max >= 0:
             env["ATTNKIT_DECODE_FEW_ROWS_MAX"] = str(a.few_rows_max)
-        out = run(argv, env)
-        seconds, cpu = time.perf_counter() - t0, children_cpu() - c0
+        doc = json.loads(run(argv, env))
+        wall = time.perf_counter() - t0
+        timing = doc["timing"]
+        seconds = timing["prefill_s"] + timing["decode_s"]
+        cpu = timing["prefill_cpu_s"] + timing["decode_cpu_s"]
         best = seconds if best is None else min(best, seconds)
         best_cpu = cpu if best_cpu is None else min(best_cpu, cpu)
-    return best, best_cpu, json.loads(out)
+        best_wall = wall if best_wall is None else min(best_wall, wall)
+    return best, best_cpu, best_wall, doc
 
 
 def fmt_load():
@@ -370,20 +368,13 @@ def main():
                     r = json.loads(line)
                     results[(engine, r["beams"], r["batch"], r["no_repeat"])] = r
                     names[engine] = r["peer"]
-        zero, zero_cpu = {}, {}
-        for batch in batches:
-            zero[batch], zero_cpu[batch], _ = attnkit_cell(a, threads, {"beams": 1, "batch": batch, "new_tokens": 0},
-                                          files[batch], repeats=2)
         for cell in cells:
             key = (cell["beams"], cell["batch"], cell["no_repeat"])
-            seconds, cpu, doc = attnkit_cell(a, threads, cell, files[cell["batch"]], repeats=a.repeats)
+            seconds, cpu, wall, doc = attnkit_cell(a, threads, cell, files[cell["batch"]], repeats=a.repeats)
             check(threads, cell, doc, {e: results[(e, *key)] for e in ("ct2", "hf")})
             if cell is not varied:
                 rows.append({"threads": threads, "beams": cell["beams"], "batch": cell["batch"],
-                             "attnkit": seconds - zero[cell["batch"]], "attnkit_wall": seconds,
-                             "attnkit_zero": zero[cell["batch"]],
-                             "attnkit_cpu": cpu - zero_cpu[cell["batch"]], "attnkit_cpu_all": cpu,
-                             "attnkit_cpu_zero": zero_cpu[cell["batch"]],
+                             "attnkit": seconds, "attnkit_wall": wall, "attnkit_cpu": cpu,
                              "ct2": results[("ct2", *key)]["seconds"],
                              "hf": results[("hf", *key)]["seconds"],
                              "ct2_cpu": results[("ct2", *key)]["cpu"],
@@ -416,19 +407,17 @@ def main():
 
     table("s", ("attnkit", "ct2", "hf"))
     print()
-    print("attnkit's seconds = wall time of its generate process - wall time with --max-new-tokens 0 "
-          "(load + tokenize, best of 2), per row: " + ", ".join(
-              f"{r['attnkit_wall']:.2f} - {r['attnkit_zero']:.2f}" for r in rows))
+    print("attnkit's seconds = its generate process's own prefill_s + decode_s (--json timing: encoder "
+          "and decoder steps); the whole process's wall time (start, load, tokenizer, printing), per row: "
+          + ", ".join(f"{r['attnkit_wall']:.2f}" for r in rows))
     print()
     print("CPU time (tokens per CPU-second; the fair measure at 1 thread on a loaded machine, where "
           "wall time includes waiting for a core; with more threads it also counts spin-waiting):")
     print()
     table("CPU-s", ("attnkit_cpu", "ct2_cpu", "hf_cpu"))
     print()
-    print("attnkit's CPU seconds = user + system CPU of its generate process (getrusage of the "
-          "children) - that of the --max-new-tokens 0 run (best of 2), per row: " + ", ".join(
-              f"{r['attnkit_cpu_all']:.2f} - {r['attnkit_cpu_zero']:.2f}" for r in rows) +
-          "; CTranslate2's and transformers': time.process_time() around the timed call")
+    print("attnkit's CPU seconds = its --json prefill_cpu_s + decode_cpu_s (the process's CPU clock, "
+          "all threads); CTranslate2's and transformers': time.process_time() around the timed call")
     if not a.quick:
         for r in rows:
             k, c, h = (1 / r[x] for x in ("attnkit", "ct2", "hf"))

@@ -10,8 +10,10 @@ Run with the python of scripts/decode_bench_venv.sh (CTranslate2):
 
 Per build, attnkit_bench_decode --mode greedy: decode::generate (what `attnkit generate` runs per
 token) timed inside the process, --new-tokens tokens after a 16-token prompt, in ms per generated
-token, the best and the median of --repeats fresh processes; CTranslate2's
-Generator.generate_batch (float32) timed alike. Wall-time differences of whole `attnkit generate`
+token, the best and the median of --repeats fresh processes; and `attnkit generate` itself (the
+CLI as users run it, --prompt-ids, --no-eos, --json) timed by its own --json "timing": prefill_s +
+decode_s per new token (the decoding entry to the last token; not the process start or the load);
+CTranslate2's Generator.generate_batch (float32) timed alike. Wall-time differences of whole
 processes are not used: the process start varies by ±0.2 s here, more than 512 tokens take.
 --baseline BUILD2 measures a second build the same way in the same run (e.g. the commit before a
 change, built in a worktree), alternating the two builds' processes."""
@@ -51,6 +53,24 @@ def in_process(build, model, a):
     return 1e3 / out["tokens_per_s"], out["ids"]
 
 
+def cli(build, model, a):
+    """ms per new token of `attnkit generate` by its own --json timing, and its ids. The model
+    directory without its word-level tokenizer.json (made for CTranslate2's converter; attnkit
+    reads no WordLevel model), as links: the prompt is ids anyway."""
+    bare = os.path.join(model, "hf-without-tokenizer")
+    os.makedirs(bare, exist_ok=True)
+    for name in ("config.json", "model.safetensors"):
+        if not os.path.exists(os.path.join(bare, name)):
+            os.symlink(os.path.join(model, "hf", name), os.path.join(bare, name))
+    doc = json.loads(run([os.path.join(build, "attnkit"), "--threads", str(a.threads), "--quiet",
+                          "generate", "--model", bare, "--prompt-ids",
+                          " ".join(map(str, PROMPT)), "--json", "--no-eos", "--max-new-tokens",
+                          str(a.new_tokens)], thread_env(a.threads)).splitlines()[0])
+    timing = doc["timing"]
+    return 1e3 * (timing["prefill_s"] + timing["decode_s"]) / timing["new_tokens"], \
+        doc["results"][0]["sequences"][0]["ids"]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", default="build")
@@ -65,6 +85,7 @@ def main():
          "--positions", str(len(PROMPT) + a.new_tokens + 8)])
     builds = [("attnkit", a.build)] + ([("baseline", a.baseline)] if a.baseline else [])
     times = {name: [] for name, _ in builds}
+    times.update({name + "-cli": [] for name, _ in builds})
     times["ct2"] = []
     ids = {}
     for _ in range(a.repeats):
@@ -72,6 +93,9 @@ def main():
             ms, got = in_process(build, model, a)
             times[name].append(ms)
             ids[name] = got
+            ms, got = cli(build, model, a)
+            times[name + "-cli"].append(ms)
+            ids[name + "-cli"] = got
         ct2 = json_line(run([sys.executable, os.path.join(HERE, "decode_ct2.py"), "generate", model,
                              *SHAPE, "--prompt", ",".join(map(str, PROMPT)), "--new-tokens",
                              str(a.new_tokens), "--threads", str(a.threads)]))
@@ -88,9 +112,11 @@ def main():
     print("ids: equal in every run (attnkit and CTranslate2)")
     print("| implementation | ms/token, best | ms/token, median |")
     print("|---|---|---|")
-    labels = {name: f"{name} ({build})" for name, build in builds}
+    labels = {name: f"{name} ({build}, attnkit_bench_decode)" for name, build in builds}
+    labels.update({name + "-cli": f"{name} ({build}, attnkit generate, its --json timing)"
+                   for name, build in builds})
     labels["ct2"] = "CTranslate2 (float32)"
-    for name in [n for n, _ in builds] + ["ct2"]:
+    for name in [n + s for n, _ in builds for s in ("", "-cli")] + ["ct2"]:
         t = sorted(times[name])
         print(f"| {labels[name]} | {t[0]:.3f} | {t[len(t) // 2]:.3f} |")
 

@@ -55,6 +55,21 @@ else
   echo "bench/run.sh: no CTranslate2 venv (scripts/decode_bench_venv.sh failed): skipping the Marian comparison" >&2
 fi
 echo
+echo "== decoding, SmolLM2-135M (its GGUF, float32): attnkit generate vs CTranslate2 and llama.cpp, prefill vs transformers sdpa =="
+# llama.cpp is llama-cpp-python built here from its source package (scripts/llamacpp_bench_venv.sh)
+# and the sdpa peer (and the F32 GGUF) runs in the Python package's venv, each made on first use;
+# without one the comparison runs without its columns (and says why). Without the weights
+# (scripts/setup.sh fetches them) or the CTranslate2 venv this part is skipped.
+SMOLLM2_GGUF="${ATTNKIT_CACHE:-$HOME/.cache/attnkit}/weights/smollm2-135m-instruct.gguf"
+if [ -n "$DECODE_PY" ] && [ -f "$SMOLLM2_GGUF" ]; then
+  LLAMA_PY="$(bash scripts/llamacpp_bench_venv.sh)" || LLAMA_PY=""
+  SDPA_PY="$(bash scripts/python_package_venv.sh)" || SDPA_PY=""
+  "$DECODE_PY" bench/decode_smollm2.py --build "$BUILD" --gguf "$SMOLLM2_GGUF" \
+    --llama-python "$LLAMA_PY" --sdpa-python "$SDPA_PY" "$@"
+else
+  echo "bench/run.sh: no CTranslate2 venv or no $SMOLLM2_GGUF: skipping the SmolLM2 comparison" >&2
+fi
+echo
 echo "== heads: BERT-base-shaped model, 50% of heads pruned vs unpruned (inference) =="
 cmake --build "$BUILD" --target attnkit_bench_heads -j "${JOBS:-2}"
 /usr/bin/python3 bench/heads_compare.py --build "$BUILD" "$@"

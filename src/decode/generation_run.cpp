@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <chrono>
+#include <ctime>
 #include <filesystem>
 
 namespace attnkit::decode {
@@ -103,8 +105,43 @@ void apply_generation_settings(GenerationRequest& request, const GenerationSetti
     request.decoder_start_token_id = values["decoder_start_token_id"].get<int64_t>();
 }
 
-std::vector<std::vector<Hypothesis>> run_generation(const GenerationRequest& request) {
+TimePoint TimePoint::now() {
+  TimePoint t;
+  t.wall = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  timespec cpu{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) == 0) t.cpu = cpu.tv_sec + 1e-9 * cpu.tv_nsec;
+  return t;
+}
+
+namespace {
+
+// A session that passes every call on and notes when the first forward (the prefill) returned.
+class TimedSession : public models::DecodingSession {
+ public:
+  explicit TimedSession(models::DecodingSession& inner) : inner_(inner) {}
+  void start(int64_t batch, int64_t horizon) override { inner_.start(batch, horizon); }
+  at::Tensor forward(const at::Tensor& ids, const at::Tensor& valid,
+                     const at::Tensor& positions) override {
+    at::Tensor logits = inner_.forward(ids, valid, positions);
+    if (forwards_++ == 0) prefill_end = TimePoint::now();
+    return logits;
+  }
+  void select_rows(const at::Tensor& index) override { inner_.select_rows(index); }
+  int64_t state_bytes() const override { return inner_.state_bytes(); }
+  int64_t forwards() const { return forwards_; }
+  TimePoint prefill_end;
+
+ private:
+  models::DecodingSession& inner_;
+  int64_t forwards_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::vector<Hypothesis>> run_generation(const GenerationRequest& request,
+                                                    GenerationTimes* times) {
   if (!request.model) throw Error("generate: no model");
+  const TimePoint begin = TimePoint::now();
   torch::NoGradGuard no_grad;
   request.model->module().eval();
   GenerationConfig config = request.config;
@@ -115,7 +152,29 @@ std::vector<std::vector<Hypothesis>> run_generation(const GenerationRequest& req
   decoding_request.decoder_start_token_id = request.decoder_start_token_id;
   decoding_request.name = request.name;
   models::Decoding decoding = start_decoding(*request.model, decoding_request);
-  return generate(*decoding.session, decoding.prompts, config);
+  if (!times) return generate(*decoding.session, decoding.prompts, config);
+  TimedSession timed(*decoding.session);
+  auto results = generate(timed, decoding.prompts, config);
+  const TimePoint end = TimePoint::now();
+  *times = GenerationTimes{};
+  if (timed.forwards() > 0) {
+    times->prefill_seconds = timed.prefill_end.wall - begin.wall;
+    times->prefill_cpu_seconds = timed.prefill_end.cpu - begin.cpu;
+    times->decode_seconds = end.wall - timed.prefill_end.wall;
+    times->decode_cpu_seconds = end.cpu - timed.prefill_end.cpu;
+    times->decode_steps = timed.forwards() - 1;
+  }
+  for (const auto& prompt : request.prompts) times->prompt_tokens += static_cast<int64_t>(prompt.size());
+  for (const auto& list : results)
+    for (const auto& h : list) times->new_tokens += static_cast<int64_t>(h.tokens.size());
+  return results;
+}
+
+nlohmann::json times_json(const GenerationTimes& times) {
+  return {{"prefill_s", times.prefill_seconds},   {"prefill_cpu_s", times.prefill_cpu_seconds},
+          {"decode_s", times.decode_seconds},     {"decode_cpu_s", times.decode_cpu_seconds},
+          {"prompt_tokens", times.prompt_tokens}, {"new_tokens", times.new_tokens},
+          {"decode_steps", times.decode_steps}};
 }
 
 nlohmann::json results_json(Strategy strategy, const std::vector<std::string>& shown,

@@ -79,10 +79,12 @@ int64_t condition_class(const std::string& given, const std::string& model_path)
 }
 
 int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
+  const decode::TimePoint begin = decode::TimePoint::now();  // --json's "timing"
   auto loaded = io::load_model(o.model);
   // The tokenizer: --tokenizer, else the model directory's (a run's checkpoint's) when it holds
   // one, else none; of any kind (Marian's files are read as transformers' MarianTokenizer).
   const std::unique_ptr<text::TextTokenizer> tokenizer = io::tokenizer_for_model(o.tokenizer, loaded.path);
+  const decode::TimePoint loaded_at = decode::TimePoint::now();
   // How the model's prompts are written and ended (an encoder-decoder's prompts are its
   // encoder's sources; its output stands alone).
   const models::DecodingTraits traits = loaded.model->decoding_traits();
@@ -154,7 +156,9 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
       std::fflush(stdout);
     };
   }
-  const auto results = decode::run_generation(request);
+  const decode::TimePoint prompts_at = decode::TimePoint::now();
+  decode::GenerationTimes times;
+  const auto results = decode::run_generation(request, o.json ? &times : nullptr);
 
   if (stream) {
     if (text_stream) write_out(text_stream->finish());
@@ -162,7 +166,12 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
     return 0;
   }
   if (o.json) {
-    const auto doc = decode::results_json(config.strategy, shown, prompts, results, detokenize);
+    auto doc = decode::results_json(config.strategy, shown, prompts, results, detokenize);
+    nlohmann::json& timing = doc["timing"] = decode::times_json(times);
+    timing["load_s"] = loaded_at.wall - begin.wall;
+    timing["load_cpu_s"] = loaded_at.cpu - begin.cpu;
+    timing["prompts_s"] = prompts_at.wall - loaded_at.wall;
+    timing["total_s"] = decode::TimePoint::now().wall - begin.wall;
     std::puts(doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
@@ -238,7 +247,11 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
                 "decoder_start_token_id, else its pad id)")
       ->check(at_least(0));
   g->add_option("--seed", o->seed, "sampling seed (default: the global --seed)");
-  g->add_flag("--json", o->json, "print ids, text and scores as JSON instead of streaming text");
+  g->add_flag("--json", o->json,
+              "print ids, text and scores as JSON instead of streaming text, with \"timing\": seconds "
+              "(steady clock; *_cpu_s: the process's CPU) of load_s (model + tokenizer), prompts_s "
+              "(prompt text to ids, settings), prefill_s (to the first token's logits), decode_s (the "
+              "rest), total_s (all of it, before printing), and prompt_tokens, new_tokens, decode_steps");
   g->add_flag("--hf-decode", o->hf_decode,
               "write text exactly as the tokenizer decodes it (= Hugging Face's decode); by default the "
               "spaces a WordPiece tokenizer puts between Chinese/Japanese characters are removed");

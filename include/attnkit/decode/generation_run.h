@@ -63,10 +63,36 @@ struct GenerationRequest {
   TokenCallback on_token;
 };
 
+// A moment on the two clocks a generation is timed with: the steady clock (wall seconds) and
+// the process's CPU clock (user + system seconds of all its threads).
+struct TimePoint {
+  double wall = 0.0, cpu = 0.0;
+  static TimePoint now();
+};
+
+// Where one run_generation's time went, measured inside the process.
+struct GenerationTimes {
+  // Prefill: from the decoding entry to the first new token's logits (the session's start, which
+  // runs an encoder-decoder's encoder over its sources, and the forward over the prompts).
+  double prefill_seconds = 0.0, prefill_cpu_seconds = 0.0;
+  // Decoding: the rest (every token's choice, the forwards of the later steps, beam search's
+  // reordering). Both are 0 with max_new_tokens 0, where no forward runs.
+  double decode_seconds = 0.0, decode_cpu_seconds = 0.0;
+  int64_t prompt_tokens = 0;  // ids of all prompts (an encoder-decoder's: its sources)
+  int64_t new_tokens = 0;     // ids of all returned sequences (an EOS that ended one included)
+  int64_t decode_steps = 0;   // forwards after the prefill's
+};
+
 // Generates in eval mode without gradients through the model's decoding entry
 // (models::Model::decoding, which checks the prompts: attnkit::Error "generate: ..." for an
-// empty prompt or an id outside [0, vocab)): one result list per prompt.
-std::vector<std::vector<Hypothesis>> run_generation(const GenerationRequest& request);
+// empty prompt or an id outside [0, vocab)): one result list per prompt. With `times`, also
+// where the time went (the session is wrapped; the results are the same).
+std::vector<std::vector<Hypothesis>> run_generation(const GenerationRequest& request,
+                                                    GenerationTimes* times = nullptr);
+
+// --json's "timing" fields of `times`: prefill_s, prefill_cpu_s, decode_s, decode_cpu_s,
+// prompt_tokens, new_tokens, decode_steps.
+nlohmann::json times_json(const GenerationTimes& times);
 
 // The settings into `request` (its model set): the end and pad ids (set_special_tokens, the
 // model's output pad last), the rules (set_generation_rules), and decoder_start_token_id when
