@@ -7,6 +7,10 @@
 #include "attnkit/models/task_model.h"
 #include "attnkit/models/transformer_model.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace attnkit::models {
 namespace {
 
@@ -53,6 +57,11 @@ void quantize_model(Model& model, layers::ComputeType type, bool values) {
   } else if (auto* seq2seq = dynamic_cast<EncoderDecoderModelImpl*>(&model)) {
     quantize_head(seq2seq->lm_head, *seq2seq->decoder, values);
   }
+#if defined(__GLIBC__)
+  // The released float weights are mostly heap chunks below glibc's (grown) mmap threshold: give
+  // their pages back, or the process stays as large as the float model.
+  malloc_trim(0);
+#endif
 }
 
 layers::ComputeType model_compute_type(const Model& model) {

@@ -18,11 +18,11 @@ namespace {
 
 using namespace attnkit;
 
-constexpr int64_t kVocab = 61;
+constexpr int64_t kInt8TestVocab = 61;
 
 // hidden 40 and an FFN of 160: no multiple of the int8 kernel's 16 values per vector.
-models::TaskModel tiny_lm(bool tied) {
-  auto config = models::TransformerConfig::gpt2(kVocab, 40, 2, 4);
+models::TaskModel int8_test_lm(bool tied) {
+  auto config = models::TransformerConfig::gpt2(kInt8TestVocab, 40, 2, 4);
   config.dropout = 0.0;
   config.max_positions = 64;
   models::HeadsConfig heads;
@@ -34,14 +34,14 @@ models::TaskModel tiny_lm(bool tied) {
   return model;
 }
 
-at::Tensor full_logits(models::TaskModel& model, const std::vector<int64_t>& ids) {
+at::Tensor int8_test_logits(models::TaskModel& model, const std::vector<int64_t>& ids) {
   models::TaskInputs in;
   in.input_ids = torch::tensor(ids, at::kLong).unsqueeze(0);
   return model->forward(in).causal_lm_logits[0];
 }
 
 // Greedy ids from the cached session (prefill, then one row a step) and each step's logits.
-std::vector<int64_t> cached_greedy(models::TaskModel& model, std::vector<int64_t> ids,
+std::vector<int64_t> int8_test_greedy(models::TaskModel& model, std::vector<int64_t> ids,
                                    int64_t steps, std::vector<at::Tensor>* logits) {
   models::DecodingRequest request;
   request.prompts = {ids};
@@ -68,16 +68,18 @@ std::vector<int64_t> cached_greedy(models::TaskModel& model, std::vector<int64_t
 TEST(Int8Decoding, CachedGreedyFollowsFullForwardArgmax) {
   torch::NoGradGuard no_grad;
   for (bool tied : {true, false}) {
-    auto model = tiny_lm(tied);
+    auto model = int8_test_lm(tied);
     models::quantize_model(*model, layers::ComputeType::Int8);
     EXPECT_EQ(models::model_compute_type(*model), layers::ComputeType::Int8);
-    if (!tied) EXPECT_EQ(model->lm_head.numel(), 0);  // the untied head's float copy is gone
+    if (!tied) {
+      EXPECT_EQ(model->lm_head.numel(), 0);  // the untied head's float copy is gone
+    }
     const std::vector<int64_t> prompt = {3, 17, 42, 8, 29};
     std::vector<at::Tensor> step_logits;
-    const auto ids = cached_greedy(model, prompt, 12, &step_logits);
+    const auto ids = int8_test_greedy(model, prompt, 12, &step_logits);
     std::vector<int64_t> sequence = prompt;
     for (size_t s = 0; s < ids.size(); ++s) {
-      const at::Tensor full = full_logits(model, sequence);
+      const at::Tensor full = int8_test_logits(model, sequence);
       const at::Tensor last = full[full.size(0) - 1];
       EXPECT_EQ(last.argmax().item<int64_t>(), ids[s]) << "tied " << tied << " step " << s;
       // The same int8 arithmetic row by row: only the attention's float order differs.
@@ -92,11 +94,11 @@ TEST(Int8Decoding, CachedGreedyFollowsFullForwardArgmax) {
 // logits' largest magnitude (the measured worst is printed).
 TEST(Int8Decoding, LogitsNearFloat32) {
   torch::NoGradGuard no_grad;
-  auto model = tiny_lm(true);
+  auto model = int8_test_lm(true);
   const std::vector<int64_t> ids = {1, 5, 9, 33, 60, 2, 14, 27, 45, 50, 11};
-  const at::Tensor reference = full_logits(model, ids);
+  const at::Tensor reference = int8_test_logits(model, ids);
   models::quantize_model(*model, layers::ComputeType::Int8);
-  const at::Tensor quantized = full_logits(model, ids);
+  const at::Tensor quantized = int8_test_logits(model, ids);
   const double err = (quantized - reference).abs().max().item<double>();
   const double scale = reference.abs().max().item<double>();
   std::printf("int8 vs float32 logits: max abs error %.4g, largest |logit| %.4g (%.2f%%)\n", err,
@@ -107,9 +109,9 @@ TEST(Int8Decoding, LogitsNearFloat32) {
 
 TEST(Int8Decoding, SavedInt8ModelLoadsBackAsInt8) {
   torch::NoGradGuard no_grad;
-  const auto root = testing::scratch_directory("int8_decoding");
+  const auto root = attnkit::testing::scratch_directory("int8_decoding");
   for (bool tied : {true, false}) {
-    auto model = tiny_lm(tied);
+    auto model = int8_test_lm(tied);
     const auto float_dir = root / (tied ? "float_tied" : "float_untied");
     io::save_attnkit_model(model, float_dir.string());
     // convert --quantize int8 from a float directory, and quantizing at load, agree.
@@ -120,12 +122,12 @@ TEST(Int8Decoding, SavedInt8ModelLoadsBackAsInt8) {
     auto loaded = io::load_model(int8_dir.string());
     EXPECT_EQ(models::model_compute_type(*loaded.model), layers::ComputeType::Int8);
     const std::vector<int64_t> prompt = {4, 8, 15, 16, 23, 42};
-    EXPECT_TRUE(torch::equal(full_logits(at_load.task, prompt), full_logits(loaded.task, prompt)));
-    EXPECT_EQ(cached_greedy(at_load.task, prompt, 10, nullptr),
-              cached_greedy(loaded.task, prompt, 10, nullptr));
+    EXPECT_TRUE(torch::equal(int8_test_logits(at_load.task, prompt), int8_test_logits(loaded.task, prompt)));
+    EXPECT_EQ(int8_test_greedy(at_load.task, prompt, 10, nullptr),
+              int8_test_greedy(loaded.task, prompt, 10, nullptr));
     // Quantizing the loaded int8 model again changes nothing.
     models::quantize_model(*loaded.model, layers::ComputeType::Int8);
-    EXPECT_TRUE(torch::equal(full_logits(at_load.task, prompt), full_logits(loaded.task, prompt)));
+    EXPECT_TRUE(torch::equal(int8_test_logits(at_load.task, prompt), int8_test_logits(loaded.task, prompt)));
     // An int8 model has no Hugging Face form; --quantize writes attnkit format only.
     EXPECT_THROW(io::save_model(loaded, (root / "hf").string(), "huggingface"), Error);
     EXPECT_THROW(io::convert_model(float_dir.string(), (root / "hf2").string(), "huggingface",
