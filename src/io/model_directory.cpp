@@ -5,6 +5,7 @@
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/io/safetensors.h"
 #include "attnkit/models/model_factory.h"
+#include "attnkit/models/quantize.h"
 #include "attnkit/formats/gguf.h"
 #include "attnkit/formats/gguf_tokenizer.h"
 #include "attnkit/io/gguf_model.h"
@@ -60,6 +61,15 @@ json parse_json_text(const std::string& text, const std::string& where) {
   }
 }
 
+// The names of an int8 model's weights and scales (layers/int8_linear.h, models/quantize.h).
+bool is_int8_state(const std::string& name) {
+  for (const std::string suffix : {"weight_int8", "weight_scale", "lm_head_int8", "lm_head_scale"})
+    if (name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return true;
+  return false;
+}
+
 // Loads every parameter (and any buffer present) of `model` from `file` by attnkit name; lists
 // unknown and missing names.
 void load_parameters(torch::nn::Module& model, const SafetensorsFile& file) {
@@ -80,11 +90,14 @@ void load_parameters(torch::nn::Module& model, const SafetensorsFile& file) {
     }
     item.value().copy_(file.tensor(item.key()));
   }
-  // Buffers (e.g. sinusoidal position tables) are optional: trainer checkpoints carry them.
+  // Buffers (e.g. sinusoidal position tables) are optional: trainer checkpoints carry them. An
+  // int8 model's weights and scales (models/quantize.h) are not.
   for (auto& item : model.named_buffers(true)) {
     expected.insert(item.key());
     if (file.contains(item.key()) && file.entry(item.key()).shape == item.value().sizes().vec())
       item.value().copy_(file.tensor(item.key()));
+    else if (is_int8_state(item.key()))
+      missing.push_back(item.key());
   }
   for (const auto& name : file.names())
     if (!expected.count(name)) unknown.push_back(name);
@@ -126,6 +139,10 @@ LoadedModel load_attnkit(const std::string& weights_path, const json* config_jso
     const std::string where = weights_path + " metadata";
     model = read_attnkit_config(parse_json_text(it->second, where), where, file, where);
   }
+  // A file written by `convert --quantize int8` loads into the int8 model's layout.
+  const auto names = file.names();
+  if (std::any_of(names.begin(), names.end(), is_int8_state))
+    models::quantize_model(*model, layers::ComputeType::Int8, /*values=*/false);
   load_parameters(model->module(), file);
   return finish(model, path, "attnkit");
 }
@@ -233,6 +250,8 @@ void save_attnkit_model(models::Model& model, const std::string& directory) {
 void save_model(LoadedModel& model, const std::string& to, const std::string& format) {
   if (format != "attnkit" && format != "huggingface")
     throw Error(fmt::format("format must be 'attnkit' or 'huggingface' (got '{}')", format));
+  if (format == "huggingface" && models::model_compute_type(*model.model) == layers::ComputeType::Int8)
+    throw Error("format huggingface: an int8 model is saved in attnkit format only");
   if (format == "attnkit") {
     save_attnkit_model(*model.model, to);
   } else {
@@ -258,13 +277,17 @@ void save_model(LoadedModel& model, const std::string& to, const std::string& fo
   }
 }
 
-void convert_model(const std::string& from, const std::string& to, const std::string& format) {
+void convert_model(const std::string& from, const std::string& to, const std::string& format,
+                   layers::ComputeType quantize) {
   if (format != "attnkit" && format != "huggingface")
     throw Error(fmt::format("convert: format must be 'attnkit' or 'huggingface' (got '{}')", format));
   std::error_code same_ec;
   if (fs::equivalent(from, to, same_ec))
     throw Error("convert: the output directory must differ from the input");
+  if (quantize != layers::ComputeType::Float32 && format != "attnkit")
+    throw Error("convert: --quantize int8 writes attnkit format only (leave --format at attnkit)");
   auto loaded = load_model(from);
+  models::quantize_model(*loaded.model, quantize);
   save_model(loaded, to, format);
 }
 

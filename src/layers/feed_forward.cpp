@@ -53,14 +53,14 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options) : options_(o
 }
 
 at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
-  at::Tensor inner = apply_activation((gate ? gate : fc_in)->forward(x), options_.activation());
-  if (gate) inner = inner * fc_in->forward(x);
-  return fc_out->forward(inner);
+  at::Tensor inner = apply_activation(linear(gate ? *gate : *fc_in, x), options_.activation());
+  if (gate) inner = inner * linear(*fc_in, x);
+  return linear(*fc_out, inner);
 }
 
 at::Tensor FeedForwardImpl::step(const at::Tensor& x) {
   if (!gate) return linear_rows(*fc_out, apply_activation(linear_rows(*fc_in, x), options_.activation()));
-  auto gate_up = linear_rows(x, {{gate->weight, gate->bias}, {fc_in->weight, fc_in->bias}});
+  auto gate_up = linear_rows(x, {dense_layer(*gate), dense_layer(*fc_in)});
   return linear_rows(*fc_out, apply_activation(gate_up[0], options_.activation()) * gate_up[1]);
 }
 

@@ -309,16 +309,16 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
   }
   if (H == 0) {  // every head pruned: the output projection's bias alone
     AttentionResult empty;
-    empty.output = o->forward(x.new_zeros({x.size(0), L, 0}));
+    empty.output = linear(*o, x.new_zeros({x.size(0), L, 0}));
     if (in.need_weights) empty.weights = x.new_zeros({x.size(0), 0, L, S});
     if (in.need_head_contexts) empty.head_contexts = x.new_zeros({x.size(0), 0, L, value_size_});
     return empty;
   }
   if (in.rotary.cos.defined() && memory)
     throw Error("attention: rotary positions are for self attention (a memory was given)");
-  at::Tensor qh = q ? split_heads(q->forward(x), query_heads_) : at::Tensor();
-  at::Tensor kh = k ? split_heads(k->forward(source), grouped_ ? kv_heads_ : query_heads_) : at::Tensor();
-  at::Tensor vh = split_heads(v->forward(source), grouped_ ? kv_heads_ : H);
+  at::Tensor qh = q ? split_heads(linear(*q, x), query_heads_) : at::Tensor();
+  at::Tensor kh = k ? split_heads(linear(*k, source), grouped_ ? kv_heads_ : query_heads_) : at::Tensor();
+  at::Tensor vh = split_heads(linear(*v, source), grouped_ ? kv_heads_ : H);
   if (qh.defined() && kh.defined()) position_heads(qh, kh, in.rotary);
   if (grouped_ && !uniform_groups()) {  // pruned inside groups: one key/value head per query head
     kh = repeat_kv(kh);
@@ -407,7 +407,7 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
   if (in.need_head_contexts) result.head_contexts = context;
   if (head_gates_.defined()) context = ops::apply_head_gates(context, head_gates_.to(context.dtype()));
   at::Tensor merged = context.transpose(1, 2).reshape({x.size(0), L, H * value_size_});
-  result.output = o->forward(merged);
+  result.output = linear(*o, merged);
   return result;
 }
 
@@ -430,7 +430,7 @@ at::Tensor MultiHeadAttentionImpl::step(const at::Tensor& x, const StepInputs& i
     throw Error(fmt::format("attention step: '{}' with rotary positions has no cached form yet",
                             options_.spec().to_string()));
   const int64_t H = heads(), KV = grouped_ ? kv_heads_ : H;
-  auto qkv = linear_rows(x, {{q->weight, q->bias}, {k->weight, k->bias}, {v->weight, v->bias}});
+  auto qkv = linear_rows(x, {dense_layer(*q), dense_layer(*k), dense_layer(*v)});
   at::Tensor qh = split_heads(qkv[0], H), kh = split_heads(qkv[1], KV), vh = split_heads(qkv[2], KV);
   position_heads(qh, kh, in.rotary);
   // The KV cache keeps the grouped heads (the softmax op reads them grouped); the feature states

@@ -107,7 +107,24 @@ std::vector<at::Tensor> kernel_linear(const std::vector<DenseLayer>& layers,
 
 }  // namespace
 
+DenseLayer dense_layer(const torch::nn::LinearImpl& layer) {
+  return {layer.weight, layer.bias, int8_weight(layer)};
+}
+
 std::vector<at::Tensor> linear_rows(const at::Tensor& x, const std::vector<DenseLayer>& layers) {
+  const auto quantized = std::count_if(layers.begin(), layers.end(),
+                                       [](const DenseLayer& l) { return l.int8.defined(); });
+  if (quantized > 0) {
+    if (quantized != static_cast<int64_t>(layers.size()))
+      throw Error("linear_rows: int8 and float layers in one call");
+    std::vector<Int8Weight> weights;
+    std::vector<at::Tensor> biases;
+    for (const auto& l : layers) {
+      weights.push_back(l.int8);
+      biases.push_back(l.bias);
+    }
+    return int8_linear(x, weights, biases);
+  }
   std::vector<at::Tensor> out;
   const auto shaped = [&](const at::Tensor& y, int64_t size) {
     std::vector<int64_t> sizes = x.sizes().vec();
@@ -134,11 +151,11 @@ std::vector<at::Tensor> linear_rows(const at::Tensor& x, const std::vector<Dense
 }
 
 at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  return linear_rows(x, std::vector<DenseLayer>{{weight, bias}})[0];
+  return linear_rows(x, std::vector<DenseLayer>{{weight, bias, {}}})[0];
 }
 
 at::Tensor linear_rows(const torch::nn::LinearImpl& layer, const at::Tensor& x) {
-  return linear_rows(x, layer.weight, layer.bias);
+  return linear_rows(x, std::vector<DenseLayer>{dense_layer(layer)})[0];
 }
 
 }  // namespace attnkit::layers

@@ -3,9 +3,9 @@
 #include "attnkit/models/decoding.h"
 
 #include "attnkit/error.h"
-#include "attnkit/layers/row_linear.h"
 #include "attnkit/models/batching.h"
 #include "attnkit/models/encoder_decoder.h"
+#include "attnkit/models/quantize.h"
 #include "attnkit/models/task_model.h"
 
 #include <fmt/format.h>
@@ -56,7 +56,7 @@ class CausalSession : public DecodingSession {
   at::Tensor forward(const at::Tensor& ids, const at::Tensor& valid,
                      const at::Tensor& positions) override {
     const at::Tensor h = last_column(model_->transformer->step(cache_, ids, {valid, positions, true, {}}));
-    return final_logits(layers::linear_rows(h, lm_head_weight(model_->lm_head, *model_->transformer), {}),
+    return final_logits(lm_head_product(h, model_->lm_head, *model_->transformer, /*step=*/true),
                         model_->transformer->config());
   }
   void select_rows(const at::Tensor& index) override { cache_.select_rows(index); }
@@ -120,7 +120,7 @@ class Seq2SeqSession : public DecodingSession {
                      const at::Tensor& positions) override {
     const at::Tensor h = last_column(model_->decoder->step(cache_, ids, {valid, positions, true, {}}));
     at::Tensor logits =
-        layers::linear_rows(h, lm_head_weight(model_->lm_head, *model_->decoder), {});
+        lm_head_product(h, model_->lm_head, *model_->decoder, /*step=*/true);
     // Marian's and BART's final_logits_bias [1, vocab].
     return model_->final_logits_bias.defined() ? logits + model_->final_logits_bias : logits;
   }

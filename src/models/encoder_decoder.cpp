@@ -1,6 +1,7 @@
 #include "attnkit/models/encoder_decoder.h"
 
 #include "attnkit/error.h"
+#include "attnkit/models/quantize.h"
 #include "strict_json.h"
 
 #include <fmt/format.h>
@@ -95,7 +96,7 @@ EncoderDecoderModelImpl::EncoderDecoderModelImpl(const EncoderDecoderConfig& con
 }
 
 at::Tensor EncoderDecoderModelImpl::logits(const at::Tensor& hidden) const {
-  at::Tensor out = at::linear(hidden, lm_head_weight(lm_head, *decoder));
+  at::Tensor out = lm_head_product(hidden, lm_head, *decoder, false);
   return final_logits_bias.defined() ? out + final_logits_bias.to(out.dtype()) : out;
 }
 

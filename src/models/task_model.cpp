@@ -2,6 +2,7 @@
 
 #include "attnkit/error.h"
 #include "attnkit/models/batching.h"
+#include "attnkit/models/quantize.h"
 #include "attnkit/ops/masks.h"
 #include "strict_json.h"
 
@@ -195,7 +196,7 @@ TwoStreamTaskOutput TaskModelImpl::two_stream_forward(const TaskInputs& in, cons
   TwoStreamTaskOutput out;
   out.content = std::move(streams.content);
   out.query_hidden = streams.query;
-  out.query_logits = final_logits(at::linear(out.query_hidden, lm_head_weight(lm_head, *transformer)),
+  out.query_logits = final_logits(lm_head_product(out.query_hidden, lm_head, *transformer, false),
                                   transformer->config());
   return out;
 }
@@ -210,7 +211,7 @@ TaskOutput TaskModelImpl::forward(const TaskInputs& in) {
   if (masked_lm) out.masked_lm_logits = masked_lm->forward(h, transformer->word_embeddings());
   if (heads_.causal_lm)
     out.causal_lm_logits =
-        final_logits(at::linear(h, lm_head_weight(lm_head, *transformer)), transformer->config());
+        final_logits(lm_head_product(h, lm_head, *transformer, false), transformer->config());
   if (next_sentence) out.next_sentence_logits = next_sentence->forward(out.base.pooled);
   if (classifier) out.sequence_logits = classifier->forward(dropout(pool(in, out.base)));
   if (tagger) out.token_logits = tagger->forward(dropout(h));

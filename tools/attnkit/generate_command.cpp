@@ -6,6 +6,7 @@
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/io/model_directory.h"
+#include "attnkit/models/quantize.h"
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/text_stream.h"
 #include "attnkit/parse.h"
@@ -38,6 +39,7 @@ struct GenerateOptions {
   std::optional<uint64_t> seed;
   bool json = false;
   bool hf_decode = false;  // the tokenizer's own text (Hugging Face's decode), CJK spaces kept
+  std::string compute_type = "float32";  // --compute-type
 };
 
 
@@ -79,8 +81,11 @@ int64_t condition_class(const std::string& given, const std::string& model_path)
 }
 
 int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
-  const decode::TimePoint begin = decode::TimePoint::now();  // --json's "timing"
+  const layers::ComputeType compute = layers::parse_compute_type(o.compute_type, "--compute-type");
+  if (compute == layers::ComputeType::Bf16) fmt::print(stderr, "{}\n", layers::bf16_note());
+  const decode::TimePoint begin = decode::TimePoint::now();  // --json's "timing" (load includes quantizing)
   auto loaded = io::load_model(o.model);
+  models::quantize_model(*loaded.model, compute);  // int8; a model saved int8 is int8 already
   // The tokenizer: --tokenizer, else the model directory's (a run's checkpoint's) when it holds
   // one, else none; of any kind (Marian's files are read as transformers' MarianTokenizer).
   const std::unique_ptr<text::TextTokenizer> tokenizer = io::tokenizer_for_model(o.tokenizer, loaded.path);
@@ -246,6 +251,10 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
                 "encoder-decoder models: the token the decoder starts from (default: the model's "
                 "decoder_start_token_id, else its pad id)")
       ->check(at_least(0));
+  g->add_option("--compute-type", o->compute_type,
+                "float32 | int8 (int8 weights per row, activations per row at run time) | bf16 "
+                "(falls back to float32 here)")
+      ->capture_default_str();
   g->add_option("--seed", o->seed, "sampling seed (default: the global --seed)");
   g->add_flag("--json", o->json,
               "print ids, text and scores as JSON instead of streaming text, with \"timing\": seconds "

@@ -197,7 +197,7 @@ void register_model_commands(CLI::App& app, GlobalOptions& global) {
   e->callback([encode, &global] { global.action = [encode, &global] { return run_encode(*encode, global); }; });
 
   struct ConvertOptions {
-    std::string from, to, format = "attnkit";
+    std::string from, to, format = "attnkit", quantize = "float32";
   };
   auto convert = std::make_shared<ConvertOptions>();
   auto* c = app.add_subcommand("convert",
@@ -207,9 +207,14 @@ void register_model_commands(CLI::App& app, GlobalOptions& global) {
   c->add_option("--format", convert->format, "output format")
       ->check(CLI::IsMember({"attnkit", "huggingface"}))
       ->capture_default_str();
+  c->add_option("--quantize", convert->quantize,
+                "int8: save int8 weights per row (attnkit format; loads back as int8 with no flag)")
+      ->capture_default_str();
   c->callback([convert, &global] {
     global.action = [convert, &global] {
-      io::convert_model(convert->from, convert->to, convert->format);
+      const auto type = layers::parse_compute_type(convert->quantize, "--quantize");
+      if (type == layers::ComputeType::Bf16) throw Error("--quantize: bf16 is not saved (float32 or int8)");
+      io::convert_model(convert->from, convert->to, convert->format, type);
       if (!global.quiet) fmt::print("wrote {} ({} format)\n", convert->to, convert->format);
       return 0;
     };

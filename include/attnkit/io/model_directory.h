@@ -15,6 +15,7 @@
 // too: resolve_model_path picks its best checkpoint, else its newest; a checkpoint directory
 // carries its tokenizer's files when the run had a tokenizer.
 #include "attnkit/io/huggingface.h"
+#include "attnkit/layers/int8_linear.h"
 #include "attnkit/models/model.h"
 #include "attnkit/text/text_tokenizer.h"
 
@@ -86,6 +87,9 @@ void save_model(LoadedModel& model, const std::string& to, const std::string& fo
 
 // Loads `from` (either format) and writes it to `to` in `format` ("attnkit" | "huggingface"),
 // copying tokenizer files (tokenizer.json, vocab.txt, vocab.json, merges.txt, ...) along.
-void convert_model(const std::string& from, const std::string& to, const std::string& format);
+// quantize = Int8 writes the int8 model (models/quantize.h; attnkit format only), which
+// load_model reads back as int8 with no flag. An int8 model does not save in huggingface format.
+void convert_model(const std::string& from, const std::string& to, const std::string& format,
+                   layers::ComputeType quantize = layers::ComputeType::Float32);
 
 }  // namespace attnkit::io

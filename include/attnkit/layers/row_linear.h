@@ -12,6 +12,8 @@
 // LibTorch's threads, so a decode step wakes one thread pool rather than LibTorch's and
 // OpenBLAS's both; one row of another dtype takes at::addmv; more rows (a prefill, the encoder's
 // memory) keep at::linear.
+#include "attnkit/layers/int8_linear.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -25,7 +27,11 @@ namespace attnkit::layers {
 
 struct DenseLayer {
   at::Tensor weight, bias;  // [out, in], [out] or undefined
+  Int8Weight int8;          // defined for a quantized layer (int8_linear.h): used instead of weight
 };
+
+// A torch::nn::Linear as a DenseLayer, its int8 weight included when it is quantized.
+DenseLayer dense_layer(const torch::nn::LinearImpl& layer);
 
 // Rows of x up to which the kernels beat at::linear on the weights of a decoder (one thread,
 // bench/few_rows_bench.cpp, docs/decoding.md).
@@ -37,7 +43,8 @@ constexpr int64_t kFewRowsMax = 64;
 int64_t few_rows_max();
 
 // x [..., in] · weight_iᵀ + bias_i for each layer -> [..., out_i]; the kernels take every layer
-// in one parallel region (q, k and v of one attention wake the threads once).
+// in one parallel region (q, k and v of one attention wake the threads once). Quantized layers
+// (all or none of them) take int8_linear at any number of rows.
 std::vector<at::Tensor> linear_rows(const at::Tensor& x, const std::vector<DenseLayer>& layers);
 
 // x [..., in] · weightᵀ + bias (bias may be undefined) -> [..., out].

@@ -1,0 +1,75 @@
+#pragma once
+// int8 dense layers (`attnkit generate --compute-type int8`, `attnkit convert --quantize int8`).
+//
+// The scheme, in one place (its arithmetic in src/ops/cpu/int8_gemm_kernel.h):
+// - weights: per output row, symmetric: scale_r = max_i |W[r, i]| / 127, W8[r, i] =
+//   round-half-even(W[r, i] · 127 / max_i |W[r, i]|) ∈ [-127, 127]; quantized once.
+// - activations: the same per input row, at every call (dynamic quantization).
+// - product: y[m, r] = bias[r] + scale_r · xscale_m · Σ_i W8[r, i] · X8[m, i], the sum exact in
+//   int32, one float rounding after it.
+// Error of one output against the float product: |Σ_i (W·X − W8·X8·s)| ≤ Σ_i (|W| · sx/2 +
+// |X| · sw/2 + sw · sx / 4) (a bound from the half-step rounding of both factors; the tests
+// check it).
+//
+// A quantized torch::nn::Linear keeps its float `weight` parameter as an empty tensor (the memory
+// goes) and gains two buffers, `weight_int8` [out, in] (int8) and `weight_scale` [out] (float),
+// which a model's state holds and attnkit's format saves and loads like any buffer.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torch::nn {
+class LinearImpl;
+class Module;
+}  // namespace torch::nn
+
+namespace attnkit::layers {
+
+// The arithmetic a model's dense layers run in. Bf16 is accepted as a request only: this build
+// has no bf16 kernel, so it runs as Float32 after bf16_note().
+enum class ComputeType { Float32, Int8, Bf16 };
+
+// "float32" | "int8" | "bf16"; anything else: attnkit::Error naming the option and the accepted
+// values.
+ComputeType parse_compute_type(const std::string& text, const std::string& option);
+const char* compute_type_name(ComputeType type);
+
+// The one line `generate --compute-type bf16` prints: that it falls back to float32, and whether
+// this CPU has AVX-512 BF16 (the ISA a bf16 kernel would need; AVX2-only machines do not).
+std::string bf16_note();
+
+struct Int8Weight {
+  at::Tensor values;  // int8 [out, in], contiguous
+  at::Tensor scale;   // float [out]
+  bool defined() const { return values.defined(); }
+};
+
+// Per-row quantization of a float matrix [rows, in] (weights, or activations for the tests).
+Int8Weight quantize_int8(const at::Tensor& matrix);
+// values · scale per row, float [rows, in].
+at::Tensor dequantize_int8(const Int8Weight& w);
+
+// x [..., in] · Wᵀ + bias through the scheme above, any number of rows (bias may be undefined).
+at::Tensor int8_linear(const at::Tensor& x, const Int8Weight& w, const at::Tensor& bias);
+// The same for several layers over one x (q, k and v of an attention): one parallel region.
+std::vector<at::Tensor> int8_linear(const at::Tensor& x, const std::vector<Int8Weight>& weights,
+                                    const std::vector<at::Tensor>& biases);
+
+// The int8 weight of a quantized layer; undefined for a float one.
+Int8Weight int8_weight(const torch::nn::LinearImpl& layer);
+
+// x · Wᵀ + b of a layer, quantized or not (the float path is at::linear, as layer.forward).
+at::Tensor linear(const torch::nn::LinearImpl& layer, const at::Tensor& x);
+
+// Quantizes the dense layers of every attention (q, k, v, o) and feed-forward block (gate, fc_in,
+// fc_out) under `module` (itself included) in place; layers already quantized are left alone.
+// Other torch::nn::Linear modules (poolers, task heads, embedding projections) stay float. With values = false only the buffers' shapes are made (zeros), for a
+// model whose int8 state is loaded next. Returns the number of layers quantized.
+int64_t quantize_linears(torch::nn::Module& module, bool values = true);
+
+// Whether any layer under `module` is quantized.
+bool has_int8_layers(const torch::nn::Module& module);
+
+}  // namespace attnkit::layers
