@@ -1,6 +1,7 @@
 """Helpers of the scripts that train cells under `/usr/bin/time -v -o FILE` (bench/listops_results.py,
-bench/lra_results.py, bench/pretrain_results.py): the numbers of its reports, the machine line of
-their tables, and an atomic JSON write."""
+bench/lra_results.py, bench/pretrain_results.py, bench/pretrained_heads_results.py): the numbers of
+its reports, the machine line of their tables, an atomic JSON write and the rewrite of a doc's
+generated part."""
 import json
 import os
 import platform
@@ -48,3 +49,20 @@ def write_json(path, value):
         json.dump(value, f, indent=1)
         f.write("\n")
     os.replace(tmp, path)
+
+
+def replace_region(path, begin, end, block):
+    """Writes `block` (which starts with `begin` and ends with `end`) over the part of the markdown
+    file `path` between those markers, or appends it when the file has none (atomically)."""
+    text = "# Results\n"
+    if os.path.isfile(path):
+        with open(path) as f:
+            text = f.read()
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)

@@ -27,7 +27,7 @@ import resource
 import subprocess
 import sys
 
-from gnu_time import machine, write_json, read_gnu_time as time_file, read_run_times
+from gnu_time import machine, replace_region, write_json, read_gnu_time as time_file, read_run_times
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["softmax", "linear:elu", "linear:relu", "linear:favor", "cosformer", "synthesizer-dense"]
@@ -282,17 +282,7 @@ def markdown(summary):
 
 def write_docs(args, summary):
     write_json(os.path.join(ROOT, "docs", "lra-results.json"), summary)
-    path = os.path.join(ROOT, "docs", "results.md")
-    text = open(path).read()
-    block = markdown(summary)
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    tmp = path + ".tmp"
-    open(tmp, "w").write(text)
-    os.replace(tmp, path)
+    replace_region(os.path.join(ROOT, "docs", "results.md"), BEGIN, END, markdown(summary))
     log(f"wrote docs/lra-results.json and the LRA part of docs/results.md ({len(summary['cells'])} cells)")
 
 

@@ -48,7 +48,7 @@ import struct
 import subprocess
 import sys
 
-from gnu_time import machine, write_json, read_run_times
+from gnu_time import machine, replace_region, write_json, read_run_times
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = "data/pretrain"
@@ -794,20 +794,7 @@ def planned_cpu(budget, finetune_budget, experiments):
 
 def write_docs(args, summary, experiments, docs):
     write_json(os.path.join(docs, "pretrain-results.json"), summary)
-    path = os.path.join(docs, "results.md")
-    text = "# Results\n"
-    if os.path.isfile(path):
-        with open(path) as f:
-            text = f.read()
-    block = markdown(summary, experiments)
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+    replace_region(os.path.join(docs, "results.md"), BEGIN, END, markdown(summary, experiments))
     log(f"wrote {docs}/pretrain-results.json and the pretraining part of {docs}/results.md")
 
 

@@ -20,7 +20,7 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gnu_time import machine, read_gnu_time, write_json  # noqa: E402
+from gnu_time import machine, read_gnu_time, replace_region, write_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- pretrained-heads:begin -->", "<!-- pretrained-heads:end -->"
@@ -160,17 +160,7 @@ def markdown(results):
 
 def write_docs(results):
     write_json(os.path.join(ROOT, "docs", "pretrained-heads.json"), results)
-    path = os.path.join(ROOT, "docs", "analysis.md")
-    text = open(path).read()
-    block = markdown(results)
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+    replace_region(os.path.join(ROOT, "docs", "analysis.md"), BEGIN, END, markdown(results))
 
 
 def main():
