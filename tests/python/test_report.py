@@ -98,7 +98,7 @@ class Report(unittest.TestCase):
                 self.assertIn("svg", page.sections[sid]["tags"], f"section {sid} has no inline plot")
             if os.path.exists(SMOLLM2):
                 self.assertIn("svg", page.sections["pretrained"]["tags"])
-                self.assertIn("SmolLM2 heads", page.sections["pretrained"]["text"])
+                self.assertIn("SmolLM2-135M-Instruct from its GGUF file", page.sections["pretrained"]["text"])
             else:
                 self.assertIn("Skipped: no", page.sections["pretrained"]["text"])
             self.assertNotIn("failed", page.sections["summary"]["text"])
