@@ -176,12 +176,14 @@ analysis::HeadsDataReader data_reader(const DataOptions& d) {
       // predictions are the trainer's for a block of length - 1 inputs.
       data::LanguageModelDataOptions options;
       options.block_size = size_t(length - 1);
-      // A pretrained model read from Hugging Face or GGUF files saw every text after the token
-      // its tokenizer puts first (Gemma's <bos>; SmolLM2 and GPT-2 put none): each window starts
-      // with it, and the window's other length - 1 tokens are the stream's next ones.
+      // A pretrained model read from Hugging Face or GGUF files saw every text after the begin
+      // token its tokenizer puts first (Gemma's <bos>; SmolLM2 and GPT-2 put none): each window
+      // starts with it, and the window's other length - 1 tokens are the stream's next ones. Only
+      // a lone begin token counts: an encoder's template ([CLS] text [SEP]) is not one.
       if (loaded.format == "huggingface")
         if (const auto begin = text::leading_special_token(tokenizer))
-          options.begin_of_window_id = static_cast<uint32_t>(*begin);
+          if (tokenizer.encode_ids("a", true).size() == tokenizer.encode_ids("a", false).size() + 1)
+            options.begin_of_window_id = static_cast<uint32_t>(*begin);
       const auto windows = data::read_language_model_data({path}, tokenizer, options);
       if (windows.blocks.empty())
         throw Error(fmt::format("--data {}: {} tokens, fewer than one window of {} tokens", path,
