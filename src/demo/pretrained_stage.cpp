@@ -93,8 +93,8 @@ report::Section pretrained_stage(const StageContext& context) {
       "A real pretrained model: SmolLM2-135M-Instruct from its GGUF file ({}; 30 layers, 9 query heads sharing 3 "
       "key/value heads per layer, 270 heads in 90 groups), read by attnkit directly (linear layers dequantized "
       "to float32). Michel et al.'s question asked of grouped-query attention: importance of each query head "
-      "and of each key/value group on {} validation verses of the Bible split (Ruth, Philippians, I-III John), "
-      "every metric on {} test verses (other books): heads and whole groups pruned least important first and "
+      "and of each key/value group on the first {} verses of the Bible split's validation books (Ruth, "
+      "Philippians, I-III John, in that order), every metric on the first {} verses of its test books: heads and whole groups pruned least important first and "
       "in {} random orders, with paired bootstrap intervals over the test windows. `attnkit analyze heads --score-data` as a user runs it.",
       weights.string(), verses, verses, o.quick ? 2 : 5), {}, {}});
   for (const auto& h : heads.headlines) section.headlines.push_back({"SmolLM2 heads: " + h.label, h.value, h.met});
