@@ -12,57 +12,89 @@
 namespace attnkit::ops::cpu {
 namespace {
 
-// Sixteen floats: one AVX-512 register, two AVX2 registers, four SSE registers in the
-// instruction-set copies of the entry point (GCC vector extension, so every copy gets its width
-// without intrinsics).
 typedef float Vec16 __attribute__((vector_size(64)));
-constexpr int64_t kWidth = 16;
+typedef float Vec8 __attribute__((vector_size(32)));
+typedef float Vec4 __attribute__((vector_size(16)));
 
-ATTNKIT_INLINE Vec16 load16(const float* p) {
-  Vec16 v;
+template <typename V>
+ATTNKIT_INLINE V load_vec(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
 
-typedef float Vec8 __attribute__((vector_size(32)));
-typedef float Vec4 __attribute__((vector_size(16)));
+// ---- One row of x (gemv_rows) ----
 
-// Σ of the 16 lanes, as a tree of halves.
-ATTNKIT_INLINE float sum16(Vec16 v) {
-  const Vec8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+// Each W row advances by 16 floats a step: K accumulators of the copy's native vector V (K × lanes
+// = 16: one AVX-512 register, two AVX2 ones, four SSE ones), so the sums, and their order, are
+// the same in every copy. An array of 64-byte vectors is not kept in registers by GCC when the
+// target has 32-byte ones (it went through the stack, a few GB/s), hence native vectors here.
+constexpr int64_t kStep = 16;
+
+// Σ of the 16 lanes held as K vectors of V, as a tree of halves (16 -> 8 -> 4, then
+// (s0 + s2) + (s1 + s3)), the same in every copy.
+ATTNKIT_INLINE float sum_lanes(const Vec16 (&a)[1]) {
+  const Vec16 v = a[0];
+  const Vec8 h = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
                  __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  const Vec4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  const Vec4 b = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+ATTNKIT_INLINE float sum_lanes(const Vec8 (&a)[2]) {
+  const Vec8 h = a[0] + a[1];
+  const Vec4 b = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+ATTNKIT_INLINE float sum_lanes(const Vec4 (&a)[4]) {
+  const Vec4 b = (a[0] + a[2]) + (a[1] + a[3]);
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
-// out[r] = W[r, :] · x for R consecutive rows.
-template <int R>
+// out[r] = W[r, :] · x for R consecutive rows; with `next` (the following block of R rows), each
+// step also prefetches the same columns of those rows, so that a weight larger than the caches
+// (an LM head, every layer of a model of hundreds of MB) streams in while this block is multiplied.
+template <typename V, int R>
 ATTNKIT_INLINE void dot_rows(const float* __restrict W, int64_t ldw, const float* __restrict x,
-                             int64_t in, float* out) {
-  Vec16 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = Vec16{};
+                             int64_t in, float* out, const float* next) {
+  constexpr int K = kStep / (sizeof(V) / sizeof(float));
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  V acc[R][K];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) acc[r][k] = V{};
   int64_t i = 0;
-  for (; i + kWidth <= in; i += kWidth) {
-    const Vec16 xv = load16(x + i);
-    for (int r = 0; r < R; ++r) acc[r] += load16(W + r * ldw + i) * xv;
+  for (; i + kStep <= in; i += kStep) {
+    if (next != nullptr) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) __builtin_prefetch(next + r * ldw + i, 0, 2);
+    }
+    V xv[K];
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) xv[k] = load_vec<V>(x + i + k * kLanes);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int k = 0; k < K; ++k) acc[r][k] += load_vec<V>(W + r * ldw + i + k * kLanes) * xv[k];
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    float s = sum16(acc[r]);
+    float s = sum_lanes(acc[r]);
     for (int64_t j = i; j < in; ++j) s += W[r * ldw + j] * x[j];
     out[r] = s;
   }
 }
 
-// Rows in blocks of R: R accumulators (R AVX-512 registers, 2R AVX2 ones) and as many streams
-// of W in flight. On a 2-core EPYC (Zen 4), 8 rows read 768 × 768 and 50257 × 768 weights at
-// 17-19 GB/s against 13-15 GB/s with 4 rows (one thread, loaded machine).
-template <int R>
+// Rows in blocks of R: R × K accumulators and R streams of W in flight. The block's R rows of W
+// are read once from memory; the prefetch of the next block keeps the stream going.
+template <typename V, int R>
 ATTNKIT_INLINE void gemv_rows_impl(const float* W, int64_t ldw, const float* x, int64_t in,
                                    const float* bias, float* y, int64_t row_begin,
                                    int64_t row_end) {
   int64_t r = row_begin;
-  for (; r + R <= row_end; r += R) dot_rows<R>(W + r * ldw, ldw, x, in, y + r);
-  for (; r < row_end; ++r) dot_rows<1>(W + r * ldw, ldw, x, in, y + r);
+  for (; r + R <= row_end; r += R)
+    dot_rows<V, R>(W + r * ldw, ldw, x, in, y + r, r + 2 * R <= row_end ? W + (r + R) * ldw : nullptr);
+  for (; r < row_end; ++r) dot_rows<V, 1>(W + r * ldw, ldw, x, in, y + r, nullptr);
   if (bias != nullptr)
     for (r = row_begin; r < row_end; ++r) y[r] += bias[r];
 }
@@ -73,24 +105,18 @@ ATTNKIT_INLINE void gemv_rows_impl(const float* W, int64_t ldw, const float* x, 
 #define ATTNKIT_GEMV_ARGS (W, ldw, x, in, bias, y, row_begin, row_end)
 
 // The three copies by hand rather than through ATTNKIT_KERNEL_ENTRY: AVX-512 has the 32
-// registers for 8-row blocks; AVX2 (16 registers, two per accumulator) and SSE take 4 rows.
+// registers for 8-row blocks (8 accumulators); AVX2 takes 4 rows (8 of its 16 registers), SSE 2
+// (8 of 16).
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void gemv_rows_avx512
     ATTNKIT_GEMV_PARAMS {
-  gemv_rows_impl<8> ATTNKIT_GEMV_ARGS;
+  gemv_rows_impl<Vec16, 8> ATTNKIT_GEMV_ARGS;
 }
 __attribute__((target("avx2,fma"))) void gemv_rows_avx2 ATTNKIT_GEMV_PARAMS {
-  gemv_rows_impl<4> ATTNKIT_GEMV_ARGS;
+  gemv_rows_impl<Vec8, 4> ATTNKIT_GEMV_ARGS;
 }
-void gemv_rows_baseline ATTNKIT_GEMV_PARAMS { gemv_rows_impl<4> ATTNKIT_GEMV_ARGS; }
+void gemv_rows_baseline ATTNKIT_GEMV_PARAMS { gemv_rows_impl<Vec4, 2> ATTNKIT_GEMV_ARGS; }
 
 // ---- A few rows of x (gemm_few_rows) ----
-
-template <typename V>
-ATTNKIT_INLINE V load_vec(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 
 // The lane sums of four accumulators a, b, c, d as one Vec4 {Σa, Σb, Σc, Σd}: pairs of vectors
 // are halved together (one shuffle pair and one add per two accumulators and level), so the
