@@ -4,6 +4,7 @@
 //
 //   softmax | talking-heads | cosformer
 //   linear:elu | linear:relu | linear:favor | linear:favor:M | linear:favor:M:SEED
+//   linear:t2r | linear:t2r:M | linear:hedgehog | linear:hedgehog:M     (trainable maps)
 //   synthesizer-dense | synthesizer-random | synthesizer-random-fixed
 //   synthesizer-factorized-dense | synthesizer-factorized-random
 //   mixture:A+B[+...]          (components: softmax and the synthesizer kinds, at least two)
@@ -12,7 +13,8 @@
 // linear-relu = linear:relu, favor = linear:favor, synthesizer-mixture =
 // mixture:synthesizer-random+softmax. to_string() writes the canonical form, so
 // parse_attention_kind(to_string(x)) == x; favor is written `linear:favor` when M and SEED are
-// both at their defaults (0) and `linear:favor:M:SEED` otherwise.
+// both at their defaults (0) and `linear:favor:M:SEED` otherwise; t2r and hedgehog are written
+// without M when it is 0 (the default, M = d).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,19 +22,25 @@
 
 namespace attnkit {
 
-// φ of feature-map attention. Elu, Relu and Favor are linear attention's maps (written after
-// `linear:`); CosRelu is cosFormer's position-dependent map, implied by the `cosformer` kind and
-// not written on its own. The fused kernels (src/ops/fused_feature_attention.h) take this enum.
+// φ of feature-map attention. Elu, Relu, Favor, T2r and Hedgehog are linear attention's maps
+// (written after `linear:`); CosRelu is cosFormer's position-dependent map, implied by the
+// `cosformer` kind and not written on its own. The fused kernels (src/ops/fused_feature_attention.h)
+// take this enum. T2r and Hedgehog are trained: their weights are parameters of the attention
+// layer, one projection per head (ops/linear_attention.h, FeatureMap::learned).
 enum class FeatureMapKind {
-  Elu,      // elu(x) + 1
-  Relu,     // max(x, 0)
-  Favor,    // Performer positive orthogonal random features (M features, SEED)
-  CosRelu,  // [relu(x)·cos a_t, relu(x)·sin a_t] (cosFormer)
+  Elu,       // elu(x) + 1
+  Relu,      // max(x, 0)
+  Favor,     // Performer positive orthogonal random features (M features, SEED)
+  CosRelu,   // [relu(x)·cos a_t, relu(x)·sin a_t] (cosFormer)
+  T2r,       // relu(W x + b), W [M, d] per head (Kasai et al. 2021, T2R)
+  Hedgehog,  // [softmax(W x + b), softmax(−W x − b)], 2M features (Zhang et al. 2024)
 };
+// The maps whose weights are trained (T2r, Hedgehog).
+bool is_learned(FeatureMapKind kind);
 
 struct FeatureMapSpec {
   FeatureMapKind kind = FeatureMapKind::Elu;
-  int64_t num_features = 0;  // favor: M; 0 = d·ceil(ln d) for input size d
+  int64_t num_features = 0;  // favor: M, 0 = d·ceil(ln d); t2r, hedgehog: M, 0 = d (input size d)
   uint64_t seed = 0;         // favor: seed of the random projection
 };
 bool operator==(const FeatureMapSpec& a, const FeatureMapSpec& b);
@@ -65,7 +73,8 @@ inline bool operator!=(const AttentionVariant& a, const AttentionVariant& b) { r
 AttentionVariant parse_attention_kind(std::string_view text);
 std::string to_string(const AttentionVariant& variant);
 
-// Linear attention's feature map alone: elu | relu | favor | favor:M | favor:M:SEED.
+// Linear attention's feature map alone: elu | relu | favor | favor:M | favor:M:SEED | t2r | t2r:M |
+// hedgehog | hedgehog:M.
 FeatureMapSpec parse_feature_map(std::string_view text);
 std::string to_string(const FeatureMapSpec& feature_map);  // CosRelu: "cos-relu" (not parseable)
 

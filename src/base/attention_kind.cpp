@@ -29,7 +29,8 @@ constexpr const char* kAliases =
     "aliases: linear = linear:elu, linear-relu = linear:relu, favor = linear:favor, "
     "synthesizer-mixture = mixture:synthesizer-random+softmax";
 
-constexpr const char* kFeatureMaps = "elu, relu, favor, favor:M or favor:M:SEED";
+constexpr const char* kFeatureMaps =
+    "elu, relu, favor, favor:M, favor:M:SEED, t2r, t2r:M, hedgehog or hedgehog:M";
 
 // Mixture components: the kinds whose logits stand alone (talking-heads mixes heads of a softmax,
 // a mixture of mixtures says nothing new).
@@ -60,6 +61,10 @@ AttentionKind kind_named(std::string_view name, std::string_view whole) {
 
 }  // namespace
 
+bool is_learned(FeatureMapKind kind) {
+  return kind == FeatureMapKind::T2r || kind == FeatureMapKind::Hedgehog;
+}
+
 bool operator==(const FeatureMapSpec& a, const FeatureMapSpec& b) {
   return a.kind == b.kind && a.num_features == b.num_features && a.seed == b.seed;
 }
@@ -80,7 +85,8 @@ bool produces_logits(AttentionKind kind) {
 
 std::string accepted_attention_kinds() {
   return fmt::format(
-      "softmax, talking-heads, linear:elu, linear:relu, linear:favor[:M[:SEED]], cosformer, "
+      "softmax, talking-heads, linear:elu, linear:relu, linear:favor[:M[:SEED]], linear:t2r[:M], "
+      "linear:hedgehog[:M], cosformer, "
       "synthesizer-dense, synthesizer-random, synthesizer-random-fixed, "
       "synthesizer-factorized-dense, synthesizer-factorized-random, mixture:A+B[+...] (A, B: "
       "softmax or synthesizer kinds); {}",
@@ -110,6 +116,18 @@ FeatureMapSpec parse_feature_map(std::string_view text) {
                               text));
     }
   }
+  for (const auto& [kind, name] : {std::pair<FeatureMapKind, std::string_view>{FeatureMapKind::T2r, "t2r"},
+                                   {FeatureMapKind::Hedgehog, "hedgehog"}}) {
+    if (text.substr(0, name.size()) != name) continue;
+    const std::string_view rest = text.substr(name.size());
+    spec.kind = kind;
+    if (rest.empty()) return spec;
+    if (rest[0] == ':' && parse_number(rest.substr(1), spec.num_features)) return spec;
+    if (rest[0] == ':')
+      throw Error(fmt::format("feature map '{}': M must be a non-negative integer ({}:M; M = 0 "
+                              "picks d)",
+                              text, name));
+  }
   throw Error(fmt::format("unknown feature map '{}'; expected {}", text, kFeatureMaps));
 }
 
@@ -121,6 +139,12 @@ std::string to_string(const FeatureMapSpec& feature_map) {
       if (feature_map.num_features == 0 && feature_map.seed == 0) return "favor";
       return fmt::format("favor:{}:{}", feature_map.num_features, feature_map.seed);
     case FeatureMapKind::CosRelu: return "cos-relu";
+    case FeatureMapKind::T2r:
+    case FeatureMapKind::Hedgehog: {
+      const char* name = feature_map.kind == FeatureMapKind::T2r ? "t2r" : "hedgehog";
+      if (feature_map.num_features == 0) return name;
+      return fmt::format("{}:{}", name, feature_map.num_features);
+    }
   }
   return "?";
 }

@@ -163,8 +163,9 @@ class FeatureState : public layers::AttentionCache {
       phi_q = ops::cosformer_features(qh, angles);
       phi_k = ops::cosformer_features(kh, angles);
     } else {
-      phi_q = attention.feature_map()->apply(qh);
-      phi_k = attention.feature_map()->apply(kh);
+      const ops::FeatureMap map = attention.feature_map();
+      phi_q = map.apply(qh);
+      phi_k = map.apply(kh);
     }
     // Padding is never a key.
     phi_k = phi_k * step.valid.to(phi_k.scalar_type()).view({B, 1, n, 1});
@@ -217,7 +218,6 @@ CrossAttentionCache::CrossAttentionCache(layers::MultiHeadAttentionImpl& attenti
                                          const c10::optional<at::Tensor>& memory_padding)
     : padding_(memory_padding) {
   const auto& spec = attention.options().spec();
-  const int64_t H = attention.heads();
   if (spec.talking_heads ||
       (spec.kind != AttentionKind::Softmax && spec.kind != AttentionKind::Linear &&
        spec.kind != AttentionKind::Cosformer))
@@ -262,7 +262,7 @@ at::Tensor CrossAttentionCache::attend(const layers::MultiHeadAttentionImpl& att
     if (padding) mask = ops::padding_mask(*padding);
     context = ops::softmax_attention(qh, keys, values, mask, false);
   } else {
-    context = ops::linear_attention(qh, keys, values, *attention.feature_map(), false, padding);
+    context = ops::linear_attention(qh, keys, values, attention.feature_map(), false, padding);
   }
   // [blocks, H, G·n, dv] -> [R, H, n, dv]
   const int64_t dv = context.size(3);

@@ -132,8 +132,13 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
     k_norm = register_parameter("k_norm", torch::full({key_size_}, unit));
   }
 
-  if (spec.kind == AttentionKind::Linear)
+  if (spec.kind == AttentionKind::Linear && is_learned(spec.feature_map.kind)) {
+    auto [weight, bias] = ops::FeatureMap::initial_weights(spec.feature_map, heads, key_size_);
+    feature_weight_ = register_parameter("feature_map_weight", weight);
+    feature_bias_ = register_parameter("feature_map_bias", bias);
+  } else if (spec.kind == AttentionKind::Linear) {
     feature_map_ = std::make_shared<ops::FeatureMap>(ops::FeatureMap::from_spec(spec.feature_map, key_size_));
+  }
   if (spec.talking_heads) {
     pre_mix_ = register_parameter("pre_mix", torch::eye(heads));
     post_mix_ = register_parameter("post_mix", torch::eye(heads));
@@ -194,6 +199,14 @@ bool MultiHeadAttentionImpl::uniform_groups() const {
   for (int64_t h = 0; h < heads(); ++h)
     if (kv_of_head_[static_cast<size_t>(h)] != h / group) return false;
   return true;
+}
+
+ops::FeatureMap MultiHeadAttentionImpl::feature_map() const {
+  if (feature_weight_.defined())
+    return ops::FeatureMap::learned(options_.spec().feature_map.kind, feature_weight_, feature_bias_);
+  if (!feature_map_)
+    throw Error(fmt::format("attention: '{}' has no feature map", options_.spec().to_string()));
+  return *feature_map_;
 }
 
 at::Tensor MultiHeadAttentionImpl::repeat_kv(const at::Tensor& x) const {
@@ -267,8 +280,9 @@ at::Tensor MultiHeadAttentionImpl::explicit_weights(const at::Tensor& qh, const 
   at::Tensor fq, fk;
   double epsilon = 1e-6;
   if (spec.kind == AttentionKind::Linear) {
-    fq = feature_map_->apply(qh);
-    fk = feature_map_->apply(kh);
+    const ops::FeatureMap map = feature_map();
+    fq = map.apply(qh);
+    fk = map.apply(kh);
   } else {  // cosFormer: cos(a−b) weighting through the cos/sin features
     const int64_t M = std::max(L, S);
     fq = ops::cosformer_features(qh, ops::cosformer_angles(L, spec.causal ? S - L : 0, M,
@@ -387,12 +401,12 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
         throw Error(fmt::format("attention: '{}' with rotary positions takes neither key padding, "
                                 "prefix lengths nor need_weights", spec.to_string()));
       context = spec.kind == AttentionKind::Linear
-                    ? ops::rotary_linear_attention(qh, kh, vh, *feature_map_, in.rotary, spec.causal)
+                    ? ops::rotary_linear_attention(qh, kh, vh, feature_map(), in.rotary, spec.causal)
                     : ops::rotary_cosformer_attention(qh, kh, vh, in.rotary, spec.causal);
     } else if (spec.kind == AttentionKind::Linear)
-      context = prefix ? ops::prefix_linear_attention(qh, kh, vh, *feature_map_,
+      context = prefix ? ops::prefix_linear_attention(qh, kh, vh, feature_map(),
                                                       *in.prefix_lengths, in.key_padding)
-                       : ops::linear_attention(qh, kh, vh, *feature_map_, spec.causal,
+                       : ops::linear_attention(qh, kh, vh, feature_map(), spec.causal,
                                                in.key_padding);
     else
       context = prefix ? ops::prefix_cosformer_attention(qh, kh, vh, *in.prefix_lengths,
@@ -551,7 +565,8 @@ void MultiHeadAttentionImpl::prune_heads(const std::vector<int64_t>& heads) {
   }
   if (talking) narrow_to(post_mix_, 1, kept);
   for (at::Tensor* t : {&dense_w1_, &dense_b1_, &dense_w2_, &dense_b2_, &random_logits_,
-                        &fixed_random_logits_, &factor_a_, &factor_b_, &random_r1_, &random_r2_})
+                        &fixed_random_logits_, &factor_a_, &factor_b_, &random_r1_, &random_r2_,
+                        &feature_weight_, &feature_bias_})
     narrow_to(*t, 0, kept);
   if (head_gates_.defined()) head_gates_ = head_gates_.index_select(-1, kept.to(head_gates_.device()));
   options_.heads(count);

@@ -39,6 +39,8 @@ at::Tensor unfused_feature_attention(const at::Tensor& q, const at::Tensor& k, c
       case FeatureMapKind::Elu: return at::elu(x) + 1;
       case FeatureMapKind::Relu: return at::relu(x);
       case FeatureMapKind::Favor:  // never fused (fused_feature_applies)
+      case FeatureMapKind::T2r:
+      case FeatureMapKind::Hedgehog:
       case FeatureMapKind::CosRelu: break;
     }
     auto angles = at::arange(1, x.size(2) + 1, x.options().dtype(at::kDouble)) * angle_step;
@@ -229,7 +231,8 @@ class FusedFeatureAttention : public torch::autograd::Function<FusedFeatureAtten
 bool fused_feature_applies(const at::Tensor& q, const at::Tensor& k, bool causal,
                            const c10::optional<at::Tensor>& key_padding_mask,
                            FeatureMapKind feature) {
-  if (feature == FeatureMapKind::Favor) return false;  // its features need a projection
+  // favor's features need a projection, the trained maps' their weights
+  if (feature == FeatureMapKind::Favor || is_learned(feature)) return false;
   const auto dtype = q.scalar_type();
   const bool masked = key_padding_mask.has_value() && key_padding_mask->defined();
   if (!(dtype == at::kFloat || dtype == at::kDouble) || !q.device().is_cpu()) return false;
@@ -245,7 +248,7 @@ at::Tensor fused_feature_attention(const at::Tensor& q, const at::Tensor& k, con
 }
 
 bool fused_prefix_feature_applies(const at::Tensor& q, FeatureMapKind feature) {
-  if (feature == FeatureMapKind::Favor) return false;
+  if (feature == FeatureMapKind::Favor || is_learned(feature)) return false;
   const auto dtype = q.scalar_type();
   return (dtype == at::kFloat || dtype == at::kDouble) && q.device().is_cpu();
 }

@@ -53,12 +53,51 @@ FeatureMap FeatureMap::favor(int64_t dim, int64_t num_features, uint64_t seed) {
   return FeatureMap(FeatureMapKind::Favor, favor_projection(dim, m, seed), seed);
 }
 
+FeatureMap FeatureMap::learned(FeatureMapKind kind, at::Tensor weight, at::Tensor bias) {
+  if (!is_learned(kind))
+    detail::fail("FeatureMap::learned",
+                 fmt::format("'{}' is not a trained feature map (t2r, hedgehog)",
+                             to_string(FeatureMapSpec{kind, 0, 0})));
+  if (!weight.defined() || !bias.defined() || weight.dim() != 3 || bias.dim() != 2 ||
+      bias.size(0) != weight.size(0) || bias.size(1) != weight.size(1) || weight.numel() == 0)
+    detail::fail("FeatureMap::learned",
+                 fmt::format("weight must be [heads, M, d] and bias [heads, M] (M, d >= 1), got {} "
+                             "and {}",
+                             weight.defined() ? detail::shape_str(weight) : "none",
+                             bias.defined() ? detail::shape_str(bias) : "none"));
+  return FeatureMap(kind, std::move(weight), 0, std::move(bias));
+}
+
+std::pair<at::Tensor, at::Tensor> FeatureMap::initial_weights(const FeatureMapSpec& spec,
+                                                              int64_t heads, int64_t dim) {
+  if (!is_learned(spec.kind))
+    detail::fail("FeatureMap::initial_weights",
+                 fmt::format("'{}' has no trained weights", to_string(spec)));
+  if (heads < 1 || dim < 1 || spec.num_features < 0)
+    detail::fail("FeatureMap::initial_weights",
+                 fmt::format("heads ({}), d ({}) and M ({}) must be positive", heads, dim,
+                             spec.num_features));
+  const int64_t m = spec.num_features > 0 ? spec.num_features : dim;
+  at::Tensor weight;
+  if (spec.kind == FeatureMapKind::Hedgehog && m == dim)
+    weight = at::eye(dim, at::kFloat).unsqueeze(0).repeat({heads, 1, 1});
+  else
+    weight = at::randn({heads, m, dim}, at::kFloat) / std::sqrt(static_cast<double>(dim));
+  return {weight, at::zeros({heads, m}, at::kFloat)};
+}
+
 FeatureMap FeatureMap::from_spec(const FeatureMapSpec& spec, int64_t dim) {
   switch (spec.kind) {
     case FeatureMapKind::Elu: return elu();
     case FeatureMapKind::Relu: return relu();
     case FeatureMapKind::Favor: return favor(dim, spec.num_features, spec.seed);
     case FeatureMapKind::CosRelu: break;
+    case FeatureMapKind::T2r:
+    case FeatureMapKind::Hedgehog:
+      detail::fail("FeatureMap::from_spec",
+                   fmt::format("'{}' is trained: its weights belong to an attention layer "
+                               "(FeatureMap::learned)",
+                               to_string(spec)));
   }
   detail::fail("FeatureMap::from_spec",
                "cos-relu features depend on token positions; use cosformer_attention");
@@ -79,13 +118,19 @@ FeatureMapSpec FeatureMap::spec() const {
     out.num_features = projection_.size(0);
     out.seed = seed_;
   }
+  if (is_learned(kind_)) out.num_features = projection_.size(1);
   return out;
 }
 
 std::string FeatureMap::name() const { return to_string(spec()); }
 
 int64_t FeatureMap::output_dim(int64_t input_dim) const {
-  return kind_ == FeatureMapKind::Favor ? projection_.size(0) : input_dim;
+  switch (kind_) {
+    case FeatureMapKind::Favor: return projection_.size(0);
+    case FeatureMapKind::T2r: return projection_.size(1);
+    case FeatureMapKind::Hedgehog: return 2 * projection_.size(1);
+    default: return input_dim;
+  }
 }
 
 void FeatureMap::redraw(uint64_t seed) {
@@ -111,6 +156,20 @@ at::Tensor FeatureMap::apply(const at::Tensor& x) const {
       auto proj = at::matmul(xs, projection_.to(x.scalar_type()).transpose(0, 1));
       auto half_norm = xs.pow(2).sum(-1, /*keepdim=*/true) * 0.5;
       return (proj - half_norm).exp() / std::sqrt(m);
+    }
+    case FeatureMapKind::T2r:
+    case FeatureMapKind::Hedgehog: {
+      const int64_t H = projection_.size(0), d = projection_.size(2);
+      if (x.dim() < 3 || x.size(-3) != H || x.size(-1) != d)
+        detail::fail("FeatureMap::apply",
+                     fmt::format("{} feature map has {} heads of dimension {}; the input must be "
+                                 "[..., {}, L, {}], got {}",
+                                 name(), H, d, H, d, detail::shape_str(x)));
+      // [..., H, L, d] · [H, d, M] + [H, 1, M]
+      const at::Tensor z = at::matmul(x, projection_.to(x.scalar_type()).transpose(-2, -1)) +
+                           bias_.to(x.scalar_type()).unsqueeze(-2);
+      if (kind_ == FeatureMapKind::T2r) return at::relu(z);
+      return at::cat({at::softmax(z, -1), at::softmax(-z, -1)}, -1);
     }
   }
   return x;

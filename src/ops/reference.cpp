@@ -93,6 +93,18 @@ at::Tensor feature_map(const ops::FeatureMap& fm, const at::Tensor& x_in) {
       auto sq = (xs * xs).sum(-1, /*keepdim=*/true);
       return (at::matmul(xs, w.transpose(0, 1)) - sq / 2.0).exp() / std::sqrt(m);
     }
+    case FeatureMapKind::T2r:
+    case FeatureMapKind::Hedgehog: {
+      // z[..., h, l, m] = Σ_d x[..., h, l, d] · W[h, m, d] + b[h, m], as products summed (no matmul)
+      const auto w = f64(fm.projection()), b = f64(fm.bias());
+      auto z = (x.unsqueeze(-2) * w.unsqueeze(-3)).sum(-1) + b.unsqueeze(-2);
+      if (fm.kind() == FeatureMapKind::T2r) return at::where(z.gt(0), z, at::zeros_like(z));
+      const auto softmax = [](const at::Tensor& y) {
+        auto e = (y - std::get<0>(y.max(-1, /*keepdim=*/true))).exp();
+        return e / e.sum(-1, /*keepdim=*/true);
+      };
+      return at::cat({softmax(z), softmax(-z)}, -1);
+    }
   }
   return x;
 }

@@ -127,6 +127,32 @@ void build_linear(VariantCase& c, const Setup& s) {
   });
 }
 
+// The trained maps: their weight [H, M, d] and bias [H, M] are inputs 3 and 4, so the gradient
+// checks reach them. M = the kind's M, or d when 0.
+void build_learned_linear(VariantCase& c, const Setup& s) {
+  const FeatureMapKind kind = s.variant.feature_map.kind;
+  const int64_t H = s.shape.heads, d = s.shape.key_dim;
+  const int64_t M = s.variant.feature_map.num_features > 0 ? s.variant.feature_map.num_features : d;
+  c.inputs.push_back(s.randn({H, M, d}, 1.0 / std::sqrt(static_cast<double>(d))));
+  c.inputs.push_back(s.randn({H, M}, 0.3));
+  const auto kp = s.key_padding;
+  const bool causal = s.causal;
+  c.op = [=](const Inputs& x) {
+    return linear_attention(x[0], x[1], x[2], FeatureMap::learned(kind, x[3], x[4]), causal, kp);
+  };
+  c.reference = [=](const Inputs& x) {
+    return reference::linear_attention(x[0], x[1], x[2], FeatureMap::learned(kind, x[3], x[4]),
+                                       causal, kp);
+  };
+  c.recurrent = [=](const Inputs& x) {
+    const auto step = recurrent_form(s, [&](RecurrentState& state, const at::Tensor& q,
+                                            const at::Tensor& k, const at::Tensor& v) {
+      return linear_attention_step(state, q, k, v, FeatureMap::learned(kind, x[3], x[4]));
+    });
+    return step(x);
+  };
+}
+
 void build_cosformer(VariantCase& c, const Setup& s) {
   const auto kp = s.key_padding;
   const bool causal = s.causal;
@@ -231,6 +257,10 @@ const std::vector<Entry>& table() {
        build_linear},
       {"linear:favor", "linear attention, Performer positive random features", kFeatureMapKind, "",
        "softmax", build_linear},
+      {"linear:t2r", "linear attention, φ = relu(W x + b) trained per head (T2R)",
+       kFeatureMapKind, "", "", build_learned_linear},
+      {"linear:hedgehog", "linear attention, φ = [softmax(W x + b), softmax(−W x − b)] trained per head (Hedgehog)",
+       kFeatureMapKind, "", "", build_learned_linear},
       {"cosformer", "ReLU features with cos re-weighting (cosFormer)", kFeatureMapKind,
        "FusedFeatureAttention", "", build_cosformer},
       {"synthesizer-dense", "Synthesizer: per-token MLP logits", kNoKeys, "", "",

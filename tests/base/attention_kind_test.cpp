@@ -24,7 +24,8 @@ std::string error_of(const std::string& text) {
 TEST(AttentionKindGrammar, CanonicalSpellingsRoundTrip) {
   for (const std::string text :
        {"softmax", "talking-heads", "linear:elu", "linear:relu", "linear:favor",
-        "linear:favor:64:7", "linear:favor:0:3", "linear:favor:16:0", "cosformer",
+        "linear:favor:64:7", "linear:favor:0:3", "linear:favor:16:0", "linear:t2r",
+        "linear:t2r:32", "linear:hedgehog", "linear:hedgehog:8", "cosformer",
         "synthesizer-dense", "synthesizer-random", "synthesizer-random-fixed",
         "synthesizer-factorized-dense", "synthesizer-factorized-random",
         "mixture:synthesizer-random+softmax", "mixture:softmax+synthesizer-dense+synthesizer-random-fixed"}) {
@@ -74,7 +75,8 @@ TEST(AttentionKindGrammar, BadTextIsAOneLineErrorListingTheAccepted) {
         "cosformer:2", "softmax:relu", "synthesizer-random:3", "mixture", "mixture:",
         "mixture:softmax", "mixture:linear+softmax", "mixture:softmax+cosformer",
         "mixture:softmax+talking-heads", "mixture:softmax++synthesizer-dense",
-        "mixture:softmax+mixture", "synthesizer:dense"}) {
+        "mixture:softmax+mixture", "synthesizer:dense", "linear:t2r:", "linear:t2r:-2",
+        "linear:t2r:4:5", "linear:t2rx", "linear:hedgehog:x", "t2r", "mixture:softmax+linear:t2r"}) {
     const std::string message = error_of(text);
     ASSERT_FALSE(message.empty()) << "'" << text << "' parsed";
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
@@ -97,6 +99,15 @@ TEST(AttentionKindGrammar, FeatureMapsAlone) {
   EXPECT_THROW(parse_feature_map("cos-relu"), Error);  // cosFormer's map has its own kind
   EXPECT_THROW(parse_feature_map("linear:elu"), Error);
   EXPECT_THROW(parse_feature_map("softplus"), Error);
+  EXPECT_EQ(parse_feature_map("t2r:16"), (FeatureMapSpec{FeatureMapKind::T2r, 16, 0}));
+  EXPECT_EQ(parse_feature_map("hedgehog"), (FeatureMapSpec{FeatureMapKind::Hedgehog, 0, 0}));
+  // M = 0 is the default, written without it.
+  EXPECT_EQ(to_string(parse_feature_map("hedgehog:0")), "hedgehog");
+  EXPECT_TRUE(is_learned(FeatureMapKind::T2r));
+  EXPECT_TRUE(is_learned(FeatureMapKind::Hedgehog));
+  for (auto kind : {FeatureMapKind::Elu, FeatureMapKind::Relu, FeatureMapKind::Favor,
+                    FeatureMapKind::CosRelu})
+    EXPECT_FALSE(is_learned(kind));
 }
 
 TEST(AttentionKindGrammar, KindNamesAndLogits) {

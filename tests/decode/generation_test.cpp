@@ -90,7 +90,9 @@ TEST(Generation, BatchedLeftPaddedEqualsOneByOne) {
       auto alone = run(model, {prompts[i]}, greedy(7));
       EXPECT_EQ(batched[i][0].tokens, alone[0][0].tokens) << kind << " prompt " << i;
       // cosFormer's M is the padded width + new tokens, so only tokens are compared for it.
-      if (kind != "cosformer") EXPECT_NEAR(batched[i][0].score, alone[0][0].score, 1e-9);
+      if (kind != "cosformer") {
+        EXPECT_NEAR(batched[i][0].score, alone[0][0].score, 1e-9);
+      }
     }
   }
 }

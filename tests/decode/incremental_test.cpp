@@ -128,6 +128,10 @@ void check_kind(const std::string& kind, bool cosformer_horizon, int64_t conditi
 TEST(Incremental, SoftmaxKVCacheEqualsFullRecomputation) { check_kind("softmax", false); }
 TEST(Incremental, LinearStateEqualsFullRecomputation) { check_kind("linear:elu", false); }
 TEST(Incremental, LinearReluStateEqualsFullRecomputation) { check_kind("linear:relu", false); }
+TEST(Incremental, TrainedFeatureMapStatesEqualFullRecomputation) {
+  check_kind("linear:t2r", false);
+  check_kind("linear:hedgehog:5", false);
+}
 TEST(Incremental, CosformerStateEqualsParallelOpWithHorizonM) { check_kind("cosformer", true); }
 TEST(Incremental, OneRowStepsEqualFullRecomputation) {
   check_kind("softmax", false, -1, false, 1);

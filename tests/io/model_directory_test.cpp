@@ -50,6 +50,39 @@ TEST(ModelDirectory, FixedRandomSynthesizerRoundTripsWithItsAlignment) {
   EXPECT_TRUE(torch::equal(loaded.task->forward(in).masked_lm_logits, expected));
 }
 
+// A trained feature map's weights are parameters of each attention layer: saved, and loaded back
+// over whatever the fresh model drew (t2r draws at random; hedgehog with M = d starts at I).
+TEST(ModelDirectory, TrainedFeatureMapsRoundTrip) {
+  for (const std::string kind : {"linear:t2r:5", "linear:hedgehog"}) {
+    SCOPED_TRACE(kind);
+    const auto dir = testing::scratch_directory("io") / ("model-" + kind.substr(7, 3));
+    torch::manual_seed(12);
+    auto config = models::TransformerConfig::bert(40, 16, 2, 2, 32);
+    config.attention = layers::AttentionSpec::parse(kind);
+    config.attention.causal = true;
+    models::HeadsConfig heads;
+    heads.masked_lm = true;
+    models::TaskModel model(config, heads);
+    {  // move the map away from its initial value, as training would
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->named_parameters())
+        if (p.key().find("feature_map_") != std::string::npos) p.value().add_(torch::randn_like(p.value()) * 0.2);
+    }
+    model->eval();
+    models::TaskInputs in;
+    in.input_ids = torch::randint(40, {2, 8}, torch::kLong);
+    const auto expected = model->forward(in).masked_lm_logits;
+    io::save_attnkit_model(model, dir.string());
+    const auto file = io::SafetensorsFile::open((dir / "model.safetensors").string());
+    EXPECT_TRUE(file.contains("transformer.blocks.1.attention.feature_map_weight"));
+    EXPECT_TRUE(file.contains("transformer.blocks.1.attention.feature_map_bias"));
+    torch::manual_seed(99);
+    auto loaded = io::load_model(dir.string());
+    EXPECT_EQ(loaded.config.attention.to_string(), kind);
+    EXPECT_TRUE(torch::equal(loaded.task->forward(in).masked_lm_logits, expected));
+  }
+}
+
 models::EncoderDecoderModel tiny_encoder_decoder() {
   torch::manual_seed(3);
   auto config = models::EncoderDecoderConfig::transformer(30, 30, 16, 2, 4, 32);

@@ -37,7 +37,7 @@ at::Tensor oracle_attention(MultiHeadAttention& mha, const at::Tensor& x, const 
   const auto& spec = mha->options().spec();
   at::Tensor context =
       spec.kind == AttentionKind::Linear
-          ? reference::linear_attention(q, k, v, *mha->feature_map(), false, keep, allowed)
+          ? reference::linear_attention(q, k, v, mha->feature_map(), false, keep, allowed)
           : reference::cosformer_attention(q, k, v, false, keep, allowed);
   context = context.to(x.scalar_type()).transpose(1, 2).reshape({x.size(0), x.size(1), -1});
   return mha->o->forward(context);

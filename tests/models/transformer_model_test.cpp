@@ -82,8 +82,9 @@ TEST(TransformerModel, Gpt2IsCausal) {
 
 TEST(TransformerModel, EveryAttentionKindTrainsOneStep) {
   for (const std::string kind :
-       {"softmax", "talking-heads", "linear:elu", "linear:relu", "linear:favor:16:3", "cosformer",
-        "synthesizer-dense", "synthesizer-random", "synthesizer-random-fixed",
+       {"softmax", "talking-heads", "linear:elu", "linear:relu", "linear:favor:16:3", "linear:t2r",
+        "linear:hedgehog:4", "cosformer", "synthesizer-dense", "synthesizer-random",
+        "synthesizer-random-fixed",
         "synthesizer-factorized-dense", "synthesizer-factorized-random",
         "mixture:synthesizer-random+softmax", "mixture:synthesizer-random-fixed+softmax"}) {
     for (bool causal : {false, true}) {
@@ -305,6 +306,50 @@ TEST(TransformerConfig, JsonRoundTripIsStrict) {
   j = config;
   j["hidden"] = "wide";
   EXPECT_THROW(j.get<TransformerConfig>(), attnkit::Error);
+}
+
+// The trained feature maps (t2r, hedgehog): one weight [heads, M, key_size] and bias [heads, M]
+// per attention layer, trained with the rest (they receive gradients), hedgehog with M = d
+// starting at the identity; physical head pruning removes a pruned head's map with it.
+TEST(TransformerModel, TrainedFeatureMapsArePerHeadParameters) {
+  torch::manual_seed(5);
+  auto config = TransformerConfig::bert(30, 16, 2, 2, 32);
+  config.attention = AttentionSpec::parse("linear:t2r:3");
+  config.attention.causal = true;
+  config.dropout = 0.0;
+  TransformerModel model(config);
+  auto params = model->named_parameters();
+  ASSERT_TRUE(params.contains("blocks.0.attention.feature_map_weight"));
+  EXPECT_EQ(params["blocks.0.attention.feature_map_weight"].sizes(), (at::IntArrayRef{2, 3, 8}));
+  EXPECT_EQ(params["blocks.1.attention.feature_map_bias"].sizes(), (at::IntArrayRef{2, 3}));
+  ModelInputs in;
+  in.input_ids = random_ids(2, 7, 30);
+  model->forward(in).last_hidden_state.pow(2).mean().backward();
+  EXPECT_GT(params["blocks.0.attention.feature_map_weight"].grad().abs().sum().item<double>(), 0.0);
+  EXPECT_GT(params["blocks.1.attention.feature_map_bias"].grad().abs().sum().item<double>(), 0.0);
+
+  config.attention = AttentionSpec::parse("linear:hedgehog");
+  TransformerModel hedgehog(config);
+  const at::Tensor w = hedgehog->named_parameters()["blocks.1.attention.feature_map_weight"];
+  EXPECT_TRUE(torch::equal(w, torch::eye(8).unsqueeze(0).repeat({2, 1, 1})));
+
+  // Pruning head 0 of layer 0 keeps head 1's map, and the outputs equal the gated model's.
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : hedgehog->named_parameters())
+      if (p.key().find("feature_map_") != std::string::npos) p.value().add_(torch::randn_like(p.value()) * 0.3);
+  }
+  hedgehog->eval();
+  const std::string name = "blocks.0.attention.feature_map_weight";
+  const at::Tensor kept = hedgehog->named_parameters()[name][1].clone();
+  hedgehog->set_head_gates({torch::tensor({0.0f, 1.0f}), torch::ones({2})});
+  const at::Tensor gated = hedgehog->forward(in).last_hidden_state;
+  hedgehog->set_head_gates({});
+  hedgehog->prune_heads({{0, {0}}});
+  const at::Tensor pruned_w = hedgehog->named_parameters()[name];
+  ASSERT_EQ(pruned_w.size(0), 1);
+  EXPECT_TRUE(torch::equal(pruned_w[0], kept));
+  EXPECT_TRUE(torch::allclose(hedgehog->forward(in).last_hidden_state, gated, 1e-5, 1e-5));
 }
 
 }  // namespace

@@ -134,7 +134,10 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   void reset_norms();
   int64_t key_size() const { return key_size_; }
   int64_t value_size() const { return value_size_; }
-  const ops::FeatureMap* feature_map() const { return feature_map_.get(); }
+  // Linear attention's feature map (a trained one, t2r / hedgehog, over this layer's
+  // feature_map_weight [heads, M, key_size] and feature_map_bias [heads, M] parameters); throws
+  // attnkit::Error for the other kinds.
+  ops::FeatureMap feature_map() const;
 
   // Projections; q and k are empty modules when the kind does not use them (random synthesizer).
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
@@ -157,7 +160,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   MultiHeadAttentionOptions options_;
   int64_t key_size_ = 0;
   int64_t value_size_ = 0;
-  std::shared_ptr<ops::FeatureMap> feature_map_;
+  std::shared_ptr<ops::FeatureMap> feature_map_;  // linear attention with a fixed map
+  at::Tensor feature_weight_, feature_bias_;       // a trained map's parameters
   // Talking-heads mixing matrices [heads, heads] (identity at init).
   at::Tensor pre_mix_, post_mix_;
   // Synthesizer parameters (registered only for the kinds that use them).

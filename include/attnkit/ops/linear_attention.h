@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace attnkit::ops {
 
@@ -19,14 +20,29 @@ namespace attnkit::ops {
 // favor: Performer's positive orthogonal random features,
 //   φ(x) = exp(W x̃ − |x̃|²/2) / sqrt(m), x̃ = x · d^(-1/4), W [m, d] orthogonal rows with
 //   chi-distributed norms, so that φ(q)·φ(k) ≈ exp(q·k / sqrt(d)). Seeded; redraw() draws anew.
+// The trained maps, one projection per head h (x [..., H, L, d], head = dimension -3; weight
+// [H, M, d], bias [H, M], held by reference: the attention layer's parameters):
+//   t2r:      φ(x) = relu(W_h x + b_h), M features (Kasai et al. 2021, "Finetuning Pretrained
+//             Transformers into RNNs");
+//   hedgehog: φ(x) = [softmax(W_h x + b_h), softmax(−W_h x − b_h)], 2M features, each softmax over
+//             the M features (Zhang et al. 2024, "The Hedgehog & the Porcupine").
 class FeatureMap {
  public:
   static FeatureMap elu();
   static FeatureMap relu();
   // num_features = 0 picks m = d·ceil(ln d) (at least d), the Θ(d log d) of the Performer paper.
   static FeatureMap favor(int64_t dim, int64_t num_features = 0, uint64_t seed = 0);
+  // t2r or hedgehog with these weights (gradients flow to them); one-line error for other kinds
+  // or shapes that are not [H, M, d] and [H, M].
+  static FeatureMap learned(FeatureMapKind kind, at::Tensor weight, at::Tensor bias);
+  // A trained map's initial weights for H heads of input size d (float32): M = spec.num_features
+  // or d when 0; bias 0; t2r: W ~ N(0, 1/d); hedgehog: W = I when M = d (softmax(x) at the
+  // start), else N(0, 1/d). Draws from the default generator.
+  static std::pair<at::Tensor, at::Tensor> initial_weights(const FeatureMapSpec& spec,
+                                                           int64_t heads, int64_t dim);
   // The map a FeatureMapSpec (attention_kind.h) names; dim is the input size d (for favor).
-  // CosRelu is refused: cosFormer's features depend on positions (cosformer_attention.h).
+  // CosRelu is refused: cosFormer's features depend on positions (cosformer_attention.h); so are
+  // the trained maps (their weights belong to a layer: learned()).
   static FeatureMap from_spec(const FeatureMapSpec& spec, int64_t dim);
   // "elu", "relu", "favor", "favor:M" or "favor:M:SEED" (parse_feature_map, attention_kind.h).
   static FeatureMap parse(const std::string& spec, int64_t dim);
@@ -36,8 +52,11 @@ class FeatureMap {
   FeatureMapSpec spec() const;
   std::string name() const;  // to_string(spec()), e.g. "elu", "favor:24:0"
   int64_t output_dim(int64_t input_dim) const;
-  // The favor projection W [m, d] (float64); undefined for elu/relu.
+  // The favor projection W [m, d] (float64), a trained map's weight [H, M, d]; undefined for
+  // elu/relu.
   const at::Tensor& projection() const { return projection_; }
+  // A trained map's bias [H, M]; undefined for the others.
+  const at::Tensor& bias() const { return bias_; }
   uint64_t seed() const { return seed_; }
   // Draws a new favor projection with the given seed (no-op for elu/relu).
   void redraw(uint64_t seed);
@@ -45,10 +64,11 @@ class FeatureMap {
   at::Tensor apply(const at::Tensor& x) const;
 
  private:
-  FeatureMap(FeatureMapKind kind, at::Tensor projection, uint64_t seed)
-      : kind_(kind), projection_(std::move(projection)), seed_(seed) {}
+  FeatureMap(FeatureMapKind kind, at::Tensor projection, uint64_t seed, at::Tensor bias = {})
+      : kind_(kind), projection_(std::move(projection)), bias_(std::move(bias)), seed_(seed) {}
   FeatureMapKind kind_;
   at::Tensor projection_;
+  at::Tensor bias_;
   uint64_t seed_ = 0;
 };
 

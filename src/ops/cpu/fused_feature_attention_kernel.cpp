@@ -70,6 +70,8 @@ ATTNKIT_INLINE void feature_rows(const FeatureProblem& p, const T* x, int64_t t0
       }
       break;
     case FeatureMapKind::Favor:  // no fused kernel: fused_feature_applies() keeps it out
+    case FeatureMapKind::T2r:    // nor for the trained maps
+    case FeatureMapKind::Hedgehog:
       break;
   }
 }
