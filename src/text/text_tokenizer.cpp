@@ -1,5 +1,7 @@
 #include "attnkit/text/text_tokenizer.h"
 
+#include <algorithm>
+
 #include <array>
 
 namespace attnkit::text {
@@ -34,10 +36,15 @@ std::string end_token_names(const EndTokenRule& rule) {
 }
 
 std::optional<int64_t> leading_special_token(const TextTokenizer& tokenizer) {
-  const std::vector<int64_t> with = tokenizer.encode_ids("a", true);
-  const std::vector<int64_t> without = tokenizer.encode_ids("a", false);
-  // Sizes are not compared: padding to a fixed length gives both the same size.
-  if (!with.empty() && (without.empty() || with[0] != without[0])) return with[0];
+  std::vector<int64_t> with = tokenizer.encode_ids("a", true);
+  std::vector<int64_t> without = tokenizer.encode_ids("a", false);
+  // Padding to a fixed length pads both: compare what comes before it.
+  if (const auto pad = tokenizer.special_ids().pad)
+    for (auto* ids : {&with, &without})
+      while (!ids->empty() && ids->back() == *pad) ids->pop_back();
+  // A lone begin token: the text with special tokens is one token, then the text without them.
+  if (with.size() == without.size() + 1 && std::equal(without.begin(), without.end(), with.begin() + 1))
+    return with[0];
   return std::nullopt;
 }
 

@@ -6,6 +6,7 @@
 #include "attnkit/error.h"
 #include "attnkit/text/byte_level.h"
 #include "attnkit/text/pretrained.h"
+#include "attnkit/text/text_tokenizer.h"
 #include "attnkit/text/tokenizer_json.h"
 #include "attnkit/text/vocab_files.h"
 #include "reference_support.h"
@@ -154,6 +155,9 @@ TEST(Hardening, DecoderFamilyFilesLoadAndEncode) {
   // "<s>" + "▁he" + "llo" + "▁" + "x" (no piece: its byte, <0x78> = 3 + 0x78).
   EXPECT_EQ(llama2.encode("hello x").ids, (std::vector<uint32_t>{1, 265, 267, 259, 3 + 0x78}));
   EXPECT_EQ(llama2.decode(llama2.encode("hello x").ids), "hello x");
+  // Both put one begin token alone before a text (what analyze heads starts its windows with).
+  EXPECT_EQ(leading_special_token(llama3), std::optional<int64_t>(257));
+  EXPECT_EQ(leading_special_token(llama2), std::optional<int64_t>(1));
 }
 
 TEST(Hardening, DecoderFamilyFilesGiveOneLineErrorsNamingTheField) {

@@ -192,8 +192,9 @@ TEST(TextTokenizer, WordPieceThroughTheInterfaceIsTheTokenizer) {
   EXPECT_EQ(padded.special_ids().pad, std::optional<int64_t>(0));
   EXPECT_EQ(padded.encode_ids("the cat"), as_int64(padded.encode("the cat").ids));
   EXPECT_EQ(padded.encode_ids("the cat").size(), 8u);
-  EXPECT_EQ(leading_special_token(tokenizer), std::optional<int64_t>(2));  // [CLS]
-  EXPECT_EQ(leading_special_token(padded), std::optional<int64_t>(2));
+  // [CLS] a [SEP]: not a lone begin token (padded or not).
+  EXPECT_EQ(leading_special_token(tokenizer), std::nullopt);
+  EXPECT_EQ(leading_special_token(padded), std::nullopt);
 }
 
 TEST(TextTokenizer, ByteLevelBpeThroughTheInterfaceIsTheTokenizer) {

@@ -182,8 +182,7 @@ analysis::HeadsDataReader data_reader(const DataOptions& d) {
       // a lone begin token counts: an encoder's template ([CLS] text [SEP]) is not one.
       if (loaded.format == "huggingface")
         if (const auto begin = text::leading_special_token(tokenizer))
-          if (tokenizer.encode_ids("a", true).size() == tokenizer.encode_ids("a", false).size() + 1)
-            options.begin_of_window_id = static_cast<uint32_t>(*begin);
+          options.begin_of_window_id = static_cast<uint32_t>(*begin);
       const auto windows = data::read_language_model_data({path}, tokenizer, options);
       if (windows.blocks.empty())
         throw Error(fmt::format("--data {}: {} tokens, fewer than one window of {} tokens", path,

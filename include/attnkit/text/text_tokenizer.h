@@ -89,9 +89,10 @@ std::optional<int64_t> end_token_id(const TextTokenizer& tokenizer, const EndTok
 // The names end_token_id tries, for messages: "</s>, [SEP], [EOS], <|endoftext|>".
 std::string end_token_names(const EndTokenRule& rule);
 
-// The token the tokenizer puts before a single text (Gemma's and Llama 2's <bos>, BERT's [CLS]),
-// or nullopt when it puts none there (GPT-2, SmolLM2, Llama 3's tokenizer.json without a
-// template): encode_ids("a") with and without special tokens compared.
+// The begin token the tokenizer puts alone before a single text (Gemma's and Llama 2's <bos>), or
+// nullopt when it puts none there (GPT-2, SmolLM2, Llama 3's tokenizer.json without a template)
+// or adds more than that one token (BERT's [CLS] text [SEP]): encode_ids("a") with special
+// tokens must be that token followed by encode_ids("a") without them (padding ignored).
 std::optional<int64_t> leading_special_token(const TextTokenizer& tokenizer);
 
 }  // namespace attnkit::text
