@@ -89,11 +89,16 @@ def summarize(name, run):
         c = json.load(open(collapse))
         result = c["results"][0]
         last = {}
-        for curve in result["curves"]:
-            rel = curve["layers"][-1]["relative_composite"] if curve.get("layers") else None
-            # geometric mean over inputs = 10^(mean of log10)
-            last[curve["name"]] = 10 ** rel["log10_mean"] if rel and rel.get("log10_mean") is not None else None
-        summary["collapse"] = {"inputs": c["inputs"], "last_layer": last}
+        vanished = []
+        for curve in result["variants"]:
+            layer = curve["layers"][-1] if curve.get("layers") else None
+            rel = layer["relative_composite"] if layer else None
+            if layer and layer.get("vanished"):  # X itself is 0 on these inputs: no relative residual
+                vanished.append([curve["name"], layer["vanished"]])
+            # geometric mean over inputs = 10^(mean of log10), over the inputs where X did not vanish
+            last[curve["name"]] = (10 ** rel["log10_mean"] if rel and rel.get("count") and
+                                   rel.get("log10_mean") is not None else None)
+        summary["collapse"] = {"inputs": c["inputs"], "last_layer": last, "vanished": vanished}
     return summary
 
 
@@ -149,11 +154,18 @@ def markdown(results):
         c = s.get("collapse")
         if c:
             last = c["last_layer"]
-            cells = ", ".join(f"{v.replace('_', ' ')} {last[v]:.2e}" for v in last if last[v] is not None)
+            label = {"pure_attention": "pure attention", "attention_skip": "attention + skip",
+                     "attention_mlp": "attention + MLP", "attention_layer_norm": "attention + norm",
+                     "full_block": "full block"}
+            cells = ", ".join(f"{label.get(v, v)} {last[v]:.2e}" for v in last if last[v] is not None)
+            gone = [f"{label.get(v, v)} on {n} of the {c['inputs']['samples']} inputs"
+                    for v, n in c.get("vanished", [])]
             inputs = c["inputs"]
             out += [f"Rank collapse of its trained paths (`analyze collapse`, {inputs['samples']} windows of "
                     f"{inputs['seq_len']} tokens of the evaluation text): "
-                    f"relative residual after the last layer, geometric mean over inputs: {cells}.", ""]
+                    f"relative residual after the last layer, geometric mean over inputs: {cells}"
+                    + (f"; the path's output X itself is 0 at the last layer (no relative residual) for "
+                       f"{', '.join(gone)}" if gone else "") + ".", ""]
     out.append(END)
     return "\n".join(out) + "\n"
 
