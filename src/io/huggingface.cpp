@@ -8,6 +8,7 @@
 #include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/io/safetensors.h"
+#include "attnkit/models/deferred_init.h"
 #include "hf_family.h"
 #include "model_size_check.h"
 
@@ -613,16 +614,21 @@ std::shared_ptr<models::Model> load_huggingface_checkpoint(const json& config_js
     throw Error(fmt::format("{}: the checkpoint has a classifier over the pooled output but no "
                             "pooler weights", weights_path));
 
-  std::shared_ptr<models::Model> model;
   if (family.encoder_decoder()) {
     const auto& e = config.encoder_decoder;
     detail::check_config_fits_weights({{e.encoder, {}}, {e.decoder, {}}}, file.entries(),
                                       weights_path, config_path);
-    model = models::EncoderDecoderModel(e).ptr();
   } else {
     detail::check_config_fits_weights({{c, h}}, file.entries(), weights_path, config_path);
-    model = models::TaskModel(c, h).ptr();
   }
+  auto build = [&]() -> std::shared_ptr<models::Model> {
+    if (family.encoder_decoder()) return models::EncoderDecoderModel(config.encoder_decoder).ptr();
+    return models::TaskModel(c, h).ptr();
+  };
+  // Built without the random initialisation the checkpoint overwrites; what it lacks (an
+  // optional tensor) gets the model's own initialisation in deferred.finish below.
+  models::DeferredInit deferred;
+  std::shared_ptr<models::Model> model = build();
   model->module().eval();
   auto ours = tensors_by_name(model->module());
 
@@ -671,6 +677,11 @@ std::shared_ptr<models::Model> load_huggingface_checkpoint(const json& config_js
     throw Error(fmt::format("{}: shape mismatch: {}", weights_path, list_names(mismatched, 4)));
   if (!missing.empty())
     throw Error(fmt::format("{}: missing tensors: {}", weights_path, list_names(missing)));
+  deferred.finish(*model, [&] {
+    auto reference = build();
+    reference->module().eval();
+    return reference;
+  });
   const std::regex buffer_names(family.buffer_names);
   std::vector<std::string> unknown;
   for (const auto& [canonical, stored] : by_name) {

@@ -5,6 +5,7 @@
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/io/safetensors.h"
 #include "attnkit/models/model_factory.h"
+#include "attnkit/models/deferred_init.h"
 #include "attnkit/models/quantize.h"
 #include "attnkit/formats/gguf.h"
 #include "attnkit/formats/gguf_tokenizer.h"
@@ -128,22 +129,24 @@ LoadedModel finish(std::shared_ptr<models::Model> model, std::string path, std::
 LoadedModel load_attnkit(const std::string& weights_path, const json* config_json,
                          const std::string& config_where, const std::string& path) {
   auto file = SafetensorsFile::open(weights_path);
-  std::shared_ptr<models::Model> model;
-  if (config_json) {
-    model = read_attnkit_config(*config_json, config_where, file, config_where);
-  } else {
+  auto build = [&] {
+    if (config_json) return read_attnkit_config(*config_json, config_where, file, config_where);
     auto it = file.metadata().find("attnkit_config");
     if (it == file.metadata().end())
       throw Error(fmt::format("{}: no 'attnkit_config' metadata and no config.json beside it",
                               weights_path));
     const std::string where = weights_path + " metadata";
-    model = read_attnkit_config(parse_json_text(it->second, where), where, file, where);
-  }
+    return read_attnkit_config(parse_json_text(it->second, where), where, file, where);
+  };
+  // Built without the random initialisation the file overwrites (models/deferred_init.h).
+  models::DeferredInit deferred;
+  std::shared_ptr<models::Model> model = build();
   // A file written by `convert --quantize int8` loads into the int8 model's layout.
   const auto names = file.names();
   if (std::any_of(names.begin(), names.end(), is_int8_state))
     models::quantize_model(*model, layers::ComputeType::Int8, /*values=*/false);
   load_parameters(model->module(), file);
+  deferred.finish(*model, build);
   return finish(model, path, "attnkit");
 }
 

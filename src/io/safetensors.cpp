@@ -469,6 +469,13 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
   }
   at::Tensor tensor = at::empty(found.shape, at::TensorOptions().dtype(found.scalar_type));
   if (size > 0) std::memcpy(tensor.data_ptr(), bytes, size);
+  // The copy is made: the mapped pages it read (those wholly inside it) leave the process, so a
+  // model loaded tensor by tensor does not hold the whole file resident beside itself. A later
+  // read faults them in again from the file.
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(bytes) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(bytes) + size) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
   return tensor;
 }
 
