@@ -27,9 +27,9 @@ echo
 echo "== tokenizers: attnkit vs Hugging Face tokenizers (Node), same lines, same threads =="
 "$BUILD/attnkit_tokenizer_bench" "$BUILD/tokenizer_bench"
 echo
-echo "== training: attnkit vs the same loop in PyTorch eager =="
+echo "== training: attnkit vs the same loop in PyTorch (best attention per kind; eager for context) =="
 cmake --build "$BUILD" --target attnkit_bench_train -j "${JOBS:-2}"
-/usr/bin/python3 bench/train_compare.py --build "$BUILD" "$@"
+/usr/bin/python3 bench/train_compare.py --build "$BUILD" --bench-python "$BENCH_PYTHON" "$@"
 echo
 echo "== MLM training step (BERT-base shape): attnkit vs transformers' BertForMaskedLM, sdpa, PyTorch 2.x =="
 # The peer runs in the Python package's venv (torch 2.x + transformers; scripts/python_package_venv.sh,

@@ -1,12 +1,19 @@
 #!/usr/bin/python3
-"""PyTorch-eager peer of attnkit_bench_train: the same GPT-2-shaped causal LM and training step in
-python3-torch, ONE case per process, one JSON line (same CLI and fields as bench/train_bench.cpp).
+"""PyTorch peer of attnkit_bench_train: the same GPT-2-shaped causal LM and training step,
+ONE case per process, one JSON line (same CLI and fields as bench/train_bench.cpp).
 
 Model: token + learned position embeddings, pre-LN blocks (LayerNorm eps 1e-5, fused q|k|v
 projection, attention, output projection, MLP 4·hidden with tanh gelu), final LayerNorm, LM head
-tied to the token embeddings, dropout 0. Attention is written the natural eager way
-(bench/peers/attention_peer.py): softmax with an explicit n×n causal mask, causal linear (elu+1)
-and cosFormer through cumulative sums of φ(k)⊗v. AdamW lr 1e-4, weight decay 0.01 on matrices.
+tied to the token embeddings, dropout 0. AdamW lr 1e-4, weight decay 0.01 on matrices.
+
+--attention eager (default; runs under Debian's python3-torch 1.13 or any torch): attention
+written the natural eager way (bench/peers/attention_peer.py): softmax with an explicit n×n causal
+mask, causal linear (elu+1) and cosFormer through cumulative sums of φ(k)⊗v, a d×d matrix per
+position.
+--attention best (PyTorch 2.x with fast-transformers' kernel: the bench venv, scripts/bench_venv.sh):
+each kind's best peer (bench/peers/torch2_peer.py): softmax = scaled_dot_product_attention with
+is_causal (PyTorch's flash kernel on CPU); linear = fast-transformers' CausalLinearAttention math
+around its compiled CPU causal-product kernel; cosFormer = cosFormer's features through that kernel.
 """
 import argparse
 import json
@@ -24,6 +31,7 @@ import attention_peer  # noqa: E402
 
 
 def attention(kind, q, k, v):
+    """Eager attention on [batch, heads, n, dim]."""
     if kind == "softmax":
         return attention_peer.softmax_attention(q, k, v, causal=True)
     if kind == "linear":
@@ -31,10 +39,19 @@ def attention(kind, q, k, v):
     return attention_peer.cosformer_attention(q, k, v, causal=True)
 
 
+def best_attention(kind, q, k, v):
+    """The best peer per kind (torch2_peer's): q, k, v and the result in [batch, n, heads, dim]."""
+    import torch2_peer
+    if kind == "softmax":
+        return torch2_peer.sdpa(*(x.transpose(1, 2) for x in (q, k, v)), True).transpose(1, 2)
+    op = torch2_peer.ft_linear if kind == "linear" else torch2_peer.ft_cosformer
+    return op(q, k, v, True)
+
+
 class Block(nn.Module):
-    def __init__(self, hidden, heads, kind):
+    def __init__(self, hidden, heads, kind, best=False):
         super().__init__()
-        self.heads, self.kind = heads, kind
+        self.heads, self.kind, self.best = heads, kind, best
         self.ln1, self.ln2 = nn.LayerNorm(hidden, eps=1e-5), nn.LayerNorm(hidden, eps=1e-5)
         self.qkv, self.out = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
         self.fc, self.proj = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
@@ -42,17 +59,21 @@ class Block(nn.Module):
     def forward(self, x):
         b, n, h = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(h, dim=-1)
-        split = lambda t: t.view(b, n, self.heads, h // self.heads).transpose(1, 2)  # noqa: E731
-        ctx = attention(self.kind, split(q), split(k), split(v)).transpose(1, 2).reshape(b, n, h)
+        if self.best:
+            split = lambda t: t.view(b, n, self.heads, h // self.heads)  # noqa: E731
+            ctx = best_attention(self.kind, split(q), split(k), split(v)).reshape(b, n, h)
+        else:
+            split = lambda t: t.view(b, n, self.heads, h // self.heads).transpose(1, 2)  # noqa: E731
+            ctx = attention(self.kind, split(q), split(k), split(v)).transpose(1, 2).reshape(b, n, h)
         x = x + self.out(ctx)
         return x + self.proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
 
 class Gpt2(nn.Module):
-    def __init__(self, vocab, n, hidden, layers, heads, kind):
+    def __init__(self, vocab, n, hidden, layers, heads, kind, best=False):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, hidden), nn.Embedding(n, hidden)
-        self.blocks = nn.ModuleList(Block(hidden, heads, kind) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(hidden, heads, kind, best) for _ in range(layers))
         self.ln_f = nn.LayerNorm(hidden, eps=1e-5)
         with torch.no_grad():  # GPT-2's init, as attnkit's preset: N(0, 0.02) matrices, zero biases
             for name, t in self.named_parameters():
@@ -96,13 +117,14 @@ def timed_steps(step, warmup, steps):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kind", default="softmax", choices=("softmax", "linear", "cosformer"))
+    p.add_argument("--attention", default="eager", choices=("eager", "best"))
     for name, default in (("n", 256), ("batch", 8), ("hidden", 256), ("layers", 4), ("heads", 4),
                           ("vocab", 8192), ("steps", 10), ("warmup", 2), ("threads", 2)):
         p.add_argument("--" + name, type=int, default=default)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = Gpt2(a.vocab, a.n, a.hidden, a.layers, a.heads, a.kind)
+    model = Gpt2(a.vocab, a.n, a.hidden, a.layers, a.heads, a.kind, a.attention == "best")
     opt = adamw(model)
     ids = torch.randint(a.vocab, (a.batch, a.n))
     targets = ids[:, 1:]
@@ -118,7 +140,8 @@ def main():
 
     seconds, _, loss = timed_steps(step, a.warmup, a.steps)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"impl": "pytorch-eager", "kind": a.kind, "n": a.n, "batch": a.batch, "steps": a.steps,
+    print(json.dumps({"impl": "pytorch-eager" if a.attention == "eager" else "pytorch-best",
+                      "torch": torch.__version__, "kind": a.kind, "n": a.n, "batch": a.batch, "steps": a.steps,
                       "step_ms": 1000 * seconds / a.steps, "tokens_per_s": a.batch * a.n * a.steps / seconds,
                       "extra_peak_mib": peak - baseline, "loss": loss, "threads": a.threads}))
 

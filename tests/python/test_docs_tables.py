@@ -2,8 +2,9 @@
 """Generated numbers stay generated (issue 44): the parts of docs/results.md that the experiment
 drivers write from their JSON (bench/lra_results.py: docs/lra-results.json between the
 lra-results markers; bench/pretrain_results.py: docs/pretrain-results.json between the
-pretrain-results markers), and of docs/analysis.md that bench/pretrained_heads_results.py writes
-from docs/pretrained-heads.json (between the pretrained-heads markers), must be exactly what the
+pretrain-results markers), of docs/analysis.md that bench/pretrained_heads_results.py writes
+from docs/pretrained-heads.json (between the pretrained-heads markers), and of
+docs/training-benchmarks.md that bench/train_compare.py writes from docs/training-benchmarks.json, must be exactly what the
 driver's markdown() renders from that JSON now. A table edited by hand, a JSON changed without the table, or a renderer changed without
 re-rendering fails here; the message names the first differing line. Fix: run the driver with
 --report-only (it re-renders from the finished cells) and commit both files."""
@@ -79,6 +80,32 @@ class DocsTables(unittest.TestCase):
                          region(heads.markdown(results), heads.BEGIN, heads.END),
                          "docs/analysis.md differs from bench/pretrained_heads_results.py's rendering of "
                          "docs/pretrained-heads.json; run it with --report-only")
+
+    def test_training_benchmarks_are_their_json(self):
+        train = driver("train_compare")
+        with open(os.path.join(ROOT, "docs", "training-benchmarks.md")) as f:
+            doc = f.read()
+        if not os.path.exists(train.JSON_PATH):  # no run of the new driver yet: no generated part
+            self.assertNotIn(train.BEGIN, doc)
+            return
+        with open(train.JSON_PATH) as f:
+            results = json.load(f)
+        self.assertEqual(region(doc, train.BEGIN, train.END), train.markdown(results),
+                         "docs/training-benchmarks.md differs from bench/train_compare.py's rendering of "
+                         "docs/training-benchmarks.json; run it with --report-only")
+
+    def test_mlm_step_table_is_its_json(self):
+        mlm = driver("mlm_compare")
+        with open(os.path.join(ROOT, "docs", "training-benchmarks.md")) as f:
+            doc = f.read()
+        if not os.path.exists(mlm.JSON_PATH):
+            self.assertNotIn("from docs/mlm-benchmarks.json", doc)
+            return
+        with open(mlm.JSON_PATH) as f:
+            results = json.load(f)
+        self.assertEqual(region(doc, mlm.BEGIN, mlm.END), "\n".join(mlm.markdown(results)),
+                         "docs/training-benchmarks.md's MLM section differs from bench/mlm_compare.py's rendering "
+                         "of docs/mlm-benchmarks.json; run it with --report-only")
 
     def test_a_changed_number_is_caught(self):
         lra = driver("lra_results")
