@@ -58,7 +58,32 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
   if (ablation) {
     const int64_t heads = count_heads(full_mask(task.sites));
     auto bar = phase(progress, "evaluations (ablation)", 1 + 2 * heads);
+    // The items of every ablation pass, in head_ablation's order (the unpruned model, then per
+    // row and head: that head masked, only that head kept), for their intervals.
+    std::vector<metrics::ItemStatistics> passes;
+    const auto metric = task.metric;
+    if (task.metric_items)
+      task.metric = [&] {
+        const double m = metric();
+        passes.push_back(task.metric_items());
+        return m;
+      };
     r.ablation = head_ablation(task, bar.get());
+    task.metric = metric;
+    if (int64_t(passes.size()) == 1 + 2 * heads && passes.front().width > 0) {
+      const metrics::PairedBootstrapOptions bootstrap{r.statistics_options.samples,
+                                                      r.statistics_options.seed};
+      size_t k = 1;
+      for (const auto& row : r.ablation.single) {
+        r.single_vs_unpruned.emplace_back();
+        r.all_but_one_vs_unpruned.emplace_back();
+        for (size_t h = 0; h < row.size(); ++h, k += 2) {
+          r.single_vs_unpruned.back().push_back(metrics::paired_bootstrap(passes[k], passes[0], bootstrap));
+          r.all_but_one_vs_unpruned.back().push_back(
+              metrics::paired_bootstrap(passes[k + 1], passes[0], bootstrap));
+        }
+      }
+    }
   } else {
     r.ablation.baseline = baseline.metric;
   }
@@ -385,12 +410,32 @@ json to_json(const HeadsAnalysis& r) {
   for (const auto& p : r.profiles)
     if (!p.steps.empty() && p.steps.front().items.width > 0)
       item_metric = metrics::metric_name(p.steps.front().items.metric);
+  json ablation = to_json(r.ablation);
+  // {score, low, high, verdict} of ablated − unpruned per [row][head]: the verdict is "ablated
+  // beats unpruned", "unpruned beats ablated" or "level" (metrics::verdict).
+  auto intervals = [](const std::vector<std::vector<metrics::PairedBootstrap>>& table) {
+    json rows = json::array();
+    for (const auto& row : table) {
+      json cells = json::array();
+      for (const auto& b : row)
+        cells.push_back({{"difference", b.difference.score},
+                         {"low", b.difference.interval.low},
+                         {"high", b.difference.interval.high},
+                         {"verdict", metrics::verdict(b, "ablated", "unpruned").text}});
+      rows.push_back(std::move(cells));
+    }
+    return rows;
+  };
+  if (!r.single_vs_unpruned.empty()) {
+    ablation["single_vs_unpruned"] = intervals(r.single_vs_unpruned);
+    ablation["all_but_one_vs_unpruned"] = intervals(r.all_but_one_vs_unpruned);
+  }
   json j = {{"model", r.model},
             {"metric", r.metric_name},
             {"importance_data", r.score_data.empty() ? json(nullptr) : json(r.score_data)},
             {"sites", to_json(r.sites)},
             {"importance", to_json(r.importance)},
-            {"ablation", to_json(r.ablation)},
+            {"ablation", ablation},
             {"profiles", profiles}};
   json bands = json::array();
   for (const auto& band : r.random_bands) bands.push_back(band_json(band, item_metric));

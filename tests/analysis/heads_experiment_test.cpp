@@ -122,6 +122,25 @@ TEST(HeadsExperiment, ResultShapesAndHeadsJsonRoundTrip) {
   const auto j = nlohmann::json::parse(read_file((dir / "out" / "heads.json").string()));
   EXPECT_EQ(j, analysis::to_json(e));
   EXPECT_EQ(j["cross_data"]["data"], "b");
+  // Each ablation against the unpruned model, with its paired bootstrap interval: the difference
+  // is the two metrics' (the passes' items are matched to the right ablation).
+  ASSERT_EQ(r.single_vs_unpruned.size(), 2u);
+  ASSERT_EQ(r.all_but_one_vs_unpruned.size(), 2u);
+  for (size_t l = 0; l < 2; ++l) {
+    ASSERT_EQ(r.single_vs_unpruned[l].size(), 3u);
+    for (size_t h = 0; h < 3; ++h) {
+      const auto& single = r.single_vs_unpruned[l][h].difference;
+      const auto& kept = r.all_but_one_vs_unpruned[l][h].difference;
+      EXPECT_NEAR(single.score, r.ablation.single[l][h] - r.ablation.baseline, 1e-12);
+      EXPECT_NEAR(kept.score, r.ablation.all_but_one[l][h] - r.ablation.baseline, 1e-12);
+      EXPECT_LE(single.interval.low, single.interval.high);
+      const auto& cell = j["ablation"]["all_but_one_vs_unpruned"][l][h];
+      EXPECT_DOUBLE_EQ(cell["difference"].get<double>(), kept.score);
+      EXPECT_DOUBLE_EQ(cell["low"].get<double>(), kept.interval.low);
+      const bool zero_inside = kept.interval.low <= 0 && kept.interval.high >= 0;
+      EXPECT_EQ(cell["verdict"] == "level", zero_inside) << cell.dump();
+    }
+  }
   EXPECT_EQ(analysis::read_heads_importance((dir / "out" / "heads.json").string(), "--importance"),
             r.importance.importance);
 }

@@ -162,6 +162,10 @@ struct HeadsAnalysis {
   std::optional<double> baseline_loss;    // the task's evaluation_loss, when it has one (LM)
   HeadImportance importance;
   HeadAblation ablation;                  // only the baseline without ablations
+  // Each ablation against the unpruned model, [row][head] as ablation.single / all_but_one: the
+  // paired bootstrap (statistics_options' samples and seed) of the ablated model's items against
+  // the unpruned one's; difference = ablated − unpruned. Empty without ablations or items.
+  std::vector<std::vector<metrics::PairedBootstrap>> single_vs_unpruned, all_but_one_vs_unpruned;
   // importance, random (seed), reverse, random (seed + 1, ..., seed + random_orders - 1); then, for
   // a model with key/value groups, whole groups by importance and at random (seed, seed + 1, ...)
   // (PruningProfile::groups)
