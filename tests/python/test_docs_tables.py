@@ -81,6 +81,19 @@ class DocsTables(unittest.TestCase):
                          "docs/analysis.md differs from bench/pretrained_heads_results.py's rendering of "
                          "docs/pretrained-heads.json; run it with --report-only")
 
+    def test_bible_heads_tables_are_their_json(self):
+        bible = driver("bible_heads_results")
+        with open(os.path.join(ROOT, "docs", "analysis.md")) as f:
+            analysis = f.read()
+        if not os.path.exists(bible.JSON_PATH):  # no finished run written yet: no generated part
+            self.assertNotIn(bible.BEGIN, analysis)
+            return
+        with open(bible.JSON_PATH) as f:
+            results = json.load(f)
+        self.assertEqual(region(analysis, bible.BEGIN, bible.END), region(bible.markdown(results), bible.BEGIN, bible.END),
+                         "docs/analysis.md differs from bench/bible_heads_results.py's rendering of "
+                         "docs/bible-heads.json; run it with --report-only")
+
     def test_training_benchmarks_are_their_json(self):
         train = driver("train_compare")
         with open(os.path.join(ROOT, "docs", "training-benchmarks.md")) as f:
