@@ -101,7 +101,7 @@ def summarize(out_dir):
         rows.append({"fraction": step["fraction"], "pruned": step["pruned"], "bleu": step["metric"],
                      "pruned_by_site": step["pruned_by_site"],
                      "change": interval(stats[k]["difference"]),
-                     "random": {key: band["steps"][k]["metric"][key] for key in ("mean", "low", "high")},
+                     "random": {key: band["steps"][k]["metric"][key] for key in ("mean", "sd", "low", "high")},
                      "reverse": profiles["reverse"]["steps"][k]["metric"],
                      "importance_minus_random": interval(versus[k]["difference"]),
                      "verdict": versus[k]["verdict_text"]})
@@ -191,18 +191,17 @@ def markdown(s):
                    + f"; largest drop L{worst['layer'] + 1} h{worst['head']} {signed(worst['difference'])} "
                      f"[{signed(worst['low'])}, {signed(worst['high'])}]")
     out += ["", f"*Global pruning, least important first* (the paper's Figure 6; importance and its order from the "
-            f"validation verses; {s['random_orders']} random orders beside it, their mean with a t interval over "
-            "orders; importance − random by the two-stage bootstrap of this document's statistics section; heads "
+            f"validation verses; {s['random_orders']} random orders beside it, their mean ± sd over orders "
+            "(a t interval over so few orders reaches below 0); importance − random by the two-stage bootstrap of this document's statistics section; heads "
             f"gone per site out of {s['heads_per_layer'] * s['layers']}):", "",
-            "| pruned | BLEU, importance order | change vs unpruned [95%] | random orders: mean [t interval] | "
+            "| pruned | BLEU, importance order | change vs unpruned [95%] | random orders: mean ± sd | "
             "reverse order | importance − random [95%] | verdict | encoder self | decoder self | cross |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in s["profile"]:
         c, rnd, d = r["change"], r["random"], r["importance_minus_random"]
         by = r["pruned_by_site"]
         out.append(f"| {100 * r['fraction']:.0f}% ({r['pruned']}) | {bleu(r['bleu'])} | {signed(c['score'])} "
-                   f"[{signed(c['low'])}, {signed(c['high'])}] | {bleu(rnd['mean'])} [{bleu(rnd['low'])}, "
-                   f"{bleu(rnd['high'])}] | {bleu(r['reverse'])} | {signed(d['score'])} [{signed(d['low'])}, "
+                   f"[{signed(c['low'])}, {signed(c['high'])}] | {bleu(rnd['mean'])} ± {bleu(rnd['sd'])} | {bleu(r['reverse'])} | {signed(d['score'])} [{signed(d['low'])}, "
                    f"{signed(d['high'])}] | {r['verdict']} | " + " | ".join(str(by.get(k, 0)) for k in SITES) + " |")
     lost = [r for r in s["profile"] if r["change"]["high"] < 0]
     kept = [r for r in s["profile"] if not lost or r["pruned"] < lost[0]["pruned"]]

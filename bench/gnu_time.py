@@ -60,7 +60,8 @@ def replace_region(path, begin, end, block):
             text = f.read()
     if begin in text and end in text:
         head, rest = text.split(begin, 1)
-        text = head + block + rest.split(end, 1)[1].lstrip("\n")
+        after = rest.split(end, 1)[1].lstrip("\n")
+        text = head + block + ("\n" + after if after else "")  # one blank line before what follows
     else:
         text = text.rstrip("\n") + "\n\n" + block
     with open(path + ".tmp", "w") as f:

@@ -317,11 +317,14 @@ def main():
                     break
                 run_cell(args, attnkit, task, kind)
                 ran += 1
+    cells = load_results(args)
+    if not cells:  # e.g. --report-only on a machine without the runs: keep the docs' numbers
+        sys.exit(f"lra_results: no finished cells under {args.runs}; docs/lra-results.json and the docs are kept")
     summary = {"budget_cpu_s": args.budget, "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
                "machine": machine(), "tasks": ORDER, "kinds": args.kinds,
                "task_labels": {t: TASKS[t]["label"] for t in ORDER},
                "published": [{"name": n, "accuracy": row} for n, row in PUBLISHED], "chance": CHANCE,
-               "cells": load_results(args),
+               "cells": cells,
                "pathfinder_x": [r if r["fits"] else dict(r, error=did_not_fit(r["error"])) for r in px or []]}
     os.makedirs(args.runs, exist_ok=True)
     write_json(summary_path, summary)

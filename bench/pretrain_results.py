@@ -824,6 +824,10 @@ def main():
         sys.exit(f"pretrain_results: a budget under {SMOKE_BUDGET} CPU s is a smoke run; give --docs DIR outside docs/")
     if not os.access(attnkit, os.X_OK):
         sys.exit(f"pretrain_results: {attnkit} not found (make build, or --build DIR)")
+    if args.report_only and not any(load(args, cell) for cell in needed(experiments)):
+        # e.g. on a machine without the runs: keep the docs' numbers rather than writing empty tables
+        sys.exit(f"pretrain_results: no finished cells under {args.runs}; {args.docs}/pretrain-results.json and "
+                 "the docs are kept")
     make_data(attnkit)
     if not args.report_only:
         ran = 0
