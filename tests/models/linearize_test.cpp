@@ -5,6 +5,7 @@
 // (the held-out transfer loss of a trained map falls; a fixed map is measured only).
 #include "attnkit/analysis/linearize.h"
 #include "attnkit/error.h"
+#include "attnkit/models/encoder_decoder.h"
 #include "attnkit/models/task_model.h"
 #include "support/test_files.h"
 
@@ -186,6 +187,49 @@ TEST(Linearize, StageOneLowersTheHeldOutTransferLoss) {
   EXPECT_TRUE(fixed.curves[0].empty());
   EXPECT_GT(fixed.initial[0], 0.0);
   EXPECT_EQ(fixed.initial, fixed.final);
+}
+
+// An encoder-decoder's sites: encoder self attention and cross attention converted (padded
+// sources), the decoder's self attention left softmax; transfer mode gives the teacher's logits,
+// and stage 1 lowers both layers' held-out losses.
+TEST(Linearize, EncoderDecoderSites) {
+  auto config = models::EncoderDecoderConfig::transformer(29, 29, 16, 2, 2, 32);
+  config.encoder.dropout = config.decoder.dropout = 0.0;
+  torch::manual_seed(4);
+  auto teacher = std::make_shared<models::EncoderDecoderModelImpl>(config);
+  teacher->eval();
+  const auto convert = analysis::layers_to_convert(*teacher, {"encoder.self", "decoder.cross"}, {1});
+  EXPECT_EQ(names(convert), (std::vector<std::string>{"encoder.self:1", "decoder.cross:1"}));
+  auto student = analysis::make_student(*teacher, convert, analysis::linear_family_kind("linear:hedgehog"));
+  auto& s = student.model->encoder_decoder("test");
+  EXPECT_EQ(s.encoder->attention(0)->options().spec().to_string(), "softmax");
+  EXPECT_EQ(s.encoder->attention(1)->options().spec().to_string(), "linear:hedgehog");
+  EXPECT_EQ(s.decoder->attention(1)->options().spec().to_string(), "softmax");
+  EXPECT_EQ(s.decoder->attention(1, models::AttentionSite::Cross)->options().spec().to_string(), "linear:hedgehog");
+  EXPECT_FALSE(s.decoder->attention(1, models::AttentionSite::Cross)->options().spec().causal);
+
+  analysis::HeadsInputs data;
+  auto& t = data.translation;
+  t.source_ids = torch::randint(1, 29, {24, 7}, torch::kLong);
+  t.source_mask = torch::ones({24, 7}, torch::kLong);
+  t.source_mask.slice(0, 0, 12).slice(1, 5, 7).zero_();  // half the sources padded by 2
+  t.decoder_input_ids = torch::randint(1, 29, {24, 6}, torch::kLong);
+  t.decoder_mask = torch::ones({24, 6}, torch::kLong);
+  t.labels = torch::randint(1, 29, {24, 6}, torch::kLong);
+  const at::Tensor expected = teacher->forward(t.source_ids, t.decoder_input_ids, t.source_mask, t.decoder_mask);
+  for (auto& c : student.layers) c.attention->set_transfer_teacher(c.teacher);
+  EXPECT_TRUE(torch::allclose(s.forward(t.source_ids, t.decoder_input_ids, t.source_mask, t.decoder_mask), expected,
+                              1e-5, 1e-6));
+  for (auto& c : student.layers) c.attention->set_transfer_teacher(c10::nullopt);
+
+  analysis::TransferOptions o;
+  o.steps = 40;
+  o.lr = 3e-2;
+  const auto r = analysis::attention_transfer(student, analysis::input_rows(data, 0, 20),
+                                              analysis::input_rows(data, 20, 24), o);
+  EXPECT_EQ(r.train_examples, 20);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_LT(r.final[i], 0.7 * r.initial[i]) << "layer " << i << ": " << r.initial[i] << " -> " << r.final[i];
 }
 
 }  // namespace
