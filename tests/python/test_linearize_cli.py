@@ -159,6 +159,30 @@ class LinearizeCli(unittest.TestCase):
               f"{scratch:.4f} (softmax teacher after 300: {teacher:.4f})", flush=True)
         self.assertLess(linearized, scratch - 0.3)
 
+    def test_keep_softmax_by_analyze_heads_importance(self):
+        """analyze heads --out writes heads.json; --keep-softmax 1 keeps the layer of the larger summed
+        importance as softmax and converts the other."""
+        self.assertEqual(self.teacher_rc, 0, self.teacher_err)
+        d = self.tmp.name
+        val = os.path.join(d, "val.txt")
+        write_text(val, 60, 2)
+        heads = os.path.join(d, "heads")
+        rc, _, err = attnkit("analyze", "heads", "--model", self.teacher, "--data", val, "--max-length", "32",
+                             "--no-ablation", "--fractions", "50", "--random-orders", "1", "--out", heads)
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(heads, "heads.json")) as f:
+            sums = [sum(row) for row in json.load(f)["importance"]["importance"]]
+        self.assertEqual(len(sums), 2)
+        out = os.path.join(d, "keep1")
+        rc, _, err = attnkit("linearize", "--model", self.teacher, "--kind", "linear:t2r", "--data", self.train_txt,
+                             "--max-length", "32", "--steps", "5", "--keep-softmax", "1", "--importance",
+                             os.path.join(heads, "heads.json"), "--out", out)
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(out, "config.json")) as f:
+            specs = json.load(f)["model"]["layer_attention_specs"]
+        converted = 0 if sums[0] < sums[1] else 1
+        self.assertEqual({k: v["kind"] for k, v in specs.items()}, {str(converted): "linear:t2r"})
+
     def test_bad_arguments_are_one_line_errors(self):
         self.assertEqual(self.teacher_rc, 0, self.teacher_err)
         out = os.path.join(self.tmp.name, "bad")
