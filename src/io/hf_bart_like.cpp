@@ -101,7 +101,8 @@ json bart_like_config_to_json(const EncoderDecoderConfig& config, bool bart) {
            !c->final_layer_norm && c->type_vocab_size == 0 && !c->pooler && c->condition_size == 0 &&
            c->effective_embedding_size() == c->hidden && c->positions == positions &&
            c->position_id_offset == (bart ? 2 : 0) && c->embedding_layer_norm == bart &&
-           c->layer_norm_eps == 1e-5;
+           c->layer_norm_eps == 1e-5 && c->layer_attention_specs.empty() &&
+           c->layer_cross_attention_specs.empty();
   same = same && e.hidden == d.hidden && e.max_positions == d.max_positions &&
          e.activation == d.activation && e.embedding_scale == d.embedding_scale &&
          e.pad_token_id == d.pad_token_id && d.cross_attention_spec.kind == layers::AttentionKind::Softmax &&

@@ -409,6 +409,8 @@ json config_to_huggingface(const TransformerConfig& c, const HeadsConfig& h) {
   using detail::require_expressible;
   require_expressible(c.attention.kind == layers::AttentionKind::Softmax && !c.attention.talking_heads,
                       c, "HF models use plain softmax attention");
+  require_expressible(c.layer_attention_specs.empty(), c,
+                      "HF models have one attention kind in every layer (not a hybrid)");
   require_expressible(!c.cross_attention && c.condition_size == 0, c,
                       "cross attention and Conditional LayerNorm have no HF equivalent here");
   // The Llama families (rotary positions) check their own switches (hf_llama.cpp).

@@ -231,6 +231,21 @@ void MultiHeadAttentionImpl::position_heads(at::Tensor& qh, at::Tensor& kh,
   }
 }
 
+void MultiHeadAttentionImpl::set_transfer_teacher(const c10::optional<AttentionSpec>& teacher) {
+  if (teacher) {
+    if (teacher->kind != AttentionKind::Softmax || teacher->talking_heads)
+      throw Error(fmt::format("attention transfer: the teacher must be plain softmax attention, "
+                              "not '{}'",
+                              teacher->to_string()));
+    if (options_.spec().uses_logits())
+      throw Error(fmt::format("attention transfer: '{}' is a logit kind; transfer trains a linear "
+                              "or cosFormer layer",
+                              options_.spec().to_string()));
+  }
+  transfer_teacher_ = teacher;
+  transfer_loss_ = at::Tensor();
+}
+
 void MultiHeadAttentionImpl::set_head_gates(const at::Tensor& gates) {
   if (gates.defined()) {
     const bool ok = (gates.dim() == 1 && gates.size(0) == heads()) ||
@@ -417,6 +432,25 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
           qh, kh, prefix ? c10::optional<at::Tensor>(ops::prefix_lm_mask(*in.prefix_lengths, L))
                          : c10::nullopt,
           in.key_padding);
+  }
+  if (transfer_teacher_) {
+    // The teacher's softmax on the same q, k, v (kh, vh repeated per query head above).
+    const AttentionSpec& t = *transfer_teacher_;
+    at::Tensor tq = qh, tk = kh;
+    if (in.rotary.cos.defined()) {
+      tq = ops::apply_rotary(qh, in.rotary);
+      tk = ops::apply_rotary(kh, in.rotary);
+    }
+    const ops::SoftmaxExtras extras{t.window, t.logit_softcap};
+    const c10::optional<double> scale = t.scale > 0 ? c10::optional<double>(t.scale) : c10::nullopt;
+    at::Tensor teacher;
+    {
+      torch::NoGradGuard no_grad;
+      teacher = ops::softmax_attention(tq, tk, vh, merged_mask(explicit_mask(), in.key_padding),
+                                       t.causal, scale, {}, extras);
+    }
+    transfer_loss_ = (context - teacher).pow(2).mean();
+    context = teacher;
   }
   if (in.need_head_contexts) result.head_contexts = context;
   if (head_gates_.defined()) context = ops::apply_head_gates(context, head_gates_.to(context.dtype()));

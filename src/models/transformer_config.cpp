@@ -37,6 +37,34 @@ void read_name(StrictReader& r, const char* key, Enum& value, Parse parse, Name 
   }
 }
 
+// {"layer": spec} <-> per-layer overrides (keys as decimal strings, as pruned_heads').
+json layer_specs_to_json(const std::map<int64_t, layers::AttentionSpec>& specs) {
+  json j = json::object();
+  for (const auto& [layer, spec] : specs) j[std::to_string(layer)] = spec;
+  return j;
+}
+
+std::map<int64_t, layers::AttentionSpec> layer_specs_from_json(const json& j, const char* what) {
+  if (!j.is_object())
+    throw Error(fmt::format("config: {}: expected an object {{\"layer\": attention}}, got {}", what,
+                            one_line(j.dump())));
+  std::map<int64_t, layers::AttentionSpec> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const auto layer = try_parse_unsigned(it.key());
+    if (!layer || *layer > 999999999)
+      throw Error(fmt::format("config: {}: layer '{}' is not a non-negative integer", what,
+                              one_line(it.key())));
+    try {
+      out[static_cast<int64_t>(*layer)] = it->get<layers::AttentionSpec>();
+    } catch (const Error& e) {
+      throw Error(fmt::format("config: {}: layer {}: {}", what, *layer, e.what()));
+    } catch (const json::exception& e) {
+      throw Error(fmt::format("config: {}: layer {}: {}", what, *layer, e.what()));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 ModelFamily ModelFamily::named(std::string_view name) {
@@ -102,6 +130,10 @@ void to_json(json& j, const TransformerConfig& c) {
   if (c.rotary_local) j["rotary_local"] = *c.rotary_local;
   if (!c.layer_windows.empty()) j["layer_windows"] = c.layer_windows;
   if (c.final_logit_softcap != 0) j["final_logit_softcap"] = c.final_logit_softcap;
+  if (!c.layer_attention_specs.empty())
+    j["layer_attention_specs"] = layer_specs_to_json(c.layer_attention_specs);
+  if (!c.layer_cross_attention_specs.empty())
+    j["layer_cross_attention_specs"] = layer_specs_to_json(c.layer_cross_attention_specs);
 }
 
 json head_indices_to_json(const HeadIndices& heads) {
@@ -187,14 +219,27 @@ void from_json(const json& j, TransformerConfig& c) {
   if (!rotary_local.is_null()) c.rotary_local = rotary_local.get<ops::RotaryConfig>();
   r.read("layer_windows", c.layer_windows);
   r.read("final_logit_softcap", c.final_logit_softcap);
+  json layer_specs = json::object(), layer_cross_specs = json::object();
+  r.read("layer_attention_specs", layer_specs);
+  r.read("layer_cross_attention_specs", layer_cross_specs);
+  c.layer_attention_specs = layer_specs_from_json(layer_specs, "layer_attention_specs");
+  c.layer_cross_attention_specs = layer_specs_from_json(layer_cross_specs, "layer_cross_attention_specs");
   r.reject_unknown();
 }
 
 layers::AttentionSpec TransformerConfig::layer_attention(int64_t layer) const {
-  layers::AttentionSpec spec = attention;
-  if (!layer_windows.empty() && layer >= 0 && layer < static_cast<int64_t>(layer_windows.size()))
+  const auto it = layer_attention_specs.find(layer);
+  layers::AttentionSpec spec = it != layer_attention_specs.end() ? it->second : attention;
+  // A linear or cosFormer override has no window (a softmax setting).
+  if (!layer_windows.empty() && layer >= 0 && layer < static_cast<int64_t>(layer_windows.size()) &&
+      spec.kind == layers::AttentionKind::Softmax)
     spec.window = layer_windows[static_cast<size_t>(layer)];
   return spec;
+}
+
+layers::AttentionSpec TransformerConfig::layer_cross_attention(int64_t layer) const {
+  const auto it = layer_cross_attention_specs.find(layer);
+  return it != layer_cross_attention_specs.end() ? it->second : cross_attention_spec;
 }
 
 void TransformerConfig::validate() const {
@@ -252,6 +297,29 @@ void TransformerConfig::validate() const {
     throw Error(fmt::format("config: final_logit_softcap must be finite and >= 0 (got {})",
                             final_logit_softcap));
   const int64_t blocks = share_layers ? layer_groups : layers;
+  for (const auto* specs : {&layer_attention_specs, &layer_cross_attention_specs}) {
+    const bool cross = specs == &layer_cross_attention_specs;
+    const char* name = cross ? "layer_cross_attention_specs" : "layer_attention_specs";
+    const layers::AttentionSpec& base = cross ? cross_attention_spec : attention;
+    if (cross && !specs->empty() && !cross_attention)
+      throw Error("config: layer_cross_attention_specs without cross_attention");
+    for (const auto& [layer, spec] : *specs) {
+      if (layer < 0 || layer >= blocks)
+        throw Error(fmt::format("config: {}: layer {} outside [0, {})", name, layer, blocks));
+      if (spec.causal != base.causal)
+        throw Error(fmt::format("config: {}: layer {}: causal {} differs from the model's {}", name,
+                                layer, spec.causal, base.causal));
+      if ((spec.key_size == 0 || spec.value_size == 0) && hidden % heads != 0)
+        throw Error(fmt::format("config: {}: layer {}: hidden {} is not divisible by heads {}", name,
+                                layer, hidden, heads));
+      if (spec.kv_heads < 0 || (spec.kv_heads > 0 && heads % spec.kv_heads != 0))
+        throw Error(fmt::format("config: {}: layer {}: kv_heads {} does not divide heads {}", name,
+                                layer, spec.kv_heads, heads));
+      if (rotary && !cross && (spec.key_size > 0 ? spec.key_size : hidden / heads) != head_size)
+        throw Error(fmt::format("config: {}: layer {}: key size differs from the rotary head_dim {}",
+                                name, layer, head_size));
+    }
+  }
   for (const auto* pruned : {&pruned_heads, &pruned_cross_heads}) {
     const char* name = pruned == &pruned_heads ? "pruned_heads" : "pruned_cross_heads";
     if (pruned == &pruned_cross_heads && !pruned->empty() && !cross_attention)

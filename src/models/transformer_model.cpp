@@ -24,7 +24,7 @@ layers::TransformerBlockOptions TransformerModelImpl::block_options(int64_t laye
       .mlp_bias(c.mlp_bias)
       .sublayer_output_norm(c.sublayer_output_norm)
       .cross_attention(c.cross_attention)
-      .cross_spec(c.cross_attention_spec)
+      .cross_spec(c.layer_cross_attention(layer))
       .memory_hidden(c.memory_hidden)
       .dropout(c.dropout)
       .attention_dropout(c.attention_dropout)
@@ -242,7 +242,13 @@ layers::BlockInputs TransformerModelImpl::block_inputs_of(const ModelInputs& in)
 }
 
 const ops::RotaryTables& TransformerModelImpl::rotary_tables(RotaryCall& call, int64_t layer) {
-  const bool local = rotary_local_ && config_.layer_attention(layer).window > 0;
+  // Local tables where the model's own spec has a window (a linear override of a sliding layer,
+  // whose window is gone, keeps its tables: its teacher's, for attention transfer).
+  const auto& c = config_;
+  const int64_t window = c.layer_windows.empty() || layer >= static_cast<int64_t>(c.layer_windows.size())
+                             ? c.attention.window
+                             : c.layer_windows[static_cast<size_t>(layer)];
+  const bool local = rotary_local_ && window > 0;
   ops::RotaryTables& tables = local ? call.local : call.global;
   if (!tables.cos.defined() && rotary_)
     tables = (local ? rotary_local_ : rotary_)->tables(call.positions);

@@ -19,12 +19,19 @@ using namespace attnkit;
 // `pruned`: a GPT-2 with 4 heads a layer, heads physically removed so that the layers differ.
 // `dtype` float: the float32 one-row steps run attnkit's gemv kernel (layers/row_linear.h);
 // hidden 20 and an FFN of 80 are no multiple of its 16-float vectors, a vocabulary of 23 no
-// multiple of its 4-row blocks.
+// multiple of its 4-row blocks. `kind` "A|B": a hybrid, layer 0 of kind A and layer 1 of kind B
+// (TransformerConfig::layer_attention_specs).
 models::TaskModel tiny_gpt2(const std::string& kind, int64_t condition_classes = 0,
                             bool pruned = false, at::ScalarType dtype = at::kDouble) {
   auto config = models::TransformerConfig::gpt2(23, dtype == at::kDouble ? 16 : 20, 2, pruned ? 4 : 2);
-  config.attention = layers::AttentionSpec::parse(kind);
+  const auto bar = kind.find('|');
+  config.attention = layers::AttentionSpec::parse(kind.substr(0, bar));
   config.attention.causal = true;
+  if (bar != std::string::npos) {
+    layers::AttentionSpec second = layers::AttentionSpec::parse(kind.substr(bar + 1));
+    second.causal = true;
+    config.layer_attention_specs[1] = second;
+  }
   config.dropout = 0.0;
   config.max_positions = 64;
   models::HeadsConfig heads;
@@ -149,6 +156,14 @@ TEST(Incremental, FloatFewRowStepsEqualFullRecomputation) {
   check_kind("linear:elu", false, -1, false, 3, at::kFloat);
   check_kind("cosformer", true, -1, false, 3, at::kFloat);
   check_kind("softmax", false, -1, true, 3, at::kFloat);
+}
+// Hybrids: each layer keeps its own state (KV cache or RNN state) in one decoding session.
+TEST(Incremental, HybridStatesEqualFullRecomputation) {
+  check_kind("softmax|linear:hedgehog:5", false);
+  check_kind("linear:t2r|softmax", false);
+  check_kind("softmax|cosformer", true);
+  check_kind("softmax|linear:elu", false, -1, false, 1, at::kFloat);
+  check_kind("linear:hedgehog|softmax", false, -1, true);
 }
 TEST(Incremental, ConditionalLayerNormClassId) { check_kind("softmax", false, 2); }
 TEST(Incremental, PrunedSoftmaxKVCacheEqualsFullRecomputation) { check_kind("softmax", false, -1, true); }

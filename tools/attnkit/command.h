@@ -36,6 +36,7 @@ void register_demo_command(CLI::App& app, GlobalOptions& global);
 void register_generate_command(CLI::App& app, GlobalOptions& global);
 void register_gguf_command(CLI::App& app, GlobalOptions& global);  // gguf FILE.gguf
 void register_inspect_command(CLI::App& app, GlobalOptions& global);  // inspect FILE.safetensors
+void register_linearize_command(CLI::App& app, GlobalOptions& global);  // linearize_command.cpp
 void register_model_commands(CLI::App& app, GlobalOptions& global);  // encode, convert
 // analyze heads (after register_analyze_command), prune
 void register_heads_commands(CLI::App& app, GlobalOptions& global);

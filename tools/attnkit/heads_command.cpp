@@ -22,6 +22,7 @@
 #include "attnkit/train/data_tensors.h"
 #include "attnkit/train/translation.h"
 #include "command.h"
+#include "heads_data.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -37,14 +38,7 @@
 namespace attnkit::cli {
 namespace {
 
-struct DataOptions {
-  std::string data, data2, tokenizer;
-  int64_t max_length = 128;
-  int64_t batch_size = 32;
-  int64_t score_examples = 0;
-  int64_t beams = 1;  // an encoder-decoder's BLEU decodes: 1 = greedy
-  double length_penalty = 1.0;
-};
+using DataOptions = HeadsDataOptions;
 
 void add_data_options(CLI::App* cmd, DataOptions& d) {
   cmd->add_option("--data", d.data,
@@ -161,9 +155,11 @@ analysis::HeadsInputs translation_inputs(const DataOptions& d, const std::string
   return out;
 }
 
+}  // namespace
+
 // Data files tokenised with --tokenizer (default: the model directory's) for the model's task:
 // a classifier's labelled examples, or a language model's text cut into windows of --max-length.
-analysis::HeadsDataReader data_reader(const DataOptions& d) {
+analysis::HeadsDataReader heads_data_reader(const HeadsDataOptions& d) {
   return [d](const std::string& path, const std::string& model_dir, const io::LoadedModel& loaded) {
     // The model's own tokenizer: where it was read from (a run directory's checkpoint).
     if (analysis::heads_task_kind(model_dir, loaded) == analysis::HeadsTaskKind::Translation)
@@ -203,6 +199,8 @@ analysis::HeadsDataReader data_reader(const DataOptions& d) {
     return out;
   };
 }
+
+namespace {
 
 // A progress bar per phase on a terminal, nothing in logs or with --quiet.
 analysis::HeadsProgress bars(bool quiet) {
@@ -295,7 +293,7 @@ int run_analyze_heads(const AnalyzeHeads& c, const GlobalOptions& global) {
   o.data = c.data.data;
   o.data2 = c.data.data2;
   o.score_data = c.score_data;
-  o.read_data = data_reader(c.data);
+  o.read_data = heads_data_reader(c.data);
   o.batch_size = c.data.batch_size;
   o.score_examples = c.data.score_examples;
   o.fractions = parse_fractions(c.fractions);
@@ -346,7 +344,7 @@ int run_prune(const PruneCommand& c, const GlobalOptions& global) {
   o.min_heads = c.min_heads;
   o.importance_file = c.importance;
   o.data = c.data.data;
-  o.read_data = data_reader(c.data);
+  o.read_data = heads_data_reader(c.data);
   o.batch_size = c.data.batch_size;
   o.score_examples = c.data.score_examples;
   const auto r = analysis::prune_model(o, bars(global.quiet));

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   register_generate_command(app, global);
   register_gguf_command(app, global);
   register_inspect_command(app, global);
+  register_linearize_command(app, global);
   register_model_commands(app, global);
   register_report_command(app, global);
   register_train_commands(app, global);

@@ -98,6 +98,19 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   void set_head_gates(const at::Tensor& gates);
   const at::Tensor& head_gates() const { return head_gates_; }
 
+  // Attention transfer (linearizing a trained softmax model; issue 45, stage 1; Zhang et al.
+  // 2024, LoLCATs): with a teacher spec (a softmax spec, the layer's before conversion), forward
+  // also computes the teacher's attention from the same q, k, v (rotary positions applied to q
+  // and k as a softmax layer applies them), keeps the mean squared difference of this layer's
+  // per-head contexts from the teacher's (transfer_loss(), differentiable in this layer's
+  // parameters) and returns the teacher's output, so every layer above sees the teacher model's
+  // activations. nullopt switches it off. Throws attnkit::Error for a teacher spec that is not
+  // plain softmax, or a layer of a logit kind (nothing to transfer to).
+  void set_transfer_teacher(const c10::optional<AttentionSpec>& teacher);
+  bool transferring() const { return transfer_teacher_.has_value(); }
+  // The last forward's transfer loss (a scalar; undefined before one or when not transferring).
+  const at::Tensor& transfer_loss() const { return transfer_loss_; }
+
   // Grouped layers: query heads are removed with their rows of q and columns of o, and a
   // key/value head with its rows of k and v once no query head reads it (whole groups go when
   // all their query heads are named).
@@ -172,6 +185,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   at::Tensor random_r1_, random_r2_;      // factorized random factors
   at::Tensor mixing_;                     // mixture weights (softmax-normalised)
   at::Tensor head_gates_;
+  c10::optional<AttentionSpec> transfer_teacher_;
+  at::Tensor transfer_loss_;
   int64_t original_heads_ = 0;
   int64_t query_heads_ = 0;
   int64_t kv_heads_ = 0;

@@ -112,10 +112,19 @@ struct TransformerConfig {
   std::vector<int64_t> layer_windows;
   // The causal LM head's logits -> cap · tanh(logits / cap) (Gemma 2); 0 = none.
   double final_logit_softcap = 0.0;
+  // Hybrids (a linearized model, issue 45): per-layer overrides of `attention` (self attention)
+  // and of `cross_attention_spec` (decoder blocks), keyed by block index; a layer without one
+  // uses the model-wide spec. An override keeps the model-wide spec's causality (and, with rotary
+  // positions, its key size); its window is still layer_windows' where that is given.
+  std::map<int64_t, layers::AttentionSpec> layer_attention_specs, layer_cross_attention_specs;
 
   int64_t effective_embedding_size() const { return embedding_size > 0 ? embedding_size : hidden; }
-  // The attention spec of layer `layer` (its window from layer_windows).
+  // The attention spec of layer `layer`: its override in layer_attention_specs, else
+  // `attention`; a softmax spec's window from layer_windows when that is given.
   layers::AttentionSpec layer_attention(int64_t layer) const;
+  // The cross attention spec of decoder block `layer`: its override in
+  // layer_cross_attention_specs, else cross_attention_spec.
+  layers::AttentionSpec layer_cross_attention(int64_t layer) const;
   // Throws attnkit::Error naming the first inconsistent field.
   void validate() const;
 
