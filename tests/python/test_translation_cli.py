@@ -70,6 +70,41 @@ class TranslationCli(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         return run, val_path
 
+    def test_fine_tuning_starts_from_model_init(self):
+        # A translation run fine-tunes an encoder-decoder given as model.init (e.g. a linearized
+        # student): every weight loaded, so its first training loss is the trained model's, far below
+        # a fresh model's of the same shape; a decoder-only init is a one-line error.
+        shape = ["--model.hidden", "32", "--model.layers", "2", "--model.heads", "4", "--model.pre_ln", "true",
+                 "--model.dropout", "0"]
+        run, _ = self.train_toy(60, 20, 0, "--task.batch_size", "8", *shape, "--optimizer.lr", "1e-3",
+                                "--schedule.warmup", "20", "--run.steps", "300")
+        data, vocab = os.path.join(self.dir, "data", "toy_train.tsv"), os.path.join(self.dir, "vocab.txt")
+
+        def first_loss(name, *flags):
+            out = os.path.join(self.dir, name)
+            rc, _, err = attnkit("--quiet", "train", "--task.name", "translation", "--task.data", data,
+                                 "--task.tokenizer", vocab, "--task.truncate", "8", "--task.batch_size", "8",
+                                 "--run.steps", "3", "--run.log_every", "1", "--run.dir", out, *flags)
+            self.assertEqual(rc, 0, err)
+            with open(os.path.join(out, "metrics.jsonl")) as f:
+                losses = [json.loads(line)["loss"] for line in f if '"loss"' in line and '"eval"' not in line]
+            return losses[0], err
+        tuned, err = first_loss("tuned", "--model.init", run)
+        self.assertIn("init: the encoder-decoder of", err)
+        fresh, _ = first_loss("fresh", *shape)
+        self.assertLess(tuned, fresh - 1.0, (tuned, fresh))
+        lm = os.path.join(self.dir, "lm")
+        rc, _, err = attnkit("--quiet", "train", "--task.name", "lm", "--task.data", data, "--task.tokenizer", vocab,
+                             "--task.truncate", "8", "--model.hidden", "16", "--model.layers", "1", "--model.heads",
+                             "2", "--run.steps", "1", "--run.dir", lm)
+        self.assertEqual(rc, 0, err)
+        rc, _, err = attnkit("--quiet", "train", "--task.name", "translation", "--task.data", data,
+                             "--task.tokenizer", vocab, "--task.truncate", "8", "--model.init", lm,
+                             "--run.steps", "1", "--run.dir", os.path.join(self.dir, "bad"))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("needs an encoder-decoder", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+
     def test_user_pairs_are_checked_and_split(self):
         out = os.path.join(self.dir, "out")
         for name, content, where in [("tab.tsv", b"a\tb\nno tab\n", ":2: expected 2 tab-separated columns, got 1"),

@@ -4,6 +4,7 @@
 #include "attnkit/decode/generation.h"
 #include "attnkit/train/translation.h"
 #include "attnkit/error.h"
+#include "attnkit/io/model_directory.h"
 #include "attnkit/layers/attention_spec.h"
 #include "attnkit/layers/embeddings.h"
 #include "attnkit/models/encoder_decoder.h"
@@ -109,6 +110,35 @@ class TranslationTask : public TrainingTask {
   BatchOrder order_;
 };
 
+// Fine-tuning an encoder-decoder (model.init: an attnkit model or run directory, e.g. a student of
+// `attnkit linearize`): its own config and every weight, checked against the task's tokenizer and
+// lengths, and the training memory checked, before training starts.
+models::EncoderDecoderModel init_encoder_decoder(const std::string& path, int64_t vocab, int64_t truncate,
+                                                 int64_t pad, const TrainerOptions& options) {
+  auto loaded = io::load_model(path);
+  auto impl = std::dynamic_pointer_cast<models::EncoderDecoderModelImpl>(loaded.model);
+  if (!impl)
+    throw Error(fmt::format("model.init {}: task 'translation' needs an encoder-decoder; this is an {} model", path,
+                            models::to_string(loaded.model->shape())));
+  const auto& c = impl->config();
+  for (const auto* stack : {&c.encoder, &c.decoder}) {
+    if (vocab > stack->vocab_size)
+      throw Error(fmt::format("model.init {}: the tokenizer has {} ids but the model's vocabulary {}", path, vocab,
+                              stack->vocab_size));
+    if (stack->positions == layers::PositionEncoding::Learned && truncate > stack->max_positions)
+      throw Error(fmt::format("model.init {}: task.truncate ({}) exceeds the model's {} positions", path, truncate,
+                              stack->max_positions));
+  }
+  const int64_t start = c.decoder_start_token_id >= 0 ? c.decoder_start_token_id : c.decoder.pad_token_id;
+  if (c.decoder.pad_token_id != pad || start != pad)
+    throw Error(fmt::format("model.init {}: its padding / decoder start tokens are {} / {}, the tokenizer's padding "
+                            "token {} (the task starts the decoder from the padding token)",
+                            path, c.decoder.pad_token_id, start, pad));
+  check_training_memory(c, options, fmt::format("model.init {}", path), memory_budget());
+  fmt::print(stderr, "init: the encoder-decoder of {} ({} layout), every weight\n", path, loaded.format);
+  return models::EncoderDecoderModel(impl);
+}
+
 }  // namespace
 
 std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
@@ -126,13 +156,12 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
     throw Error(fmt::format("task 'translation' trains an encoder-decoder Transformer: model.family must be "
                             "empty or transformer (got '{}'; pre- or post-LN: model.pre_ln)",
                             m.family.text()));
-  if (!m.init.empty()) throw Error("task 'translation' cannot start from model.init yet");
-  check_model_size_settings(m);
+  if (m.init.empty()) check_model_size_settings(m);
   if (m.max_positions > 0 && m.max_positions < t.truncate)
     throw Error(fmt::format("model.max_positions ({}) is below task.truncate ({}): a source or target of "
                             "task.truncate tokens would not fit the position table",
                             m.max_positions, t.truncate));
-  if (m.hidden < 1 || m.layers < 1 || m.heads < 1 || m.hidden % m.heads != 0)
+  if (m.init.empty() && (m.hidden < 1 || m.layers < 1 || m.heads < 1 || m.hidden % m.heads != 0))
     throw Error(fmt::format("model.hidden ({}) must be a positive multiple of model.heads ({})", m.hidden, m.heads));
   const layers::AttentionSpec& self_attention = m.attention.value();
   const layers::AttentionSpec cross_attention = m.cross_attention->value_or(self_attention);
@@ -151,6 +180,10 @@ std::unique_ptr<TrainingTask> make_translation(const RunConfig& config) {
   cut_translation_pairs(val, t.truncate, t.truncate - 1);
 
   const int64_t vocab = tokenizer.vocab_size();
+  if (!m.init.empty())
+    return std::make_unique<TranslationTask>(init_encoder_decoder(m.init, vocab, t.truncate, pad, config.trainer),
+                                             config, std::move(tokenizer), std::move(train), std::move(val),
+                                             *eos, pad);
   auto c = models::EncoderDecoderConfig::transformer(vocab, vocab, m.hidden, m.layers, m.heads,
                                                      m.intermediate > 0 ? m.intermediate : 4 * m.hidden,
                                                      self_attention, cross_attention);
