@@ -22,6 +22,7 @@ import sys
 import time
 
 from compare import machine_description
+from gnu_time import write_json
 from thread_wait import THREAD_WAIT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -180,11 +181,7 @@ def main():
     print("\n".join(markdown(res)))
     if a.quick or a.no_write:
         return 0
-    tmp = JSON_PATH + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(res, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, JSON_PATH)
+    write_json(JSON_PATH, res)
     write_section(markdown(res))
     return 0
 

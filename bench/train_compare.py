@@ -29,6 +29,7 @@ import time
 
 from compare import machine_description
 from mlm_compare import BEGIN as MLM_BEGIN, END as MLM_END
+from gnu_time import write_json
 from thread_wait import LIBRARY_DEFAULTS, THREAD_WAIT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -257,11 +258,7 @@ def main():
     print(markdown(res))
     if a.quick or a.no_write:
         return 0
-    tmp = JSON_PATH + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(res, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, JSON_PATH)
+    write_json(JSON_PATH, res)
     write_markdown(res)
     return 0
 

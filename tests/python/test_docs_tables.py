@@ -66,59 +66,41 @@ class DocsTables(unittest.TestCase):
             summary = json.load(f)
         self.check(pretrain, pretrain.markdown(summary, summary["experiments"]))
 
-    def test_pretrained_heads_tables_are_their_json(self):
-        heads = driver("pretrained_heads_results")
-        with open(os.path.join(ROOT, "docs", "analysis.md")) as f:
-            analysis = f.read()
-        path = os.path.join(ROOT, "docs", "pretrained-heads.json")
-        if not os.path.exists(path):  # no run written yet: then no generated part either
-            self.assertNotIn(heads.BEGIN, analysis)
+    def check_optional(self, name, doc_name, json_path, marker, render):
+        """A generated region of docs/DOC_NAME that exists once its driver has written json_path:
+        without that JSON the doc must not carry `marker` (the region's first line); with it the
+        region must equal render(json)."""
+        module = driver(name)
+        with open(os.path.join(ROOT, "docs", doc_name)) as f:
+            doc = f.read()
+        if not os.path.exists(json_path):  # no run written yet: then no generated part either
+            self.assertNotIn(marker, doc)
             return
-        with open(path) as f:
+        with open(json_path) as f:
             results = json.load(f)
-        self.assertEqual(region(analysis, heads.BEGIN, heads.END),
-                         region(heads.markdown(results), heads.BEGIN, heads.END),
-                         "docs/analysis.md differs from bench/pretrained_heads_results.py's rendering of "
-                         "docs/pretrained-heads.json; run it with --report-only")
+        self.assertEqual(region(doc, module.BEGIN, module.END), region(render(module, results), module.BEGIN, module.END),
+                         f"docs/{doc_name} differs from bench/{name}.py's rendering of "
+                         f"{os.path.relpath(json_path, ROOT)}; run it with --report-only")
+
+    def test_pretrained_heads_tables_are_their_json(self):
+        path = os.path.join(ROOT, "docs", "pretrained-heads.json")
+        self.check_optional("pretrained_heads_results", "analysis.md", path, "<!-- pretrained-heads:begin -->",
+                            lambda m, r: m.markdown(r))
 
     def test_bible_heads_tables_are_their_json(self):
-        bible = driver("bible_heads_results")
-        with open(os.path.join(ROOT, "docs", "analysis.md")) as f:
-            analysis = f.read()
-        if not os.path.exists(bible.JSON_PATH):  # no finished run written yet: no generated part
-            self.assertNotIn(bible.BEGIN, analysis)
-            return
-        with open(bible.JSON_PATH) as f:
-            results = json.load(f)
-        self.assertEqual(region(analysis, bible.BEGIN, bible.END), region(bible.markdown(results), bible.BEGIN, bible.END),
-                         "docs/analysis.md differs from bench/bible_heads_results.py's rendering of "
-                         "docs/bible-heads.json; run it with --report-only")
+        path = os.path.join(ROOT, "docs", "bible-heads.json")
+        self.check_optional("bible_heads_results", "analysis.md", path, "<!-- bible-heads:begin -->",
+                            lambda m, r: m.markdown(r))
 
     def test_training_benchmarks_are_their_json(self):
-        train = driver("train_compare")
-        with open(os.path.join(ROOT, "docs", "training-benchmarks.md")) as f:
-            doc = f.read()
-        if not os.path.exists(train.JSON_PATH):  # no run of the new driver yet: no generated part
-            self.assertNotIn(train.BEGIN, doc)
-            return
-        with open(train.JSON_PATH) as f:
-            results = json.load(f)
-        self.assertEqual(region(doc, train.BEGIN, train.END), train.markdown(results),
-                         "docs/training-benchmarks.md differs from bench/train_compare.py's rendering of "
-                         "docs/training-benchmarks.json; run it with --report-only")
+        path = os.path.join(ROOT, "docs", "training-benchmarks.json")
+        self.check_optional("train_compare", "training-benchmarks.md", path, "<!-- train-benchmarks:begin -->",
+                            lambda m, r: m.markdown(r))
 
     def test_mlm_step_table_is_its_json(self):
-        mlm = driver("mlm_compare")
-        with open(os.path.join(ROOT, "docs", "training-benchmarks.md")) as f:
-            doc = f.read()
-        if not os.path.exists(mlm.JSON_PATH):
-            self.assertNotIn("from docs/mlm-benchmarks.json", doc)
-            return
-        with open(mlm.JSON_PATH) as f:
-            results = json.load(f)
-        self.assertEqual(region(doc, mlm.BEGIN, mlm.END), "\n".join(mlm.markdown(results)),
-                         "docs/training-benchmarks.md's MLM section differs from bench/mlm_compare.py's rendering "
-                         "of docs/mlm-benchmarks.json; run it with --report-only")
+        path = os.path.join(ROOT, "docs", "mlm-benchmarks.json")
+        self.check_optional("mlm_compare", "training-benchmarks.md", path, "from docs/mlm-benchmarks.json",
+                            lambda m, r: "\n".join(m.markdown(r)))
 
     def test_a_changed_number_is_caught(self):
         lra = driver("lra_results")
