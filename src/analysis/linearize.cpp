@@ -181,6 +181,10 @@ Student make_student(models::Model& teacher, const std::vector<LayerSite>& conve
     if (c.condition_size > 0)
       throw Error(fmt::format("linearize: {} has Conditional LayerNorm (the data has no conditions)", site.name));
     const bool cross = site.attention == models::AttentionSite::Cross;
+    if (cross && kind.kind == AttentionKind::Cosformer)
+      throw Error(fmt::format("linearize: cosFormer cross attention has no cached form, so the student could not "
+                              "decode; leave {} softmax (--sites) or convert it to a linear:* kind",
+                              site.name));
     const layers::AttentionSpec teacher_spec = cross ? c.layer_cross_attention(where.layer) : c.layer_attention(where.layer);
     if (teacher_spec.kind != AttentionKind::Softmax || teacher_spec.talking_heads)
       throw Error(fmt::format("linearize: {} layer {} is '{}', not plain softmax attention", site.name,

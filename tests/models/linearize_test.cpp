@@ -200,6 +200,10 @@ TEST(Linearize, EncoderDecoderSites) {
   teacher->eval();
   const auto convert = analysis::layers_to_convert(*teacher, {"encoder.self", "decoder.cross"}, {1});
   EXPECT_EQ(names(convert), (std::vector<std::string>{"encoder.self:1", "decoder.cross:1"}));
+  // cosFormer cross attention has no cached form: a student that could not decode is refused.
+  const std::string cos_cross =
+      error_of([&] { analysis::make_student(*teacher, convert, analysis::linear_family_kind("cosformer")); });
+  EXPECT_NE(cos_cross.find("cosFormer cross attention has no cached form"), std::string::npos) << cos_cross;
   auto student = analysis::make_student(*teacher, convert, analysis::linear_family_kind("linear:hedgehog"));
   auto& s = student.model->encoder_decoder("test");
   EXPECT_EQ(s.encoder->attention(0)->options().spec().to_string(), "softmax");
