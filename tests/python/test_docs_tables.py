@@ -66,7 +66,7 @@ class DocsTables(unittest.TestCase):
             summary = json.load(f)
         self.check(pretrain, pretrain.markdown(summary, summary["experiments"]))
 
-    def check_optional(self, name, doc_name, json_path, marker, render):
+    def check_optional(self, name, doc_name, json_path, marker, render=lambda m, r: m.markdown(r)):
         """A generated region of docs/DOC_NAME that exists once its driver has written json_path:
         without that JSON the doc must not carry `marker` (the region's first line); with it the
         region must equal render(json)."""
@@ -84,18 +84,15 @@ class DocsTables(unittest.TestCase):
 
     def test_pretrained_heads_tables_are_their_json(self):
         path = os.path.join(ROOT, "docs", "pretrained-heads.json")
-        self.check_optional("pretrained_heads_results", "analysis.md", path, "<!-- pretrained-heads:begin -->",
-                            lambda m, r: m.markdown(r))
+        self.check_optional("pretrained_heads_results", "analysis.md", path, "<!-- pretrained-heads:begin -->")
 
     def test_bible_heads_tables_are_their_json(self):
         path = os.path.join(ROOT, "docs", "bible-heads.json")
-        self.check_optional("bible_heads_results", "analysis.md", path, "<!-- bible-heads:begin -->",
-                            lambda m, r: m.markdown(r))
+        self.check_optional("bible_heads_results", "analysis.md", path, "<!-- bible-heads:begin -->")
 
     def test_training_benchmarks_are_their_json(self):
         path = os.path.join(ROOT, "docs", "training-benchmarks.json")
-        self.check_optional("train_compare", "training-benchmarks.md", path, "<!-- train-benchmarks:begin -->",
-                            lambda m, r: m.markdown(r))
+        self.check_optional("train_compare", "training-benchmarks.md", path, "<!-- train-benchmarks:begin -->")
 
     def test_mlm_step_table_is_its_json(self):
         path = os.path.join(ROOT, "docs", "mlm-benchmarks.json")
