@@ -31,13 +31,26 @@ namespace {
 at::Tensor last_column(const at::Tensor& h) { return h.select(1, h.size(1) - 1); }
 
 // The prompts' checks every shape shares.
-void check_prompts(const DecodingRequest& request, int64_t vocab) {
-  for (const auto& prompt : request.prompts) {
-    if (prompt.empty()) throw Error("generate: a prompt has no tokens");
+// The positions the stack that reads the prompts holds (a learned or sinusoidal table); 0: no
+// limit (rotary or no positions).
+int64_t prompt_positions(const TransformerConfig& stack) {
+  return stack.positions == layers::PositionEncoding::None ? 0 : stack.max_positions;
+}
+
+// Every prompt non-empty, its ids in the vocabulary and (positions > 0) no longer than the
+// position table, checked before any decoding with the prompt's number in the message.
+void check_prompts(const DecodingRequest& request, int64_t vocab, int64_t positions) {
+  for (size_t p = 0; p < request.prompts.size(); ++p) {
+    const auto& prompt = request.prompts[p];
+    if (prompt.empty()) throw Error(fmt::format("generate: prompt {} has no tokens", p + 1));
     for (int64_t id : prompt)
       if (id < 0 || id >= vocab)
         throw Error(fmt::format("generate: token id {} is outside the model's vocabulary [0, {})",
                                 id, vocab));
+    if (positions > 0 && int64_t(prompt.size()) > positions)
+      throw Error(fmt::format("generate: prompt {} has {} tokens, more than the model's {} positions "
+                              "(--max-input-length {} keeps the first {})",
+                              p + 1, prompt.size(), positions, positions, positions));
   }
 }
 
@@ -149,7 +162,7 @@ DecodingTraits TaskModelImpl::decoding_traits() const {
 }
 
 Decoding TaskModelImpl::decoding(const DecodingRequest& request, const CacheFactory& caches) {
-  check_prompts(request, decoding_traits().prompt_vocab);
+  check_prompts(request, decoding_traits().prompt_vocab, prompt_positions(config()));
   TaskModel self(std::static_pointer_cast<TaskModelImpl>(shared_from_this()));
   Decoding out;
   out.prompts = request.prompts;
@@ -190,7 +203,7 @@ DecodingTraits EncoderDecoderModelImpl::decoding_traits() const {
 
 Decoding EncoderDecoderModelImpl::decoding(const DecodingRequest& request,
                                            const CacheFactory& caches) {
-  check_prompts(request, decoding_traits().prompt_vocab);
+  check_prompts(request, decoding_traits().prompt_vocab, prompt_positions(config().encoder));
   if (request.condition_class >= 0)
     throw Error("--condition: encoder-decoder models take no condition");
   const int64_t start = request.decoder_start_token_id >= 0 ? request.decoder_start_token_id

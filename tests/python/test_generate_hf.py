@@ -195,6 +195,20 @@ class GenerateHf(unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("outside the model's vocabulary", err)
         self.assertEqual(len(err.strip().splitlines()), 1)
+        # A prompt longer than the 64 learned positions: named before any decoding, or cut by
+        # --max-input-length to its first tokens.
+        long_prompt = " ".join(str(5 + i % 20) for i in range(70))
+        code, _, err = attnkit("generate", "--model", self.dir, "--prompt-ids", "1 2", "--prompt-ids",
+                               long_prompt)
+        self.assertEqual(code, 2)
+        self.assertIn("prompt 2 has 70 tokens, more than the model's 64 positions", err)
+        self.assertEqual(len(err.strip().splitlines()), 1)
+        code, out, err = attnkit("generate", "--model", self.dir, "--prompt-ids", long_prompt,
+                                 "--max-input-length", "60", "--max-new-tokens", "3", "--no-eos", "--json")
+        self.assertEqual(code, 0, err)
+        result = json.loads(out)["results"][0]
+        self.assertEqual(result["prompt_ids"], [int(t) for t in long_prompt.split()][:60])
+        self.assertEqual(len(result["sequences"][0]["ids"]), 3)
 
 
 if __name__ == "__main__":

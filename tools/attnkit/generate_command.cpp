@@ -40,6 +40,7 @@ struct GenerateOptions {
   bool json = false;
   bool hf_decode = false;  // the tokenizer's own text (Hugging Face's decode), CJK spaces kept
   std::string compute_type = "float32";  // --compute-type
+  int64_t max_input_length = 0;  // --max-input-length: prompts cut to their first N tokens (0: kept whole)
 };
 
 
@@ -112,16 +113,20 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   for (const auto& t : texts) {
     std::vector<int64_t> ids = tokenizer->encode_ids(t, traits.prompts_take_special_tokens);
     if (ids.empty()) throw Error(fmt::format("generate: prompt '{}' has no tokens", t));
+    if (o.max_input_length > 0 && int64_t(ids.size()) > o.max_input_length) ids.resize(o.max_input_length);
     prompts.push_back(std::move(ids));
     shown.push_back(t);
   }
   for (const auto& ids : o.prompt_ids) {
     prompts.push_back(parse_id_list(ids, "--prompt-ids"));
+    if (o.max_input_length > 0 && int64_t(prompts.back().size()) > o.max_input_length)
+      prompts.back().resize(o.max_input_length);
     for (int64_t id : prompts.back())
       if (id >= vocab)
         throw Error(fmt::format("--prompt-ids: token id {} is outside the model's vocabulary [0, {})",
                                 id, vocab));
-    shown.push_back(tokenizer ? tokenizer->decode_ids(prompts.back(), false) : ids);
+    shown.push_back(tokenizer ? tokenizer->decode_ids(prompts.back(), false)
+                              : fmt::format("{}", fmt::join(prompts.back(), " ")));
   }
 
   auto& config = request.config;
@@ -238,6 +243,11 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
   g->add_option("--max-new-tokens", o->config.max_new_tokens, "tokens to generate at most")
       ->check(at_least(0))
       ->capture_default_str();
+  g->add_option("--max-input-length", o->max_input_length,
+                "keep the first N tokens of each prompt (an encoder-decoder: source, its end token "
+                "included; as train's task.truncate cuts sources); 0 = whole, and a prompt longer "
+                "than the model's learned or sinusoidal positions is an error")
+      ->check(at_least(0));
   g->add_option("--min-new-tokens", o->config.min_new_tokens, "no EOS before this many new tokens")
       ->check(at_least(0));
   g->add_option("--eos-id", o->eos_ids,
