@@ -202,13 +202,14 @@ analysis::HeadsDataReader heads_data_reader(const HeadsDataOptions& d) {
 
 namespace {
 
-// A progress bar per phase on a terminal, nothing in logs or with --quiet.
+// A progress bar per phase on a terminal; in a log a line every 10 units and at a phase's end
+// (an analysis can take hours: its log shows where it is); nothing with --quiet.
 analysis::HeadsProgress bars(bool quiet) {
   return [quiet](const std::string& unit) {
     ProgressOptions p;
     p.unit = unit;
-    p.log_every = 0;
-    p.plain_lines = false;
+    p.log_every = 10;
+    p.plain_lines = true;
     p.quiet = quiet;
     return std::make_unique<ProgressReporter>(p);
   };
