@@ -48,10 +48,11 @@ wall time (start, load, tokenizer, printing) is printed beside, for what a user 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 import warnings
+
+from bench_process import run_or_exit, thread_env
 
 # MarianTokenizer's advice (sacremoses is for its unused `moses` normalisation).
 warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
@@ -227,16 +228,7 @@ def peer(a):
 # --- the driver --------------------------------------------------------------------------------
 
 def run(argv, env=None):
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit(f"decode_ct2_marian: {' '.join(argv)} failed:\n{p.stderr}")
-    return p.stdout
-
-
-def thread_env(threads):
-    env = dict(os.environ)
-    env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    return env
+    return run_or_exit(argv, "decode_ct2_marian", env)
 
 
 def attnkit_cell(a, threads, cell, sources_file, repeats=1):

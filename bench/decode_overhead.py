@@ -20,8 +20,9 @@ change, built in a worktree), alternating the two builds' processes."""
 import argparse
 import json
 import os
-import subprocess
 import sys
+
+from bench_process import run_or_exit, thread_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROMPT = [880, 373, 500, 41, 167, 77, 324, 498, 294, 309, 427, 248, 137, 61, 319, 18]
@@ -29,20 +30,11 @@ SHAPE = ["--layers", "2", "--hidden", "128", "--heads", "2", "--vocab", "1000"]
 
 
 def run(argv, env=None):
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit(f"decode_overhead: {' '.join(argv)} failed:\n{p.stderr}")
-    return p.stdout
+    return run_or_exit(argv, "decode_overhead", env)
 
 
 def json_line(text):
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")][0]
-
-
-def thread_env(threads):
-    env = dict(os.environ)
-    env.update(OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    return env
 
 
 def in_process(build, model, a):

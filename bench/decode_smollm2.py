@@ -46,11 +46,10 @@ Every process gets OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T."""
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
-from decode_overhead import thread_env  # OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T
+from bench_process import run_or_exit, thread_env  # thread_env: OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -64,10 +63,7 @@ FORMAT = 1  # of the prepared directory
 # --- helpers -------------------------------------------------------------------------------------
 
 def run(argv, env=None):
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit(f"decode_smollm2: {' '.join(argv[:6])} ... failed:\n{p.stderr[-3000:]}")
-    return p.stdout
+    return run_or_exit(argv, "decode_smollm2", env)
 
 
 def json_lines(text):

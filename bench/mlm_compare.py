@@ -17,10 +17,10 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 
+from bench_process import run_json, thread_env
 from compare import machine_description
 from gnu_time import write_json
 from thread_wait import THREAD_WAIT
@@ -33,19 +33,6 @@ END = "<!-- mlm-step-benchmark: end -->"
 REUSE_MALLOC = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
 BERT_BASE = {"hidden": 768, "layers": 12, "heads": 12, "intermediate": 3072, "vocab": 30522}
 TINY = {"hidden": 64, "layers": 2, "heads": 4, "intermediate": 128, "vocab": 1000}
-
-
-def run(cmd, timeout, threads, extra_env=None):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads), **(extra_env or {}))
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout} s"}
-    if p.returncode < 0:  # e.g. SIGKILL from the kernel's OOM killer: nothing on stderr
-        return {"error": f"killed by signal {-p.returncode}" + (" (out of memory?)" if p.returncode == -9 else "")}
-    if p.returncode != 0:
-        return {"error": (p.stderr.strip().splitlines() or ["failed"])[-1][:200]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def shape_args(shape, n, batch, steps, warmup, threads):
@@ -78,11 +65,12 @@ def measure(a):
     rows = []
     for n, kinds, head_on_all in plan:
         args = shape_args(shape, n, batch, steps, warmup, a.threads)
-        peer = run([a.peer_python, os.path.join(ROOT, "bench", "peers", "mlm_peer.py"), *args], timeout, a.threads,
-                   peer_env)
+        peer = run_json([a.peer_python, os.path.join(ROOT, "bench", "peers", "mlm_peer.py"), *args], timeout,
+                        thread_env(a.threads, peer_env))
         for kind in kinds:
-            ours = run([bench, "--model", "mlm", "--kind", kind, *args], timeout, a.threads)
-            ours_all = (run([bench, "--model", "mlm", "--mlm-head", "all", "--kind", kind, *args], timeout, a.threads)
+            ours = run_json([bench, "--model", "mlm", "--kind", kind, *args], timeout, thread_env(a.threads))
+            ours_all = (run_json([bench, "--model", "mlm", "--mlm-head", "all", "--kind", kind, *args], timeout,
+                                 thread_env(a.threads))
                         if head_on_all else {"error": "not run (memory; see the note)"})
             rows.append({"n": n, "kind": kind, "selected": ours, "all": ours_all, "peer": peer})
             print(f"  n={n} {kind}: " + ", ".join(
@@ -171,6 +159,9 @@ def main():
     ap.add_argument("--report-only", action="store_true", help="re-render the section from docs/mlm-benchmarks.json")
     a, _ = ap.parse_known_args()  # bench/run.sh passes compare.py's options along too
     if a.report_only:
+        if not os.path.exists(JSON_PATH):
+            sys.exit(f"mlm_compare: --report-only renders {os.path.relpath(JSON_PATH, ROOT)}, which no run has written "
+                     "yet: run the benchmark first")
         with open(JSON_PATH) as f:
             write_section(markdown(json.load(f)))
         return 0

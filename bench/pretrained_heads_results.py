@@ -14,7 +14,6 @@ markdown is rendered from the whole JSON, so a doc table is never edited by hand
 import argparse
 import datetime
 import json
-import math
 import os
 import sys
 

@@ -19,13 +19,13 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from bench_process import run_or_exit, thread_env  # noqa: E402
 from gnu_time import write_json  # noqa: E402
 
 GGUF = os.path.expanduser("~/.cache/attnkit/weights/smollm2-135m-instruct.gguf")
@@ -34,11 +34,7 @@ PROMPT = ("<|im_start|>user\nWrite a short story about a lighthouse keeper who f
 
 
 def run(argv, threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit(f"pruned_speed: {' '.join(argv[:6])} ...: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
-    return p.stdout
+    return run_or_exit(argv, "pruned_speed", thread_env(threads))
 
 
 def groups_to_prune(heads_json, count):

@@ -23,12 +23,12 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
+from bench_process import run_json, thread_env
 from compare import machine_description
-from mlm_compare import BEGIN as MLM_BEGIN, END as MLM_END
+from mlm_compare import BEGIN as MLM_BEGIN
 from gnu_time import write_json
 from thread_wait import LIBRARY_DEFAULTS, THREAD_WAIT
 
@@ -50,18 +50,6 @@ SCALING_TARGET = 0.9
 BEST_PEER = {"softmax": "PyTorch scaled_dot_product_attention (is_causal; its CPU flash kernel)",
              "linear": "fast-transformers 0.4.0 CausalLinearAttention math, its CPU causal-product kernel",
              "cosformer": "cosFormer's features through fast-transformers' CPU causal-product kernel"}
-
-
-def run(cmd, timeout, extra_env=None):
-    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2", **(extra_env or {}))
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout} s"}
-    if p.returncode != 0:
-        tail = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
-        return {"error": tail if p.returncode > 0 else f"killed by signal {-p.returncode}"}
-    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def case_args(kind, n, batch, steps):
@@ -86,7 +74,7 @@ def measure(a):
 
     def one(side, kind, n, batch, steps, timeout):
         cmd, env = setups[side]
-        r = run(cmd + case_args(kind, n, batch, steps), timeout, env)
+        r = run_json(cmd + case_args(kind, n, batch, steps), timeout, thread_env(2, env))
         print(f"  {side} {kind} n={n} batch={batch}: "
               + (r["error"] if "error" in r else f"{r['tokens_per_s']:,.0f} tokens/s"), flush=True)
         return r
@@ -247,6 +235,9 @@ def main():
     ap.add_argument("--report-only", action="store_true", help="re-render the .md from docs/training-benchmarks.json")
     a, _ = ap.parse_known_args()  # bench/run.sh passes compare.py's options along too
     if a.report_only:
+        if not os.path.exists(JSON_PATH):
+            sys.exit(f"train_compare: --report-only renders {os.path.relpath(JSON_PATH, ROOT)}, which no run has written "
+                     "yet: run the benchmark first")
         with open(JSON_PATH) as f:
             write_markdown(json.load(f))
         return 0

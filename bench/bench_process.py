@@ -1,0 +1,43 @@
+"""The benchmark drivers' child processes, in one place: the thread environment they run under, and
+a run that gives back the child's output or says in one line why it failed (bench/train_compare.py,
+bench/mlm_compare.py, bench/decode_*.py, bench/pruned_speed.py)."""
+import json
+import os
+import subprocess
+import sys
+
+
+def thread_env(threads, extra=None):
+    """os.environ with OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = `threads`, then `extra` over it."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    env.update(extra or {})
+    return env
+
+
+def failure(p):
+    """One line on why a finished child failed: its signal (the OOM killer's SIGKILL leaves nothing
+    on stderr), else its last line of stderr."""
+    if p.returncode < 0:
+        return f"killed by signal {-p.returncode}" + (" (out of memory?)" if p.returncode == -9 else "")
+    return (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1][:200]
+
+
+def run_json(argv, timeout, env=None):
+    """The child's last line of stdout as JSON, or {"error": one line} when it timed out or failed:
+    a failed case is a row of the table, not the end of the run."""
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout} s"}
+    if p.returncode != 0:
+        return {"error": failure(p)}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def run_or_exit(argv, who, env=None):
+    """The child's stdout; a failure ends the driver (named `who`) with the command and the end of
+    the child's stderr."""
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"{who}: {' '.join(argv)} failed ({failure(p)}):\n{p.stderr[-3000:]}")
+    return p.stdout
