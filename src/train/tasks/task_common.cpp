@@ -17,6 +17,16 @@
 namespace attnkit::train {
 namespace detail {
 
+void check_init_stack(const std::string& path, const models::TransformerConfig& stack, int64_t vocab,
+                      int64_t longest) {
+  if (vocab > stack.vocab_size)
+    throw Error(fmt::format("model.init {}: the tokenizer has {} ids but the model's vocabulary {}", path,
+                            vocab, stack.vocab_size));
+  if (stack.positions == layers::PositionEncoding::Learned && longest > stack.max_positions)
+    throw Error(fmt::format("model.init {}: inputs of {} tokens exceed the model's {} positions "
+                            "(lower task.truncate)", path, longest, stack.max_positions));
+}
+
 namespace {
 
 // A class-conditional task's model (heads.condition_classes > 0) gets Conditional LayerNorm with
@@ -55,12 +65,7 @@ models::TaskModel init_model(const std::string& directory, int64_t vocab, int64_
   // gets a fresh one, as transformers initialises BertPooler / RoBERTa's classifier.dense.
   if (heads.next_sentence > 0 || (heads.sequence_labels > 0 && heads.sequence_pooling == models::Pooling::Pooler))
     c.pooler = true;
-  if (vocab > c.vocab_size)
-    throw Error(fmt::format("model.init {}: the tokenizer has {} ids but the model's vocabulary {}",
-                            directory, vocab, c.vocab_size));
-  if (c.positions == layers::PositionEncoding::Learned && longest > c.max_positions)
-    throw Error(fmt::format("model.init {}: inputs of {} tokens exceed the model's {} positions "
-                            "(lower task.truncate)", directory, longest, c.max_positions));
+  check_init_stack(directory, c, vocab, longest);
   if (token_types > std::max<int64_t>(c.type_vocab_size, 1))
     throw Error(fmt::format("model.init {}: the task uses {} token types, the model has {}",
                             directory, token_types, c.type_vocab_size));

@@ -220,6 +220,11 @@ class LanguageModelTask : public ModelTask {
   BatchOrder order_;
 };
 
+// model.init's checks of one stack of the model at `path` against the task: the tokenizer's
+// `vocab` ids fit its vocabulary, inputs of `longest` tokens its learned positions.
+void check_init_stack(const std::string& path, const models::TransformerConfig& stack, int64_t vocab,
+                      int64_t longest);
+
 // The model of a task: torch's seed set from the run's, then model_config() with `token_types`
 // token types and `heads`; `pad_token_id`, when given, is the model's (TransformerConfig::
 // set_pad_token_id: RoBERTa's positions follow it).

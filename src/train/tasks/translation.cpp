@@ -121,14 +121,7 @@ models::EncoderDecoderModel init_encoder_decoder(const std::string& path, int64_
     throw Error(fmt::format("model.init {}: task 'translation' needs an encoder-decoder; this is an {} model", path,
                             models::to_string(loaded.model->shape())));
   const auto& c = impl->config();
-  for (const auto* stack : {&c.encoder, &c.decoder}) {
-    if (vocab > stack->vocab_size)
-      throw Error(fmt::format("model.init {}: the tokenizer has {} ids but the model's vocabulary {}", path, vocab,
-                              stack->vocab_size));
-    if (stack->positions == layers::PositionEncoding::Learned && truncate > stack->max_positions)
-      throw Error(fmt::format("model.init {}: task.truncate ({}) exceeds the model's {} positions", path, truncate,
-                              stack->max_positions));
-  }
+  for (const auto* stack : {&c.encoder, &c.decoder}) check_init_stack(path, *stack, vocab, truncate);
   const int64_t start = c.decoder_start_token_id >= 0 ? c.decoder_start_token_id : c.decoder.pad_token_id;
   if (c.decoder.pad_token_id != pad || start != pad)
     throw Error(fmt::format("model.init {}: its padding / decoder start tokens are {} / {}, the tokenizer's padding "
