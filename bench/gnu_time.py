@@ -9,14 +9,21 @@ import re
 
 
 def read_gnu_time(path):
-    """CPU seconds (user + system), wall seconds and peak RSS (MiB) from /usr/bin/time -v's FILE."""
+    """CPU seconds (user + system), wall seconds and peak RSS (MiB) from /usr/bin/time -v's FILE;
+    a FILE of several reports (`time -a`: a process and its resumptions) gives their sums of CPU
+    and wall seconds and the largest peak."""
     text = open(path).read()
-    field = lambda name: re.search(re.escape(name) + r":\s*(\S+)", text).group(1)  # noqa: E731
-    wall = 0.0
-    for part in field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":"):
-        wall = wall * 60 + float(part)
-    return (float(field("User time (seconds)")) + float(field("System time (seconds)")), wall,
-            int(field("Maximum resident set size (kbytes)")) / 1024)
+    cpu, wall, peak = 0.0, 0.0, 0.0
+    reports = text.split("Command being timed")[1:] or [text]
+    for report in reports:
+        field = lambda name: re.search(re.escape(name) + r":\s*(\S+)", report).group(1)  # noqa: E731
+        w = 0.0
+        for part in field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":"):
+            w = w * 60 + float(part)
+        cpu += float(field("User time (seconds)")) + float(field("System time (seconds)"))
+        wall += w
+        peak = max(peak, int(field("Maximum resident set size (kbytes)")) / 1024)
+    return cpu, wall, peak
 
 
 def read_run_times(run):

@@ -90,6 +90,10 @@ class DocsTables(unittest.TestCase):
         path = os.path.join(ROOT, "docs", "bible-heads.json")
         self.check_optional("bible_heads_results", "analysis.md", path, "<!-- bible-heads:begin -->")
 
+    def test_bible_linearize_table_is_its_json(self):
+        path = os.path.join(ROOT, "docs", "bible-linearize.json")
+        self.check_optional("bible_linearize_results", "analysis.md", path, "<!-- bible-linearize:begin -->")
+
     def test_training_benchmarks_are_their_json(self):
         path = os.path.join(ROOT, "docs", "training-benchmarks.json")
         self.check_optional("train_compare", "training-benchmarks.md", path, "<!-- train-benchmarks:begin -->")

@@ -210,6 +210,25 @@ class GenerateHf(unittest.TestCase):
         self.assertEqual(result["prompt_ids"], [int(t) for t in long_prompt.split()][:60])
         self.assertEqual(len(result["sequences"][0]["ids"]), 3)
 
+    def test_batch_size(self):
+        # Three prompts of different lengths, greedy: one at a time or two at a time gives what one
+        # batch gives, and the timing counts add up over the batches.
+        prompts = ["1 2 3", "4 5 6 7 8 9", "10"]
+        argv = ["generate", "--model", self.dir, "--max-new-tokens", "5", "--no-eos", "--json"]
+        for p in prompts:
+            argv += ["--prompt-ids", p]
+        docs = {}
+        for batch in ("0", "1", "2"):
+            code, out, err = attnkit(*argv, "--batch-size", batch)
+            self.assertEqual(code, 0, err)
+            docs[batch] = json.loads(out)
+        ids = lambda d: [r["sequences"][0]["ids"] for r in d["results"]]  # noqa: E731
+        self.assertEqual(ids(docs["1"]), ids(docs["0"]))
+        self.assertEqual(ids(docs["2"]), ids(docs["0"]))
+        for batch in ("1", "2"):
+            self.assertEqual(docs[batch]["timing"]["prompt_tokens"], 10)
+            self.assertEqual(docs[batch]["timing"]["new_tokens"], 15)
+
 
 if __name__ == "__main__":
     BUILD_DIR = runner.build_dir()

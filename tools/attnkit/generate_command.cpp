@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -41,6 +42,7 @@ struct GenerateOptions {
   bool hf_decode = false;  // the tokenizer's own text (Hugging Face's decode), CJK spaces kept
   std::string compute_type = "float32";  // --compute-type
   int64_t max_input_length = 0;  // --max-input-length: prompts cut to their first N tokens (0: kept whole)
+  int64_t batch_size = 0;        // --batch-size: prompts decoded N at a time (0: all at once)
 };
 
 
@@ -168,7 +170,28 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   }
   const decode::TimePoint prompts_at = decode::TimePoint::now();
   decode::GenerationTimes times;
-  const auto results = decode::run_generation(request, o.json ? &times : nullptr);
+  std::vector<std::vector<decode::Hypothesis>> results;
+  if (o.batch_size <= 0 || int64_t(prompts.size()) <= o.batch_size) {
+    results = decode::run_generation(request, o.json ? &times : nullptr);
+  } else {
+    // Consecutive slices of --batch-size prompts, each its own generation (the padding of a batch
+    // reaches the outputs of cosFormer, whose M is the padded length); times add up.
+    decode::GenerationRequest slice = request;
+    for (size_t first = 0; first < prompts.size(); first += size_t(o.batch_size)) {
+      const size_t last = std::min(prompts.size(), first + size_t(o.batch_size));
+      slice.prompts.assign(prompts.begin() + first, prompts.begin() + last);
+      decode::GenerationTimes part;
+      auto out = decode::run_generation(slice, o.json ? &part : nullptr);
+      for (auto& r : out) results.push_back(std::move(r));
+      times.prefill_seconds += part.prefill_seconds;
+      times.prefill_cpu_seconds += part.prefill_cpu_seconds;
+      times.decode_seconds += part.decode_seconds;
+      times.decode_cpu_seconds += part.decode_cpu_seconds;
+      times.prompt_tokens += part.prompt_tokens;
+      times.new_tokens += part.new_tokens;
+      times.decode_steps += part.decode_steps;
+    }
+  }
 
   if (stream) {
     if (text_stream) write_out(text_stream->finish());
@@ -247,6 +270,11 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
                 "keep the first N tokens of each prompt (an encoder-decoder: source, its end token "
                 "included; as train's task.truncate cuts sources); 0 = whole, and a prompt longer "
                 "than the model's learned or sinusoidal positions is an error")
+      ->check(at_least(0));
+  g->add_option("--batch-size", o->batch_size,
+                "decode the prompts N at a time, in order (0 = all at once); greedy and beam results "
+                "do not depend on it, except a cosFormer model's (its M is the padded length); "
+                "sampling restarts from --seed in each batch")
       ->check(at_least(0));
   g->add_option("--min-new-tokens", o->config.min_new_tokens, "no EOS before this many new tokens")
       ->check(at_least(0));
