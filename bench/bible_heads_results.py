@@ -133,6 +133,10 @@ def summarize(out_dir):
                 summary[key + "_verses"] = sum(1 for _ in open(path))
     cpu, wall, peak = read_gnu_time(os.path.join(out_dir, "heads.time"))
     summary["heads_cpu_s"], summary["heads_wall_s"], summary["heads_peak_mib"] = cpu, wall, peak
+    # The metric passes' own CPU seconds (heads/passes.jsonl; 0 for passes stored by a build that
+    # did not record it): the cost across every process, the killed ones included.
+    costs = [json.loads(line).get("cpu_s", 0.0) for line in open(os.path.join(out_dir, "heads", "passes.jsonl"))][1:]
+    summary["passes"] = {"count": len(costs), "cpu_s": sum(costs), "timed": sum(1 for c in costs if c > 0)}
     return summary
 
 
@@ -166,8 +170,10 @@ def markdown(s):
            "--checkpoint best --split test --examples 0`, greedy):", "", "```"] + s["test_scores"] + ["```", "",
            f"*Heads.* `{s['heads_command']}`: importance from the {s['validation_verses']} validation verses, "
            f"every number below on the {s['test_verses']:,} test verses (greedy decodes, sources cut to 96 tokens; "
-           f"{s['heads_cpu_s'] / 60:.0f} CPU min, {s['heads_wall_s'] / 60:.0f} min wall, peak "
-           f"{s['heads_peak_mib']:,.0f} MiB). Unpruned test BLEU {bleu(s['baseline']['bleu'])} "
+           f"the processes that finished: {s['heads_cpu_s'] / 60:.0f} CPU min, {s['heads_wall_s'] / 60:.0f} min wall, peak "
+           f"{s['heads_peak_mib']:,.0f} MiB; {s['passes']['count']} metric passes, of which the "
+           f"{s['passes']['timed']} timed took {s['passes']['cpu_s'] / 60:.0f} CPU min, "
+           f"{s['passes']['cpu_s'] / max(s['passes']['timed'], 1):.0f} s each). Unpruned test BLEU {bleu(s['baseline']['bleu'])} "
            f"[{bleu(s['baseline']['low'])}, {bleu(s['baseline']['high'])}]. Intervals: 95% paired bootstrap over "
            f"the test verses ({s['bootstrap_samples']} resamples, sacreBLEU's), against the unpruned model; "
            "\"level\" where the interval touches 0. BLEU × 100.", "",

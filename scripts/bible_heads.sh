@@ -12,7 +12,9 @@
 #   4. test scores     `attnkit eval` of that checkpoint on every test verse (BLEU, chrF2)
 #   5. heads           importance and the pruning orders from the validation verses
 #                      (--score-data), every reported number (ablations, profiles with RANDOM_ORDERS
-#                      random orders, paired bootstrap intervals) on the test verses
+#                      random orders, paired bootstrap intervals) on the test verses; every metric
+#                      pass is kept in OUT/heads/passes.jsonl, so a killed stage resumes where it
+#                      was (heads.time then adds up the processes that finished, not the killed ones)
 # Usage: bash scripts/bible_heads.sh [BUILD] [OUT] [HEADS] [RANDOM_ORDERS]
 #   defaults: build, runs/bible-clean, 8, 5
 set -euo pipefail
@@ -48,8 +50,8 @@ if [ ! -f "$OUT/test-scores.txt" ]; then
   mv "$OUT/test-scores.tmp" "$OUT/test-scores.txt"
 fi
 if [ ! -f "$OUT/heads/heads.json" ]; then
-  /usr/bin/time -o "$OUT/heads.time" -v "${AK[@]}" analyze heads --model "$OUT/run" \
+  /usr/bin/time -a -o "$OUT/heads.time" -v "${AK[@]}" analyze heads --model "$OUT/run" \
     --score-data "$OUT/split/val.tsv" --data "$OUT/split/test.tsv" --max-length 96 \
-    --batch-size 64 --random-orders "$ORDERS" --out "$OUT/heads" > "$OUT/heads.log" 2>&1
+    --batch-size 64 --random-orders "$ORDERS" --out "$OUT/heads" >> "$OUT/heads.log" 2>&1
 fi
 echo "bible_heads.sh: $OUT/test-scores.txt, $OUT/heads/heads.json"

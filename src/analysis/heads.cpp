@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -57,12 +60,42 @@ void check_mask(const std::vector<models::AttentionSiteRef>& sites, const HeadMa
   if (!ok) throw Error("head analysis: the mask does not match the model's heads per layer");
 }
 
+// A mask as the PassStore's key: its rows' values, "," within a row, "|" between rows.
+std::string mask_key(const HeadMask& mask) {
+  std::string key;
+  for (size_t r = 0; r < mask.size(); ++r) {
+    if (r > 0) key += '|';
+    for (size_t h = 0; h < mask[r].size(); ++h) key += fmt::format(h > 0 ? ",{}" : "{}", mask[r][h]);
+  }
+  return key;
+}
+
 double evaluate(HeadTask& task, const HeadMask& mask) {
   torch::NoGradGuard no_grad;
   apply_gates(task.sites, gates_of(task.sites, mask, false));
-  const double metric = task.metric();
+  const double metric = task.passes ? task.passes->evaluate(mask_key(mask)) : task.metric();
   clear_gates(task.sites);
   return metric;
+}
+
+nlohmann::json pass_json(const std::string& key, const MetricPass& pass) {
+  nlohmann::json j = {{"mask", key}, {"metric", pass.metric}, {"loss", nullptr}, {"cpu_s", pass.cpu_seconds}};
+  if (pass.loss) j["loss"] = *pass.loss;
+  j["items"] = {{"metric", static_cast<int>(pass.items.metric)}, {"width", pass.items.width},
+                {"values", pass.items.values}};
+  return j;
+}
+
+MetricPass pass_from_json(const nlohmann::json& j) {
+  MetricPass pass;
+  pass.metric = j.at("metric").get<double>();
+  pass.cpu_seconds = j.value("cpu_s", 0.0);
+  if (!j.at("loss").is_null()) pass.loss = j.at("loss").get<double>();
+  const auto& items = j.at("items");
+  pass.items.metric = static_cast<metrics::SummedMetric>(items.at("metric").get<int>());
+  pass.items.width = items.at("width").get<size_t>();
+  pass.items.values = items.at("values").get<std::vector<double>>();
+  return pass;
 }
 
 struct Ranked {
@@ -473,24 +506,135 @@ HeadImportance head_importance(HeadTask& task, const HeadMask& mask, const Impor
   return out;
 }
 
+PassStore::PassStore(std::string path, std::string settings) : path_(std::move(path)) {
+  std::ifstream in(path_);
+  if (!in) {  // a new store: its settings line first
+    const auto parent = std::filesystem::path(path_).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    std::ofstream out(path_);
+    out << nlohmann::json{{"settings", settings}}.dump() << '\n';
+    if (!out.flush()) throw Error(fmt::format("{}: cannot write", path_));
+    return;
+  }
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const auto bad = [&](size_t i, const std::string& why) {
+    return Error(fmt::format("{}:{}: {} (remove the file to start the analysis over)", path_, i + 1, why));
+  };
+  nlohmann::json head = nlohmann::json::parse(lines.empty() ? "" : lines[0], nullptr, false);
+  if (head.is_discarded() || !head.is_object() || !head.contains("settings") || !head["settings"].is_string())
+    throw bad(0, "not a pass store of `attnkit analyze heads` (no settings line)");
+  if (const std::string stored = head["settings"].get<std::string>(); stored != settings) {
+    // The first part ("; "-separated: model, data, options) that differs.
+    const auto parts = [](const std::string& text) {
+      std::vector<std::string> out;
+      for (size_t at = 0;;) {
+        const size_t next = text.find("; ", at);
+        out.push_back(text.substr(at, next == std::string::npos ? std::string::npos : next - at));
+        if (next == std::string::npos) return out;
+        at = next + 2;
+      }
+    };
+    const auto a = parts(stored), b = parts(settings);
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+    throw bad(0, fmt::format("its passes were computed with other settings ({}; now {})",
+                             i < a.size() ? a[i] : "", i < b.size() ? b[i] : ""));
+  }
+  size_t good = 1;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    try {
+      const auto j = nlohmann::json::parse(lines[i]);
+      passes_[j.at("mask").get<std::string>()] = pass_from_json(j);
+      good = i + 1;
+    } catch (const std::exception& e) {
+      if (i + 1 < lines.size()) throw bad(i, fmt::format("not a metric pass ({})", e.what()));
+    }
+  }
+  loaded_ = int64_t(passes_.size());
+  if (good < lines.size()) {  // a torn last line (the process was killed while writing it): dropped
+    in.close();
+    const std::string tmp = path_ + ".tmp";
+    {
+      std::ofstream out(tmp);
+      for (size_t i = 0; i < good; ++i) out << lines[i] << '\n';
+      if (!out.flush()) throw Error(fmt::format("{}: cannot write", tmp));
+    }
+    std::filesystem::rename(tmp, path_);
+  }
+}
+
+const MetricPass* PassStore::find(const std::string& key) const {
+  const auto it = passes_.find(key);
+  return it == passes_.end() ? nullptr : &it->second;
+}
+
+void PassStore::add(const std::string& key, const MetricPass& pass) {
+  std::ofstream out(path_, std::ios::app);
+  out << pass_json(key, pass).dump() << '\n';
+  if (!out.flush()) throw Error(fmt::format("{}: cannot append a metric pass", path_));
+  passes_[key] = pass;
+}
+
+double PassStore::evaluate(const std::string& key) {
+  if (const MetricPass* found = find(key)) {
+    latest = *found;
+    ++recalled_;
+    return latest.metric;
+  }
+  MetricPass pass;
+  const std::clock_t start = std::clock();
+  pass.metric = metric();
+  if (metric_loss) pass.loss = metric_loss();
+  if (metric_items) pass.items = metric_items();
+  pass.cpu_seconds = double(std::clock() - start) / CLOCKS_PER_SEC;
+  latest = pass;
+  add(key, pass);
+  return pass.metric;
+}
+
+void attach_pass_store(HeadTask& task, const std::string& path, const std::string& settings) {
+  auto store = std::make_shared<PassStore>(path, settings);
+  store->metric = task.metric;
+  store->metric_loss = task.metric_loss;
+  store->metric_items = task.metric_items;
+  // Every metric call outside a keyed pass still goes through the store, so that the task's loss
+  // and items are always those of the latest pass.
+  task.metric = [store] {
+    MetricPass pass;
+    pass.metric = store->metric();
+    if (store->metric_loss) pass.loss = store->metric_loss();
+    if (store->metric_items) pass.items = store->metric_items();
+    store->latest = pass;
+    return pass.metric;
+  };
+  if (task.metric_loss) task.metric_loss = [store] { return store->latest.loss.value_or(0.0); };
+  if (task.metric_items) task.metric_items = [store] { return store->latest.items; };
+  task.passes = std::move(store);
+}
+
 HeadAblation head_ablation(HeadTask& task, ProgressReporter* progress) {
   const HeadMask full = full_mask(task.sites);
   HeadAblation out;
-  out.baseline = evaluate(task, full);
-  tick(progress);
+  // Each pass's items, right after its metric (the task gives the latest pass's).
+  const auto pass = [&](const HeadMask& mask) {
+    const double metric = evaluate(task, mask);
+    if (task.metric_items) out.items.push_back(task.metric_items());
+    tick(progress);
+    return metric;
+  };
+  out.baseline = pass(full);
   out.single = out.drop = out.all_but_one = HeadTable(full.size());
   for (size_t l = 0; l < full.size(); ++l)
     for (size_t h = 0; h < full[l].size(); ++h) {
       HeadMask one = full;
       one[l][h] = 0.0;
-      out.single[l].push_back(evaluate(task, one));
+      out.single[l].push_back(pass(one));
       out.drop[l].push_back(out.baseline - out.single[l].back());
-      tick(progress);
       HeadMask keep = full;
       std::fill(keep[l].begin(), keep[l].end(), 0.0);
       keep[l][h] = 1.0;
-      out.all_but_one[l].push_back(evaluate(task, keep));
-      tick(progress);
+      out.all_but_one[l].push_back(pass(keep));
     }
   return out;
 }

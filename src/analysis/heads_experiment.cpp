@@ -26,6 +26,21 @@ std::unique_ptr<ProgressReporter> phase(const HeadsProgress& progress, const std
   return reporter;
 }
 
+// What a file, or each file of a directory, is now: names, sizes and modification times (a
+// PassStore's settings: a model or data file changed in place makes its stored passes stale).
+std::string fingerprint(const std::string& path) {
+  const auto one = [](const fs::path& p) {
+    return fmt::format("{}:{}:{}", p.filename().string(), fs::file_size(p),
+                       fs::last_write_time(p).time_since_epoch().count());
+  };
+  if (!fs::is_directory(path)) return one(path);
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(path))
+    if (entry.is_regular_file()) files.push_back(one(entry.path()));
+  std::sort(files.begin(), files.end());
+  return fmt::format("{}", fmt::join(files, " "));
+}
+
 HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions& o, bool ablation,
                       const HeadsProgress& progress) {
   const auto loaded = io::load_model(model_dir);
@@ -38,6 +53,10 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
     task.batches = scoring.batches;
     task.loss = std::move(scoring.loss);
   }
+  if (!o.pass_store.empty())
+    attach_pass_store(task, o.pass_store,
+                      fmt::format("model {} [{}]; data {} [{}]; {}", loaded.path, fingerprint(loaded.path), o.data,
+                                  fingerprint(o.data), o.pass_settings));
   HeadsAnalysis r;
   r.model = model_dir;
   r.score_data = o.score_data;
@@ -58,18 +77,10 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
   if (ablation) {
     const int64_t heads = count_heads(full_mask(task.sites));
     auto bar = phase(progress, "evaluations (ablation)", 1 + 2 * heads);
-    // The items of every ablation pass, in head_ablation's order (the unpruned model, then per
-    // row and head: that head masked, only that head kept), for their intervals.
-    std::vector<metrics::ItemStatistics> passes;
-    const auto metric = task.metric;
-    if (task.metric_items)
-      task.metric = [&] {
-        const double m = metric();
-        passes.push_back(task.metric_items());
-        return m;
-      };
     r.ablation = head_ablation(task, bar.get());
-    task.metric = metric;
+    // The items of every ablation pass (the unpruned model, then per row and head: that head
+    // masked, only that head kept), for their intervals.
+    const auto& passes = r.ablation.items;
     if (int64_t(passes.size()) == 1 + 2 * heads && passes.front().width > 0) {
       const metrics::PairedBootstrapOptions bootstrap{r.statistics_options.samples,
                                                       r.statistics_options.seed};
@@ -113,6 +124,10 @@ HeadsAnalysis analyze(const std::string& model_dir, const HeadsExperimentOptions
     for (int64_t k = 0; k < o.random_orders; ++k) profile(PruningOrder::Random, true, o.seed + uint64_t(k));
   }
   add_profile_statistics(r);
+  if (task.passes) {
+    r.passes_loaded = task.passes->loaded();
+    r.passes_stored = task.passes->stored();
+  }
   return r;
 }
 
@@ -372,8 +387,10 @@ HeadsExperiment run_heads_experiment(const HeadsExperimentOptions& o, const Head
     return e;
   }
   e.run = o.run;
+  HeadsExperimentOptions each = o;
+  each.pass_store.clear();  // a store holds one model's passes
   for (const auto& [step, dir] : run_checkpoints(o.run))
-    e.checkpoints.push_back({step, dir, analyze(dir, o, false, progress)});
+    e.checkpoints.push_back({step, dir, analyze(dir, each, false, progress)});
   return e;
 }
 

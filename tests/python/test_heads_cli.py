@@ -127,6 +127,18 @@ class HeadsCli(TrainedRun, unittest.TestCase):
         self.assertIn("pearson", j["cross_data"])
         for name in ("heads_importance.svg", "heads_profile.svg", "section.json"):
             self.assertTrue(os.path.exists(os.path.join(out, name)), name)
+        # Every metric pass was kept in passes.jsonl: the same command again computes none of them
+        # and writes the same heads.json.
+        self.assertNotIn("resumed:", stdout)
+        with open(os.path.join(out, "passes.jsonl")) as f:
+            stored = len(f.read().splitlines()) - 1
+        rc, stdout, err = attnkit("analyze", "heads", "--model", self.checkpoint(40), "--tokenizer", self.base,
+                                  "--data", os.path.join(self.tmp.name, "val.tsv"), "--data2", self.other_tsv,
+                                  "--fractions", "25,50,75", "--out", out)
+        self.assertEqual(rc, 0, err)
+        self.assertIn(f"resumed: {stored} of the {stored} metric passes were done by an earlier process", stdout)
+        with open(os.path.join(out, "heads.json")) as f:
+            self.assertEqual(json.load(f), j)
         rc, _, err = attnkit("report", self.tmp.name)
         self.assertEqual(rc, 0, err)
         # Prune half the heads by that importance; the smaller model loads and runs.

@@ -25,6 +25,7 @@
 #include "heads_data.h"
 
 #include <ATen/ATen.h>
+#include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -303,6 +304,13 @@ int run_analyze_heads(const AnalyzeHeads& c, const GlobalOptions& global) {
   o.ablation = !c.no_ablation;
   o.seed = global.seed;
   o.random_orders = c.random_orders;
+  if (c.run.empty()) {
+    // Every metric pass kept in OUT/passes.jsonl as it ends: a killed analysis resumes there.
+    o.pass_store = (std::filesystem::path(c.out) / "passes.jsonl").string();
+    o.pass_settings = fmt::format("tokenizer {}, max-length {}, batch-size {}, beams {}, length-penalty {}",
+                                  c.data.tokenizer.empty() ? "the model's" : c.data.tokenizer,
+                                  c.data.max_length, c.data.batch_size, c.data.beams, c.data.length_penalty);
+  }
   const auto e = analysis::run_heads_experiment(o, bars(global.quiet));
   const auto written = report::write_heads_outputs(e, c.out);
   if (!global.quiet && e.run.empty()) {
@@ -310,6 +318,9 @@ int run_analyze_heads(const AnalyzeHeads& c, const GlobalOptions& global) {
       fmt::print("importance correlation {} vs {}: pearson {:.3f}, spearman {:.3f}\n", c.data.data,
                  c.data.data2, e.cross_data->correlation.pearson, e.cross_data->correlation.spearman);
     const auto& r = e.analysis;
+    if (r.passes_loaded > 0)
+      fmt::print("resumed: {} of the {} metric passes were done by an earlier process ({})\n", r.passes_loaded,
+                 r.passes_stored, o.pass_store);
     fmt::print("{} baseline {:.4f}", r.metric_name, r.ablation.baseline);
     if (r.baseline_loss)
       fmt::print(" (loss {:.4f}, perplexity {:.2f})", *r.baseline_loss, std::exp(*r.baseline_loss));
@@ -396,7 +407,10 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global) {
                   "groups where the model has them: their mean and t interval per step, and the "
                   "importance order against them (1 = a single random order)")
       ->capture_default_str();
-  cmd->add_option("--out", c->out, "output directory")->required();
+  cmd->add_option("--out", c->out,
+                  "output directory; with --model it keeps every metric pass in OUT/passes.jsonl as "
+                  "it ends, and the same command resumes a killed analysis from it")
+      ->required();
   cmd->callback([c, &global] { global.action = [c, &global] { return run_analyze_heads(*c, global); }; });
 
   auto p = std::make_shared<PruneCommand>();

@@ -32,6 +32,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,6 +66,8 @@ struct HeadLoss {
   int64_t tokens = 0;                    // real tokens of the batch (the importance's divisor)
 };
 
+class PassStore;
+
 struct HeadTask {
   std::vector<models::AttentionSiteRef> sites;  // whose gates are set (the rows of the tables)
   int64_t batches = 0;                          // batches of the scoring data
@@ -86,7 +90,53 @@ struct HeadTask {
   // statistics of the decodes). Items without a counted position are left out (the same ones at
   // every pass). The profiles record them at every step.
   std::function<metrics::ItemStatistics()> metric_items;
+  // Optional (attach_pass_store): every metric pass by its mask, kept in a file, so that an
+  // interrupted analysis resumes without repeating the passes it had done.
+  std::shared_ptr<PassStore> passes;
 };
+
+// One metric pass under a mask: the metric, and the task's loss and items of that pass.
+struct MetricPass {
+  double metric = 0;
+  std::optional<double> loss;
+  metrics::ItemStatistics items;
+  double cpu_seconds = 0;  // the process's CPU time the pass took (the store's record of its cost)
+};
+
+// Metric passes by mask in a JSON-lines file: a first line {"settings": ...} naming what the
+// passes were computed with, then one line per pass {"mask", "metric", "loss", "items"}, appended
+// and flushed as each pass ends (a torn last line, from a killed process, is dropped on reading).
+class PassStore {
+ public:
+  // Reads `path` when it exists. Throws attnkit::Error when its settings differ from `settings`
+  // (other model, data or options: its passes are not these), or a line before the last is bad.
+  PassStore(std::string path, std::string settings);
+  const MetricPass* find(const std::string& key) const;
+  void add(const std::string& key, const MetricPass& pass);  // appends and flushes a line
+  const std::string& path() const { return path_; }
+  int64_t loaded() const { return loaded_; }      // passes the file held when opened
+  int64_t recalled() const { return recalled_; }  // passes found since opening
+  int64_t stored() const { return int64_t(passes_.size()); }
+
+  // The task's own metric, loss and items (attach_pass_store moves them here), and the latest
+  // pass (computed or found), which the task's metric_loss / metric_items then give.
+  std::function<double()> metric;
+  std::function<double()> metric_loss;
+  std::function<metrics::ItemStatistics()> metric_items;
+  MetricPass latest;
+  // The metric under the gates now set, whose mask is `key`: the stored pass, else computed and
+  // stored.
+  double evaluate(const std::string& key);
+
+ private:
+  std::string path_;
+  std::map<std::string, MetricPass> passes_;
+  int64_t loaded_ = 0, recalled_ = 0;
+};
+
+// Makes `task`'s metric passes go through a PassStore at `path` (see there); `settings` names
+// everything the passes depend on besides the mask (model, data, decoding options).
+void attach_pass_store(HeadTask& task, const std::string& path, const std::string& settings);
 
 // A sequence classifier over fixed data: input_ids [N, n] (int64), attention_mask [N, n] (nonzero
 // = real token; undefined = all real), labels [N]. Loss: cross entropy; metric: accuracy. The
@@ -175,6 +225,9 @@ struct HeadAblation {
   HeadTable single;       // metric with head h of layer l alone masked
   HeadTable drop;         // baseline - single (the accuracy-difference proxy)
   HeadTable all_but_one;  // metric with only head h kept in layer l (others of l masked)
+  // With the task's metric_items: the items of every pass, in order: the unpruned model, then per
+  // row and head, that head masked and that head kept alone (empty without metric_items).
+  std::vector<metrics::ItemStatistics> items;
 };
 
 // Metric passes: 1 + 2 · heads. Leaves the gates removed.

@@ -88,6 +88,10 @@ struct HeadsExperimentOptions {
   // Random pruning orders (seeds seed, seed + 1, ...) of heads, and of key/value groups where the
   // model has them; >= 1 (checked before any work). 1 = one random order per unit.
   int64_t random_orders = 1;
+  // Optional (with `model`): a PassStore file (analysis/heads.h) that keeps every metric pass, so
+  // that an interrupted analysis resumes; pass_settings names what the passes depend on besides
+  // the mask (a store written with other settings is an error).
+  std::string pass_store, pass_settings;
 };
 
 // The statistics of the profiles (docs/analysis.md): paired bootstrap over the evaluation items
@@ -162,6 +166,9 @@ struct HeadsAnalysis {
   std::optional<double> baseline_loss;    // the task's evaluation_loss, when it has one (LM)
   HeadImportance importance;
   HeadAblation ablation;                  // only the baseline without ablations
+  // With a pass store: the metric passes it held when opened (done by an earlier, interrupted
+  // process) and all it holds at the end.
+  int64_t passes_loaded = 0, passes_stored = 0;
   // Each ablation against the unpruned model, [row][head] as ablation.single / all_but_one: the
   // paired bootstrap (statistics_options' samples and seed) of the ablated model's items against
   // the unpruned one's; difference = ablated − unpruned. Empty without ablations or items.
