@@ -93,7 +93,9 @@ def summarize(bible, build):
         cell = os.path.join(work, name)
         if not os.path.exists(os.path.join(cell, "test-scores.txt")):
             continue  # not finished
-        transfer = json.load(open(os.path.join(cell, "student", "transfer.json")))
+        control = not os.path.exists(os.path.join(cell, "student", "transfer.json"))  # softmax-control
+        transfer = ({"kind": "softmax", "layers": [], "trained": False} if control else
+                    json.load(open(os.path.join(cell, "student", "transfer.json"))))
         bleu, chrf = test_scores(os.path.join(cell, "test-scores.txt"))
         hyp = hypotheses(build, os.path.join(cell, "run"), sources, os.path.join(cell, "test-hyp.txt"), truncate,
                          max_new, batch)
@@ -104,14 +106,15 @@ def summarize(bible, build):
         for layer in transfer["layers"]:
             if layer["site"] not in sites:
                 sites.append(layer["site"])
-        stage1_cpu = read_gnu_time(os.path.join(cell, "linearize.time"))[0]
+        stage1_cpu = 0.0 if control else read_gnu_time(os.path.join(cell, "linearize.time"))[0]
         stage2 = training_summary(os.path.join(cell, "run"))
         same = sum(a == b for a, b in zip(open(hyp).read().splitlines(), open(teacher_hyp).read().splitlines()))
         cells.append({
             "cell": name, "kind": transfer["kind"], "sites": sites, "layers": len(transfer["layers"]),
-            "stage1": {"trained": transfer["trained"], "steps": transfer["steps"] if transfer["trained"] else 0,
-                       "held_out_before": transfer["total"]["initial"], "held_out_after": transfer["total"]["final"],
-                       "cpu_s": stage1_cpu},
+            "stage1": None if control else {
+                "trained": transfer["trained"], "steps": transfer["steps"] if transfer["trained"] else 0,
+                "held_out_before": transfer["total"]["initial"], "held_out_after": transfer["total"]["final"],
+                "cpu_s": stage1_cpu},
             "stage2": {"steps": stage2["steps"], "best_step": stage2["best"]["step"] if stage2["best"] else None,
                        "cpu_s": read_gnu_time(os.path.join(cell, "train.time"))[0],
                        "validation_bleu": validation_curve(os.path.join(cell, "run"))},
@@ -159,11 +162,12 @@ def markdown(s):
              "| validation BLEU at 100 / 200 / 300 / 400 steps | test BLEU | chrF2 | BLEU kept | student − teacher "
              "[95%] | verdict | test translations = teacher's |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for c in sorted(s["cells"], key=lambda c: (c["kind"], len(c["sites"]) < 3, c["sites"])):
-        sites = ("all three" if len(c["sites"]) == 3 else ", ".join(SITE_NAMES.get(x, x) for x in c["sites"]))
-        st1 = c["stage1"]
-        loss = (f"{st1['held_out_before']:.3f} → {st1['held_out_after']:.3f}" if st1["trained"]
-                else f"{st1['held_out_before']:.3f} (no map to train)")
+    for c in sorted(s["cells"], key=lambda c: (c["stage1"] is not None, c["kind"], len(c["sites"]) < 3, c["sites"])):
+        sites = ("none: the teacher fine-tuned alike (control)" if not c["sites"] else "all three"
+                 if len(c["sites"]) == 3 else ", ".join(SITE_NAMES.get(x, x) for x in c["sites"]))
+        st1 = c["stage1"] or {"cpu_s": 0.0}
+        loss = ("—" if c["stage1"] is None else f"{st1['held_out_before']:.3f} → {st1['held_out_after']:.3f}"
+                if st1["trained"] else f"{st1['held_out_before']:.3f} (no map to train)")
         curve = " / ".join(bleu(b) for _, b in c["stage2"]["validation_bleu"])
         v = c["vs_teacher"]
         lines.append(

@@ -6,6 +6,8 @@
 # weight, FT_STEPS steps of 32 pairs, cosine from lr 2e-4), then scored on every test verse by
 # `attnkit eval` (the best checkpoint by validation BLEU). Stages skip when their output exists;
 # stage 2 resumes from its newest checkpoint; every command niced, one thread.
+# KIND softmax is the control: no conversion, the teacher itself fine-tuned by stage 2 the same way
+# (what the extra steps alone do), in BIBLE_OUT/linearize/softmax-control.
 # Usage: bash scripts/bible_linearize.sh [BUILD] [BIBLE_OUT] [KIND] [SITES] [FT_STEPS]
 #   defaults: build, runs/bible-clean, linear:hedgehog, all, 400
 set -euo pipefail
@@ -16,10 +18,15 @@ SITES="${4:-all}"
 FT_STEPS="${5:-400}"
 AK=(nice -n 19 "$BUILD/attnkit" --threads 1)
 OUT="$BIBLE/linearize/${KIND//:/-}-${SITES//,/+}"
+INIT="$OUT/student"
+if [ "$KIND" = softmax ]; then
+  OUT="$BIBLE/linearize/softmax-control"
+  INIT="$BIBLE/run"
+fi
 mkdir -p "$OUT"
 site_flags=()
 [ "$SITES" = all ] || site_flags=(--sites "$SITES")
-if [ ! -f "$OUT/student/transfer.json" ]; then
+if [ "$KIND" != softmax ] && [ ! -f "$OUT/student/transfer.json" ]; then
   /usr/bin/time -o "$OUT/linearize.time" -v "${AK[@]}" linearize --model "$BIBLE/run" --kind "$KIND" \
     "${site_flags[@]}" --data "$BIBLE/split/train.tsv" --eval-data "$BIBLE/split/val.tsv" --max-length 96 \
     --batch-size 16 --steps 300 --out "$OUT/student" > "$OUT/linearize.log" 2>&1
@@ -28,7 +35,7 @@ if [ ! -f "$OUT/run/done" ]; then
   if [ -d "$OUT/run/checkpoints" ] && ls "$OUT/run/checkpoints" | grep -q step-; then
     /usr/bin/time -a -o "$OUT/train.time" -v "${AK[@]}" train --resume "$OUT/run" >> "$OUT/train.log" 2>&1
   else
-    /usr/bin/time -o "$OUT/train.time" -v "${AK[@]}" train --init "$OUT/student" --task.name translation \
+    /usr/bin/time -o "$OUT/train.time" -v "${AK[@]}" train --init "$INIT" --task.name translation \
       --task.data "$BIBLE/split/train.tsv" --task.tokenizer "$BIBLE/tok" --task.truncate 96 \
       --task.batch_size 32 --task.eval_examples 100 --task.label_smoothing 0.1 --optimizer.lr 2e-4 \
       --schedule.kind cosine --schedule.warmup 50 --run.steps "$FT_STEPS" --run.eval_every 100 \
