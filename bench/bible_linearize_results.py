@@ -165,13 +165,14 @@ def markdown(s):
     for c in sorted(s["cells"], key=lambda c: (c["stage1"] is not None, c["kind"], len(c["sites"]) < 3, c["sites"])):
         sites = ("none: the teacher fine-tuned alike (control)" if not c["sites"] else "all three"
                  if len(c["sites"]) == 3 else ", ".join(SITE_NAMES.get(x, x) for x in c["sites"]))
+        layers = f" ({c['layers']})" if c["sites"] else ""
         st1 = c["stage1"] or {"cpu_s": 0.0}
         loss = ("—" if c["stage1"] is None else f"{st1['held_out_before']:.3f} → {st1['held_out_after']:.3f}"
                 if st1["trained"] else f"{st1['held_out_before']:.3f} (no map to train)")
         curve = " / ".join(bleu(b) for _, b in c["stage2"]["validation_bleu"])
         v = c["vs_teacher"]
         lines.append(
-            f"| `{c['kind']}` | {sites} ({c['layers']}) | {loss} | {minutes(st1['cpu_s'])} | "
+            f"| `{c['kind']}` | {sites}{layers} | {loss} | {minutes(st1['cpu_s'])} | "
             f"{minutes(c['stage2']['cpu_s'])} | {curve} | {bleu(c['test']['bleu'])} | {bleu(c['test']['chrf'])} | "
             f"{100 * c['test']['bleu'] / t['bleu']:.0f}% | {signed(v['difference'])} [{signed(v['low'])}, "
             f"{signed(v['high'])}] | {'level' if v['verdict'] == 'level' else 'worse' if v['difference'] < 0 else 'better'} | "
@@ -197,7 +198,8 @@ def main():
     else:
         p.error("--run (or --report-only)")
     replace_region(os.path.join(ROOT, "docs", "analysis.md"), BEGIN, END, markdown(summary))
-    print("bible_linearize_results.py: wrote docs/bible-linearize.json and docs/analysis.md")
+    print("bible_linearize_results.py: wrote " + ("" if args.report_only else "docs/bible-linearize.json and ")
+          + "docs/analysis.md")
 
 
 if __name__ == "__main__":
