@@ -111,6 +111,7 @@ def summarize(bible, build):
         same = sum(a == b for a, b in zip(open(hyp).read().splitlines(), open(teacher_hyp).read().splitlines()))
         cells.append({
             "cell": name, "kind": transfer["kind"], "sites": sites, "layers": len(transfer["layers"]),
+            "seed": int(read_settings(os.path.join(cell, "run")).get("run.seed", 0)),
             "stage1": None if control else {
                 "trained": transfer["trained"], "steps": transfer["steps"] if transfer["trained"] else 0,
                 "held_out_before": transfer["total"]["initial"], "held_out_after": transfer["total"]["final"],
@@ -154,18 +155,19 @@ def markdown(s):
              "test verses. Each student: `bash scripts/bible_linearize.sh BUILD runs/bible-clean KIND SITES 400` "
              "(stage 1 = attention transfer of the feature maps, 300 steps of 16 training pairs, held-out loss "
              "on the 316 validation pairs summed over the converted layers; stage 2 = 400 steps of 32 pairs, "
-             "every weight, lr 2e-4 cosine; the best checkpoint by validation BLEU on 100 verses), one run, one "
-             f"thread each ({s['machine']}). Student − teacher: sacreBLEU's paired bootstrap on the test verses "
+             "every weight, lr 2e-4 cosine; the best checkpoint by validation BLEU on 100 verses), one run per row "
+             f"(seed 0 unless the row names another), one thread each ({s['machine']}). Student − teacher: sacreBLEU's paired bootstrap on the test verses "
              "(1,000 resamples, 95%); \"level\" where the interval covers 0. Generated "
              f"{s['generated']} by `bench/bible_linearize_results.py`.", "",
              "| kind | sites converted (layers) | stage 1 held-out loss | stage 1 CPU min | stage 2 CPU min "
              "| validation BLEU at 100 / 200 / 300 / 400 steps | test BLEU | chrF2 | BLEU kept | student − teacher "
              "[95%] | verdict | test translations = teacher's |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for c in sorted(s["cells"], key=lambda c: (c["stage1"] is not None, c["kind"], len(c["sites"]) < 3, c["sites"])):
+    for c in sorted(s["cells"], key=lambda c: (c["stage1"] is not None, c["kind"], len(c["sites"]) < 3, c["sites"],
+                                               c.get("seed", 0))):
         sites = ("none: the teacher fine-tuned alike (control)" if not c["sites"] else "all three"
                  if len(c["sites"]) == 3 else ", ".join(SITE_NAMES.get(x, x) for x in c["sites"]))
-        layers = f" ({c['layers']})" if c["sites"] else ""
+        layers = (f" ({c['layers']})" if c["sites"] else "") + (f", seed {c['seed']}" if c.get("seed") else "")
         st1 = c["stage1"] or {"cpu_s": 0.0}
         loss = ("—" if c["stage1"] is None else f"{st1['held_out_before']:.3f} → {st1['held_out_after']:.3f}"
                 if st1["trained"] else f"{st1['held_out_before']:.3f} (no map to train)")

@@ -8,20 +8,27 @@
 # stage 2 resumes from its newest checkpoint; every command niced, one thread.
 # KIND softmax is the control: no conversion, the teacher itself fine-tuned by stage 2 the same way
 # (what the extra steps alone do), in BIBLE_OUT/linearize/softmax-control.
-# Usage: bash scripts/bible_linearize.sh [BUILD] [BIBLE_OUT] [KIND] [SITES] [FT_STEPS]
-#   defaults: build, runs/bible-clean, linear:hedgehog, all, 400
+# SEED > 0 repeats a cell with another seed (stage 1's draws and stage 2's data order and dropout)
+# in a folder of its own, OUT-seedSEED.
+# Usage: bash scripts/bible_linearize.sh [BUILD] [BIBLE_OUT] [KIND] [SITES] [FT_STEPS] [SEED]
+#   defaults: build, runs/bible-clean, linear:hedgehog, all, 400, 0
 set -euo pipefail
 BUILD="${1:-build}"
 BIBLE="${2:-runs/bible-clean}"
 KIND="${3:-linear:hedgehog}"
 SITES="${4:-all}"
 FT_STEPS="${5:-400}"
-AK=(nice -n 19 "$BUILD/attnkit" --threads 1)
+SEED="${6:-0}"
+AK=(nice -n 19 "$BUILD/attnkit" --threads 1 --seed "$SEED")
 OUT="$BIBLE/linearize/${KIND//:/-}-${SITES//,/+}"
 INIT="$OUT/student"
 if [ "$KIND" = softmax ]; then
   OUT="$BIBLE/linearize/softmax-control"
   INIT="$BIBLE/run"
+fi
+if [ "$SEED" != 0 ]; then
+  OUT="$OUT-seed$SEED"
+  [ "$KIND" = softmax ] || INIT="$OUT/student"
 fi
 mkdir -p "$OUT"
 site_flags=()
@@ -38,7 +45,7 @@ if [ ! -f "$OUT/run/done" ]; then
     /usr/bin/time -o "$OUT/train.time" -v "${AK[@]}" train --init "$INIT" --task.name translation \
       --task.data "$BIBLE/split/train.tsv" --task.tokenizer "$BIBLE/tok" --task.truncate 96 \
       --task.batch_size 32 --task.eval_examples 100 --task.label_smoothing 0.1 --optimizer.lr 2e-4 \
-      --schedule.kind cosine --schedule.warmup 50 --run.steps "$FT_STEPS" --run.eval_every 100 \
+      --schedule.kind cosine --schedule.warmup 50 --run.seed "$SEED" --run.steps "$FT_STEPS" --run.eval_every 100 \
       --run.checkpoint_every 100 --run.dir "$OUT/run" > "$OUT/train.log" 2>&1
   fi
   touch "$OUT/run/done"
