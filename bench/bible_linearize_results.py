@@ -22,14 +22,13 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bible_heads_results import read_settings, training_summary  # noqa: E402
+from bible_heads_results import SITES as SITE_NAMES, read_settings, training_summary  # noqa: E402
 from bench_process import run_or_exit  # noqa: E402
 from gnu_time import machine, read_gnu_time, replace_region, write_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- bible-linearize:begin -->", "<!-- bible-linearize:end -->"
 JSON_PATH = os.path.join(ROOT, "docs", "bible-linearize.json")
-SITE_NAMES = {"encoder.self": "encoder self", "decoder.self": "decoder self", "decoder.cross": "cross"}
 
 
 def test_scores(path):
