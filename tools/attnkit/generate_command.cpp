@@ -115,9 +115,11 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   for (const auto& t : texts) {
     std::vector<int64_t> ids = tokenizer->encode_ids(t, traits.prompts_take_special_tokens);
     if (ids.empty()) throw Error(fmt::format("generate: prompt '{}' has no tokens", t));
-    if (o.max_input_length > 0 && int64_t(ids.size()) > o.max_input_length) ids.resize(o.max_input_length);
+    // A cut prompt is shown as what the model reads.
+    const bool cut = o.max_input_length > 0 && int64_t(ids.size()) > o.max_input_length;
+    if (cut) ids.resize(o.max_input_length);
+    shown.push_back(cut ? tokenizer->decode_ids(ids, false) : t);
     prompts.push_back(std::move(ids));
-    shown.push_back(t);
   }
   for (const auto& ids : o.prompt_ids) {
     prompts.push_back(parse_id_list(ids, "--prompt-ids"));
