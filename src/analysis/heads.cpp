@@ -1,6 +1,7 @@
 #include "attnkit/analysis/heads.h"
 
 #include "attnkit/error.h"
+#include "attnkit/io/atomic_file.h"
 #include "attnkit/models/prediction_metrics.h"
 #include "attnkit/progress.h"
 
@@ -511,9 +512,7 @@ PassStore::PassStore(std::string path, std::string settings) : path_(std::move(p
   if (!in) {  // a new store: its settings line first
     const auto parent = std::filesystem::path(path_).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
-    std::ofstream out(path_);
-    out << nlohmann::json{{"settings", settings}}.dump() << '\n';
-    if (!out.flush()) throw Error(fmt::format("{}: cannot write", path_));
+    io::write_file_atomically(path_, nlohmann::json{{"settings", settings}}.dump() + "\n");
     return;
   }
   std::vector<std::string> lines;
@@ -554,13 +553,9 @@ PassStore::PassStore(std::string path, std::string settings) : path_(std::move(p
   loaded_ = int64_t(passes_.size());
   if (good < lines.size()) {  // a torn last line (the process was killed while writing it): dropped
     in.close();
-    const std::string tmp = path_ + ".tmp";
-    {
-      std::ofstream out(tmp);
-      for (size_t i = 0; i < good; ++i) out << lines[i] << '\n';
-      if (!out.flush()) throw Error(fmt::format("{}: cannot write", tmp));
-    }
-    std::filesystem::rename(tmp, path_);
+    std::string kept;
+    for (size_t i = 0; i < good; ++i) kept += lines[i] + "\n";
+    io::write_file_atomically(path_, kept);
   }
 }
 

@@ -30,14 +30,13 @@ namespace {
 
 at::Tensor last_column(const at::Tensor& h) { return h.select(1, h.size(1) - 1); }
 
-// The prompts' checks every shape shares.
 // The positions the stack that reads the prompts holds (a learned or sinusoidal table); 0: no
 // limit (rotary or no positions).
 int64_t prompt_positions(const TransformerConfig& stack) {
   return stack.positions == layers::PositionEncoding::None ? 0 : stack.max_positions;
 }
 
-// Every prompt non-empty, its ids in the vocabulary and (positions > 0) no longer than the
+// The prompts' checks every shape shares: every prompt non-empty, its ids in the vocabulary and (positions > 0) no longer than the
 // position table, checked before any decoding with the prompt's number in the message.
 void check_prompts(const DecodingRequest& request, int64_t vocab, int64_t positions) {
   for (size_t p = 0; p < request.prompts.size(); ++p) {
