@@ -18,6 +18,7 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import sys
 
 sys.dont_write_bytecode = True
@@ -126,11 +127,38 @@ def summarize(bible, build):
         sys.exit(f"bible_linearize_results: no finished cell under {work}: nothing to report (the docs are kept)")
     return {
         "generated": f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC", "machine": machine(),
+        "over_seeds": over_seeds(cells),
         "teacher": {"bleu": teacher_bleu, "chrf": teacher_chrf, "heads": int(settings["model.heads"]),
                     "layers": int(settings["model.layers"]), "hidden": int(settings["model.hidden"]),
                     "steps": training_summary(os.path.join(bible, "run"))["steps"]},
         "test_verses": sum(1 for _ in open(ref)), "truncate": truncate, "cells": cells,
     }
+
+
+def over_seeds(cells):
+    """Per (kind, sites) run with more than one seed: the seeds, the mean and sample sd of student −
+    teacher over them, and how many seeds' paired intervals say worse / level / better."""
+    groups = {}
+    for c in cells:
+        groups.setdefault((c["kind"], tuple(c["sites"])), []).append(c)
+    out = []
+    for (kind, sites), runs in sorted(groups.items(), key=lambda g: (g[0][0], len(g[0][1]) < 3, g[0][1])):
+        if len(runs) < 2:
+            continue
+        runs.sort(key=lambda c: c["seed"])
+        d = [c["vs_teacher"]["difference"] for c in runs]
+        verdicts = ["level" if c["vs_teacher"]["verdict"] == "level" else "worse"
+                    if c["vs_teacher"]["difference"] < 0 else "better" for c in runs]
+        out.append({"kind": kind, "sites": list(sites), "seeds": [c["seed"] for c in runs],
+                    "differences": d, "mean": statistics.mean(d), "sd": statistics.stdev(d),
+                    "test_bleu": [c["test"]["bleu"] for c in runs],
+                    "verdicts": {v: verdicts.count(v) for v in ("worse", "level", "better") if v in verdicts}})
+    return out
+
+
+def site_text(sites):
+    return ("none: the teacher fine-tuned alike (control)" if not sites else "all three"
+            if len(sites) == 3 else ", ".join(SITE_NAMES.get(x, x) for x in sites))
 
 
 def bleu(x):
@@ -164,8 +192,7 @@ def markdown(s):
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in sorted(s["cells"], key=lambda c: (c["stage1"] is not None, c["kind"], len(c["sites"]) < 3, c["sites"],
                                                c.get("seed", 0))):
-        sites = ("none: the teacher fine-tuned alike (control)" if not c["sites"] else "all three"
-                 if len(c["sites"]) == 3 else ", ".join(SITE_NAMES.get(x, x) for x in c["sites"]))
+        sites = site_text(c["sites"])
         layers = (f" ({c['layers']})" if c["sites"] else "") + (f", seed {c['seed']}" if c.get("seed") else "")
         st1 = c["stage1"] or {"cpu_s": 0.0}
         loss = ("—" if c["stage1"] is None else f"{st1['held_out_before']:.3f} → {st1['held_out_after']:.3f}"
@@ -178,6 +205,17 @@ def markdown(s):
             f"{100 * c['test']['bleu'] / t['bleu']:.0f}% | {signed(v['difference'])} [{signed(v['low'])}, "
             f"{signed(v['high'])}] | {'level' if v['verdict'] == 'level' else 'worse' if v['difference'] < 0 else 'better'} | "
             f"{c['test']['identical_to_teacher']} of {s['test_verses']:,} |")
+    groups = s.get("over_seeds", [])
+    if groups:
+        lines += ["", "Over training seeds (the rows above with more than one seed): student − teacher's mean and "
+                  "sample standard deviation over the seeds, and each seed's verdict.", "",
+                  "| kind | sites converted | seeds | test BLEU per seed | student − teacher, mean ± sd | "
+                  "seeds' verdicts |", "|---|---|---|---|---|---|"]
+        for g in groups:
+            verdicts = ", ".join(f"{n} {v}" for v, n in g["verdicts"].items())
+            lines.append(f"| `{g['kind']}` | {site_text(g['sites'])} | {', '.join(str(x) for x in g['seeds'])} | "
+                         f"{' / '.join(bleu(b) for b in g['test_bleu'])} | {signed(g['mean'])} ± "
+                         f"{100 * g['sd']:.2f} | {verdicts} |")
     lines += ["", END, ""]
     return "\n".join(lines)
 

@@ -42,14 +42,19 @@ forward model(ids, logits_to_keep=1) under torch.inference_mode() with torch.set
 after a 64-token warm-up; llama.cpp on f32.gguf: eval of the prompt (n_batch 2048, n_ubatch 512,
 F32 KV cache). The first next token of every side is compared with attnkit's.
 Every cell is timed --repeats times (default 3, --quick 1) on every side and the fastest kept.
-Every process gets OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T."""
+Every process gets OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T.
+A full run (not --quick) writes docs/decode-smollm2.json and its tables in docs/decoding.md (between
+the decode-smollm2 markers; tests/python/test_docs_tables.py checks that the two agree);
+`$PY bench/decode_smollm2.py report` re-renders them from the JSON."""
 import argparse
+import datetime
 import json
 import os
 import sys
 import time
 
 from bench_process import run_or_exit, thread_env  # thread_env: OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T
+from gnu_time import render_from_json, replace_region, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -58,6 +63,9 @@ PROMPT = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trai
           "Face<|im_end|>\n<|im_start|>user\nWrite a short story about a lighthouse keeper who "
           "finds a message in a bottle.<|im_end|>\n<|im_start|>assistant\n")
 FORMAT = 1  # of the prepared directory
+JSON_PATH = os.path.join(ROOT, "docs", "decode-smollm2.json")
+DOC_PATH = os.path.join(ROOT, "docs", "decoding.md")
+BEGIN, END = "<!-- decode-smollm2:begin -->", "<!-- decode-smollm2:end -->"
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -317,7 +325,7 @@ def agreement(mine, theirs):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", nargs="?", default="bench", choices=["bench", "prepare", "peer", "f32gguf"])
+    parser.add_argument("command", nargs="?", default="bench", choices=["bench", "prepare", "peer", "f32gguf", "report"])
     parser.add_argument("--build", default="build")
     parser.add_argument("--gguf", default=GGUF)
     parser.add_argument("--dir", default="~/.cache/attnkit/bench/smollm2")
@@ -345,15 +353,13 @@ def main():
     prepare(a)
     if a.command == "prepare":
         return
+    if a.command == "report":
+        return render_from_json(JSON_PATH, DOC_PATH, BEGIN, END, markdown, "decode_smollm2")
     new_tokens = a.new_tokens or (32 if a.quick else 128)
     prefill_n = a.prefill_n or (512 if a.quick else 2048)
     thread_counts = [a.threads] if a.threads else ([2] if a.quick else [1, 2])
-    print(f"machine: {machine()}; load average (1, 5, 15 min) at the start: {load()}")
-    print(f"model: SmolLM2-135M-Instruct, {a.gguf} (Q4_1 linear layers, Q8_0 embedding); attnkit and "
-          f"CTranslate2 run its weights dequantized, in float32")
+    start_machine, start_load = machine(), load()
     prompt = prompt_ids(a, PROMPT)
-    print(f"prompt: one chat turn, {len(prompt)} ids (attnkit's tokenization, given to every side); "
-          f"{new_tokens} new tokens, no end token; best of {a.repeats} on every side")
     llama_note = ""
     if not a.llama_python:
         llama_note = ("no llama.cpp column: no llama-cpp-python venv (scripts/llamacpp_bench_venv.sh "
@@ -416,75 +422,91 @@ def main():
         prefill_rows.append(row)
         print(f"progress: prefill {json.dumps(row)}", file=sys.stderr, flush=True)
 
-    print("peers: " + "; ".join(f"{k}: {v}" for k, v in sorted(peers.items())))
-    if llama_note:
-        print(llama_note)
-    print("ids (attnkit's against each peer's, same prompt ids):")
-    for line in checks:
-        print("  " + line)
-    print()
-    decode_cols = ["ct2"] + ([c for c in ("llama_F32", "llama_Q4_1") if any(c in r for r in rows)])
+    result = {"date": f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC", "machine": start_machine,
+              "load_start": start_load, "load_end": load(), "new_tokens": new_tokens, "prefill_n": prefill_n,
+              "prompt_ids": len(prompt), "repeats": a.repeats, "quick": a.quick, "peers": peers,
+              "llama_note": llama_note, "checks": checks, "rows": rows, "prefill_rows": prefill_rows}
+    text = markdown(result)
+    print(text)
+    if not a.quick:  # a full run is the one docs/decoding.md reports
+        write_json(JSON_PATH, result)
+        replace_region(DOC_PATH, BEGIN, END, text)
+        print("decode_smollm2.py: wrote docs/decode-smollm2.json and docs/decoding.md", file=sys.stderr)
+
+
+def markdown(r):
+    """The docs/decoding.md region of a run, rendered from its JSON alone (test_docs_tables checks
+    it): machine, the ids checks, tokens/s and tokens/CPU-s tables, the prefill tables, targets."""
+    new_tokens, prefill_n, rows, prefill_rows = r["new_tokens"], r["prefill_n"], r["rows"], r["prefill_rows"]
+    out = [BEGIN, "",
+           f"Run {r['date']} by `bench/decode_smollm2.py`. Machine: {r['machine']}; load average (1, 5, 15 min) "
+           f"{r['load_start']} at the start, {r['load_end']} at the end. SmolLM2-135M-Instruct from its GGUF file "
+           "(Q4_1 linear layers, Q8_0 embedding); attnkit and CTranslate2 run its weights dequantized, in float32. "
+           f"Prompt: one chat turn, {r['prompt_ids']} ids (attnkit's tokenization, given to every side); "
+           f"{new_tokens} new tokens, no end token; best of {r['repeats']} on every side.", ""]
+    out.append("Peers: " + "; ".join(f"{k}: {v}" for k, v in sorted(r["peers"].items())) + "."
+               + (f" {r['llama_note'][0].upper()}{r['llama_note'][1:]}." if r["llama_note"] else ""))
+    out += ["", "Ids (attnkit's against each peer's, same prompt ids):", ""]
+    out += [f"- {line}" for line in r["checks"]]
+    decode_cols = ["ct2"] + ([c for c in ("llama_F32", "llama_Q4_1") if any(c in x for x in rows)])
     names = {"ct2": "CTranslate2", "llama_F32": "llama.cpp F32", "llama_Q4_1": "llama.cpp Q4_1",
              "sdpa": "transformers sdpa"}
 
     def decode_table(unit, suffix):
         """One row per cell: tokens per `unit` of attnkit and each peer, and attnkit / peer."""
-        print(f"| threads | decoding | attnkit tokens/{unit} | "
-              + " | ".join(f"{names[c]} tokens/{unit} | attnkit / {names[c]}" for c in decode_cols) + " |")
-        print("|---|---|---|" + "---|---|" * len(decode_cols))
-        for r in rows:
-            k = new_tokens / r["attnkit" + suffix]
-            line = f"| {r['threads']} | {'greedy' if r['beams'] == 1 else 'beam 4'} | {k:.1f} |"
+        lines = [f"| threads | decoding | attnkit tokens/{unit} | "
+                 + " | ".join(f"{names[c]} tokens/{unit} | attnkit / {names[c]}" for c in decode_cols) + " |",
+                 "|---|---|---|" + "---|---|" * len(decode_cols)]
+        for x in rows:
+            k = new_tokens / x["attnkit" + suffix]
+            line = f"| {x['threads']} | {'greedy' if x['beams'] == 1 else 'beam 4'} | {k:.1f} |"
             for c in decode_cols:
-                if c + suffix in r:
-                    x = new_tokens / r[c + suffix]
-                    line += f" {x:.1f} | {k / x:.2f}x |"
+                if c + suffix in x:
+                    y = new_tokens / x[c + suffix]
+                    line += f" {y:.1f} | {k / y:.2f}x |"
                 else:
                     line += " - | - |"
-            print(line)
+            lines.append(line)
+        return lines
 
-    decode_table("s", "")
-    print()
-    print("tokens/s = new tokens / seconds; attnkit's seconds: its process's prefill_s + decode_s "
-          "(--json timing; no load, no warm-up); the peers': their generate call, after a warm-up")
-    print()
-    print("CPU time (tokens per CPU-second, user + system of all the process's threads; the fair "
-          "measure on a loaded machine, where wall time also counts waiting for a core; with 2 "
-          "threads it also counts spin-waiting):")
-    decode_table("CPU-s", "_cpu")
-    print("attnkit's: its --json prefill_cpu_s + decode_cpu_s; the peers': time.process_time() "
-          "around the call")
+    out += [""] + decode_table("s", "") + [
+        "", "tokens/s = new tokens / seconds; attnkit's seconds: its process's prefill_s + decode_s "
+        "(--json timing; no load, no warm-up); the peers': their generate call, after a warm-up.", "",
+        "CPU time (tokens per CPU-second, user + system of all the process's threads; the fair "
+        "measure on a loaded machine, where wall time also counts waiting for a core; with 2 "
+        "threads it also counts spin-waiting):", ""] + decode_table("CPU-s", "_cpu") + [
+        "", "attnkit's: its --json prefill_cpu_s + decode_cpu_s; the peers': time.process_time() around the call."]
     if prefill_rows:
-        cols = [c for c in ("sdpa", "llama_F32") if any(c in r for r in prefill_rows)]
+        cols = [c for c in ("sdpa", "llama_F32") if any(c in x for x in prefill_rows)]
         for unit, suffix in (("seconds", ""), ("CPU seconds", "_cpu")):
-            print()
-            print(f"prefill, {prefill_n} tokens (Debian's English fortunes), batch 1, next-token "
-                  f"logits only; {unit} (best of {a.repeats}):")
-            print("| threads | attnkit | " + " | ".join(f"{names[c]} | attnkit / {names[c]}" for c in cols)
-                  + " | first token (attnkit" + "".join(f", {names[c]}" for c in cols) + ") |")
-            print("|---|---|" + "---|---|" * len(cols) + "---|")
-            for r in prefill_rows:
-                line = f"| {r['threads']} | {r['attnkit' + suffix]:.3f} |"
+            out += ["", f"Prefill, {prefill_n} tokens (Debian's English fortunes), batch 1, next-token "
+                    f"logits only; {unit} (best of {r['repeats']}):", "",
+                    "| threads | attnkit | " + " | ".join(f"{names[c]} | attnkit / {names[c]}" for c in cols)
+                    + " | first token (attnkit" + "".join(f", {names[c]}" for c in cols) + ") |",
+                    "|---|---|" + "---|---|" * len(cols) + "---|"]
+            for x in prefill_rows:
+                line = f"| {x['threads']} | {x['attnkit' + suffix]:.3f} |"
                 for c in cols:
-                    line += (f" {r[c + suffix]:.3f} | {r[c + suffix] / r['attnkit' + suffix]:.2f}x |"
-                             if c + suffix in r else " - | - |")
-                line += " " + ", ".join(str(r["first"].get(c, "-")) for c in ["attnkit"] + cols) + " |"
-                print(line)
-        print("(attnkit / peer = the peer's seconds over attnkit's: above 1 is attnkit faster; "
-              "attnkit's: --json prefill_s / prefill_cpu_s of generate --max-new-tokens 1)")
-    if not a.quick:
-        print()
-        for r in rows:
-            ratio, cpu = r["ct2"] / r["attnkit"], r["ct2_cpu"] / r["attnkit_cpu"]
-            print(f"target >= 1x CTranslate2 ({r['threads']} thread(s), "
-                  f"{'greedy' if r['beams'] == 1 else 'beam 4'}): {ratio:.2f}x {'PASS' if ratio >= 1 else 'MISS'} "
-                  f"(CPU time: {cpu:.2f}x)")
-        for r in prefill_rows:
-            if "sdpa" in r:
-                ratio, cpu = r["sdpa"] / r["attnkit"], r["sdpa_cpu"] / r["attnkit_cpu"]
-                print(f"target prefill >= 1.2x sdpa ({r['threads']} thread(s), n = {prefill_n}): "
-                      f"{ratio:.2f}x {'PASS' if ratio >= 1.2 else 'MISS'} (CPU time: {cpu:.2f}x)")
-    print(f"load average (1, 5, 15 min) at the end: {load()}")
+                    line += (f" {x[c + suffix]:.3f} | {x[c + suffix] / x['attnkit' + suffix]:.2f}x |"
+                             if c + suffix in x else " - | - |")
+                line += " " + ", ".join(str(x["first"].get(c, "-")) for c in ["attnkit"] + cols) + " |"
+                out.append(line)
+        out += ["", "(attnkit / peer = the peer's seconds over attnkit's: above 1 is attnkit faster; "
+                "attnkit's: --json prefill_s / prefill_cpu_s of generate --max-new-tokens 1.)"]
+    if not r["quick"]:
+        out.append("")
+        for x in rows:
+            ratio, cpu = x["ct2"] / x["attnkit"], x["ct2_cpu"] / x["attnkit_cpu"]
+            out.append(f"- target >= 1x CTranslate2 ({x['threads']} thread(s), "
+                       f"{'greedy' if x['beams'] == 1 else 'beam 4'}): {ratio:.2f}x {'PASS' if ratio >= 1 else 'MISS'} "
+                       f"(CPU time: {cpu:.2f}x)")
+        for x in prefill_rows:
+            if "sdpa" in x:
+                ratio, cpu = x["sdpa"] / x["attnkit"], x["sdpa_cpu"] / x["attnkit_cpu"]
+                out.append(f"- target prefill >= 1.2x sdpa ({x['threads']} thread(s), n = {prefill_n}): "
+                           f"{ratio:.2f}x {'PASS' if ratio >= 1.2 else 'MISS'} (CPU time: {cpu:.2f}x)")
+    out += ["", END, ""]
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """Helpers of the scripts that train cells under `/usr/bin/time -v -o FILE` (bench/listops_results.py,
 bench/lra_results.py, bench/pretrain_results.py, bench/pretrained_heads_results.py): the numbers of
 its reports, the machine line of their tables, an atomic JSON write and the rewrite of a doc's
-generated part."""
+generated part (and its re-rendering from the JSON alone)."""
 import json
 import os
 import platform
 import re
+import sys
 
 
 def read_gnu_time(path):
@@ -74,3 +75,13 @@ def replace_region(path, begin, end, block):
     with open(path + ".tmp", "w") as f:
         f.write(text)
     os.replace(path + ".tmp", path)
+
+
+def render_from_json(json_path, doc_path, begin, end, markdown, who):
+    """--report-only of a driver: its region of doc_path re-rendered by markdown(JSON) from
+    json_path; a one-line exit when no run has written that JSON yet."""
+    if not os.path.exists(json_path):
+        sys.exit(f"{who}: --report-only renders {os.path.relpath(json_path, os.path.dirname(os.path.dirname(doc_path)))}, "
+                 "which no run has written yet")
+    with open(json_path) as f:
+        replace_region(doc_path, begin, end, markdown(json.load(f)))

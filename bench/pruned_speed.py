@@ -11,7 +11,10 @@ same prompt ids.
     /usr/bin/python3 bench/pruned_speed.py --build build --heads-json runs/smollm2-heads/heads/heads.json
         [--groups 5 45] [--threads 1] [--new-tokens 128] [--prefill-n 1024] [--rounds 5]
 
-Writes docs/pruned-speed.json; prints a table. Timings are attnkit's own (--json "timing":
+    /usr/bin/python3 bench/pruned_speed.py --report-only   # re-render the docs from the JSON
+
+Writes docs/pruned-speed.json and its table in docs/analysis.md (between the pruned-speed markers;
+tests/python/test_docs_tables.py checks that the two agree). Timings are attnkit's own (--json "timing":
 prefill_s, decode_s, measured inside the process). The per-round speed-up is unpruned time over
 pruned time; the table gives its median and [min, max] over the rounds."""
 import argparse
@@ -26,7 +29,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from bench_process import run_or_exit, thread_env  # noqa: E402
-from gnu_time import write_json  # noqa: E402
+from gnu_time import render_from_json, replace_region, write_json  # noqa: E402
+
+JSON_PATH = os.path.join(ROOT, "docs", "pruned-speed.json")
+DOC_PATH = os.path.join(ROOT, "docs", "analysis.md")
+BEGIN, END = "<!-- pruned-speed:begin -->", "<!-- pruned-speed:end -->"
 
 GGUF = os.path.expanduser("~/.cache/attnkit/weights/smollm2-135m-instruct.gguf")
 PROMPT = ("<|im_start|>user\nWrite a short story about a lighthouse keeper who finds a message in a "
@@ -79,7 +86,10 @@ def main():
     p.add_argument("--prefill-n", type=int, default=1024, help="prompt tokens of the prefill cell")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--work", default=os.path.expanduser("~/.cache/attnkit/bench/pruned"))
+    p.add_argument("--report-only", action="store_true", help="re-render docs/analysis.md from docs/pruned-speed.json")
     a = p.parse_args()
+    if a.report_only:
+        return render_from_json(JSON_PATH, DOC_PATH, BEGIN, END, markdown, "pruned_speed")
     attnkit = os.path.join(a.build, "attnkit")
     os.makedirs(a.work, exist_ok=True)
     models = {"unpruned": os.path.join(a.work, "unpruned")}
@@ -113,19 +123,41 @@ def main():
               "cells": {name: {"decode_s": [c["decode_s"] for c in cell["decode"]],
                                "prefill_s": [c["prefill_s"] for c in cell["prefill"]]}
                         for name, cell in cells.items()}}
-    write_json(os.path.join(ROOT, "docs", "pruned-speed.json"), result)
+    write_json(JSON_PATH, result)
+    print(markdown(result))
+    replace_region(DOC_PATH, BEGIN, END, markdown(result))
+    print("pruned_speed.py: wrote docs/pruned-speed.json and docs/analysis.md")
+
+
+def markdown(result):
+    """The docs/analysis.md region of a run (rendered from its JSON alone; test_docs_tables checks it)."""
     base = result["cells"]["unpruned"]
-    print(f"SmolLM2-135M, {a.threads} thread(s), {isa}; greedy {a.new_tokens} tokens after {len(short)} prompt "
-          f"tokens; prefill of {len(long)} tokens; {a.rounds} alternating rounds")
-    print("| model | decode s (median) | speed-up [min, max] | prefill s (median) | speed-up [min, max] |")
-    print("|---|---|---|---|---|")
+    removed = "; ".join(f"{count} groups: " + ", ".join(f"L{layer} g{'+'.join(map(str, gs))}" for layer, gs in
+                                                        sorted(groups.items(), key=lambda x: int(x[0])))
+                        for count, groups in result["removed_groups"].items())
+    lines = [BEGIN, "",
+             f"SmolLM2-135M-Instruct (its GGUF file converted to attnkit's format, float32), the least important "
+             f"key/value groups by the group importance of `scripts/pretrained_heads.sh smollm2` (validation verses) "
+             f"removed physically by `attnkit prune` (at least one group kept per layer; removed: {removed}). "
+             f"`attnkit generate --json` timings (measured inside the process), {result['threads']} thread(s), "
+             f"{result['isa']}: greedy decoding of {result['new_tokens']} new tokens after a "
+             f"{result['prompt_tokens']}-token chat prompt, and the prefill of {result['prefill_tokens']} prompt "
+             f"tokens; {result['rounds']} rounds, every model once per round, one process per run; load average "
+             f"{result['load_average_end']:.2f} at the end. Speed-up = unpruned time / pruned time per round: "
+             f"median [min, max] over the rounds. Run {result['date']} by `/usr/bin/python3 bench/pruned_speed.py "
+             "--build build`.", "",
+             "| model | decode s (median) | decode speed-up [min, max] | prefill s (median) | prefill speed-up [min, max] |",
+             "|---|---|---|---|---|"]
     for name, c in result["cells"].items():
-        row = [f"| {name} "]
+        row = [f"| {name} removed" if name != "unpruned" else "| unpruned"]
         for key in ("decode_s", "prefill_s"):
             ratios = [b / x for b, x in zip(base[key], c[key])]
-            row.append(f"| {statistics.median(c[key]):.3f} | {statistics.median(ratios):.2f}× "
-                       f"[{min(ratios):.2f}, {max(ratios):.2f}] ")
-        print("".join(row) + "|")
+            row.append(f" | {statistics.median(c[key]):.3f} | " +
+                       ("—" if name == "unpruned" else
+                        f"{statistics.median(ratios):.2f}× [{min(ratios):.2f}, {max(ratios):.2f}]"))
+        lines.append("".join(row) + " |")
+    lines += ["", END, ""]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

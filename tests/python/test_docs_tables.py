@@ -4,8 +4,8 @@ drivers write from their JSON (bench/lra_results.py: docs/lra-results.json betwe
 lra-results markers; bench/pretrain_results.py: docs/pretrain-results.json between the
 pretrain-results markers), of docs/analysis.md that bench/pretrained_heads_results.py writes
 from docs/pretrained-heads.json (between the pretrained-heads markers), and of
-docs/training-benchmarks.md that bench/train_compare.py writes from docs/training-benchmarks.json, must be exactly what the
-driver's markdown() renders from that JSON now. A table edited by hand, a JSON changed without the table, or a renderer changed without
+docs/training-benchmarks.md that bench/train_compare.py writes from docs/training-benchmarks.json
+(and the other drivers' regions the tests below name), must be exactly what the driver's markdown() renders from that JSON now. A table edited by hand, a JSON changed without the table, or a renderer changed without
 re-rendering fails here; the message names the first differing line. Fix: run the driver with
 --report-only (it re-renders from the finished cells) and commit both files."""
 import difflib
@@ -82,21 +82,21 @@ class DocsTables(unittest.TestCase):
                          f"docs/{doc_name} differs from bench/{name}.py's rendering of "
                          f"{os.path.relpath(json_path, ROOT)}; run it with --report-only")
 
-    def test_pretrained_heads_tables_are_their_json(self):
-        path = os.path.join(ROOT, "docs", "pretrained-heads.json")
-        self.check_optional("pretrained_heads_results", "analysis.md", path, "<!-- pretrained-heads:begin -->")
+    # The generated regions that exist once their driver has run: (driver, doc, JSON, first line).
+    OPTIONAL_REGIONS = (
+        ("pretrained_heads_results", "analysis.md", "pretrained-heads.json", "<!-- pretrained-heads:begin -->"),
+        ("bible_heads_results", "analysis.md", "bible-heads.json", "<!-- bible-heads:begin -->"),
+        ("bible_linearize_results", "analysis.md", "bible-linearize.json", "<!-- bible-linearize:begin -->"),
+        ("pruned_speed", "analysis.md", "pruned-speed.json", "<!-- pruned-speed:begin -->"),
+        ("linearized_decode", "analysis.md", "linearized-decode.json", "<!-- linearized-decode:begin -->"),
+        ("decode_smollm2", "decoding.md", "decode-smollm2.json", "<!-- decode-smollm2:begin -->"),
+        ("train_compare", "training-benchmarks.md", "training-benchmarks.json", "<!-- train-benchmarks:begin -->"),
+    )
 
-    def test_bible_heads_tables_are_their_json(self):
-        path = os.path.join(ROOT, "docs", "bible-heads.json")
-        self.check_optional("bible_heads_results", "analysis.md", path, "<!-- bible-heads:begin -->")
-
-    def test_bible_linearize_table_is_its_json(self):
-        path = os.path.join(ROOT, "docs", "bible-linearize.json")
-        self.check_optional("bible_linearize_results", "analysis.md", path, "<!-- bible-linearize:begin -->")
-
-    def test_training_benchmarks_are_their_json(self):
-        path = os.path.join(ROOT, "docs", "training-benchmarks.json")
-        self.check_optional("train_compare", "training-benchmarks.md", path, "<!-- train-benchmarks:begin -->")
+    def test_optional_regions_are_their_json(self):
+        for name, doc_name, json_name, marker in self.OPTIONAL_REGIONS:
+            with self.subTest(driver=name):
+                self.check_optional(name, doc_name, os.path.join(ROOT, "docs", json_name), marker)
 
     def test_mlm_step_table_is_its_json(self):
         path = os.path.join(ROOT, "docs", "mlm-benchmarks.json")
