@@ -3,8 +3,8 @@
 //   - On a terminal: one status line redrawn with '\r' (at most ~10 times a second, and at every
 //     log_every-th unit and the last):
 //       [=========>          ]  450/1000  45%  ETA 1m12s  <detail>
-//   - Otherwise (plain_lines): a line every log_every units and at the last one; nothing when
-//     plain_lines is false.
+//   - Otherwise (plain_lines): a line every log_every units, every log_seconds seconds when set,
+//     and at the last one; nothing when plain_lines is false.
 //   - quiet: nothing (timing and rates are still measured).
 // Notes are printed as their own lines in both modes. Timing starts at the first update: that
 // unit's time is not measured, so the ETA and the rate ignore start-up work.
@@ -22,6 +22,9 @@ struct ProgressOptions {
   std::string unit;         // what a unit is ("forward passes"), the default detail
   int64_t log_every = 10;   // plain lines and forced redraws; <= 0 means only the last unit
   bool plain_lines = true;  // off a terminal: plain lines (false: print nothing)
+  // Off a terminal, with plain_lines: also a line once this many seconds have passed since the
+  // previous line (or the first update); 0 = off. For work whose units are many and short.
+  double log_seconds = 0;
   bool quiet = false;
   std::optional<bool> terminal;  // default: isatty(out)
 };
@@ -62,6 +65,7 @@ class ProgressReporter {
   bool bar_open_ = false;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
+  std::chrono::steady_clock::time_point last_line_;  // the latest plain line (or the first update)
   int64_t first_done_ = -1;  // units done before the first update()
   int64_t done_ = 0;
   int64_t count_ = 0;

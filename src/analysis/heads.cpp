@@ -13,6 +13,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -79,23 +80,43 @@ double evaluate(HeadTask& task, const HeadMask& mask) {
   return metric;
 }
 
+// JSON has no NaN or infinity (nlohmann writes null): a pass's non-finite numbers are stored as
+// the strings "nan", "inf" and "-inf" and read back as such.
+nlohmann::json stored_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+double read_number(const nlohmann::json& j) {
+  if (!j.is_string()) return j.get<double>();
+  const std::string text = j.get<std::string>();
+  if (text == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (text == "inf") return std::numeric_limits<double>::infinity();
+  if (text == "-inf") return -std::numeric_limits<double>::infinity();
+  throw Error(fmt::format("\"{}\" is not a number", text));
+}
+
 nlohmann::json pass_json(const std::string& key, const MetricPass& pass) {
-  nlohmann::json j = {{"mask", key}, {"metric", pass.metric}, {"loss", nullptr}, {"cpu_s", pass.cpu_seconds}};
-  if (pass.loss) j["loss"] = *pass.loss;
+  nlohmann::json j = {{"mask", key}, {"metric", stored_number(pass.metric)}, {"loss", nullptr},
+                      {"cpu_s", pass.cpu_seconds}};
+  if (pass.loss) j["loss"] = stored_number(*pass.loss);
+  nlohmann::json values = nlohmann::json::array();
+  for (double v : pass.items.values) values.push_back(stored_number(v));
   j["items"] = {{"metric", static_cast<int>(pass.items.metric)}, {"width", pass.items.width},
-                {"values", pass.items.values}};
+                {"values", std::move(values)}};
   return j;
 }
 
 MetricPass pass_from_json(const nlohmann::json& j) {
   MetricPass pass;
-  pass.metric = j.at("metric").get<double>();
+  pass.metric = read_number(j.at("metric"));
   pass.cpu_seconds = j.value("cpu_s", 0.0);
-  if (!j.at("loss").is_null()) pass.loss = j.at("loss").get<double>();
+  if (!j.at("loss").is_null()) pass.loss = read_number(j.at("loss"));
   const auto& items = j.at("items");
   pass.items.metric = static_cast<metrics::SummedMetric>(items.at("metric").get<int>());
   pass.items.width = items.at("width").get<size_t>();
-  pass.items.values = items.at("values").get<std::vector<double>>();
+  for (const auto& v : items.at("values")) pass.items.values.push_back(read_number(v));
   return pass;
 }
 

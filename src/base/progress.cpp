@@ -43,6 +43,7 @@ void ProgressReporter::update(int64_t done, int64_t count, const ProgressDetail&
   if (first_done_ < 0) {
     first_done_ = done - 1;
     start_ = now;  // the first unit starts the clock; its items are not counted
+    last_line_ = now;
   } else {
     count_ += count;
   }
@@ -57,7 +58,10 @@ void ProgressReporter::update(int64_t done, int64_t count, const ProgressDetail&
     }
     return;
   }
-  if (options_.plain_lines && (last || every)) {
+  const bool due = options_.log_seconds > 0 &&
+                   std::chrono::duration<double>(now - last_line_).count() >= options_.log_seconds;
+  if (options_.plain_lines && (last || every || due)) {
+    last_line_ = now;
     const std::string line =
         detail ? detail(ProgressStyle::Line)
                : fmt::format("{}/{} {}, ETA {}", done, options_.total, options_.unit,

@@ -5,6 +5,7 @@
 #include "attnkit/ops/linear_attention.h"
 #include "attnkit/ops/masks.h"
 #include "attnkit/ops/recurrent.h"
+#include "attnkit/ops/rotary.h"
 #include "attnkit/ops/softmax_attention.h"
 
 #include <ATen/ATen.h>
@@ -12,6 +13,7 @@
 
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace attnkit::decode {
@@ -156,6 +158,14 @@ class FeatureState : public layers::AttentionCache {
                     const at::Tensor& kh, const at::Tensor& vh, const StepInputs& step) override {
     const int64_t B = kh.size(0), n = kh.size(2);
     check_horizon(length_, n, horizon_);
+    if (step.rotary.cos.defined()) {
+      if (cosformer_)
+        throw Error("decode: cosformer with rotary positions has no cached form yet (the linear kinds "
+                    "have one)");
+      at::Tensor out = rotary_attend(attention.feature_map(), qh, kh, vh, step);
+      length_ += n;
+      return out;
+    }
     at::Tensor phi_q, phi_k;
     if (cosformer_) {
       // Column c (0-based) sits at position c + 1, angle π/2 · (c + 1) / M with M = horizon.
@@ -175,18 +185,71 @@ class FeatureState : public layers::AttentionCache {
   }
 
   void select_rows(const at::Tensor& index) override {
-    if (sums_.defined()) sums_ = sums_.index_select(0, index);
+    for (at::Tensor* t : {&sums_, &numerator_, &denominator_})
+      if (t->defined()) *t = t->index_select(0, index);
   }
   int64_t length() const override { return length_; }
   int64_t bytes() const override {
-    return sums_.defined() ? sums_.numel() * static_cast<int64_t>(sums_.element_size()) : 0;
+    int64_t total = 0;
+    for (const at::Tensor* t : {&sums_, &numerator_, &denominator_})
+      if (t->defined()) total += t->numel() * static_cast<int64_t>(t->element_size());
+    return total;
   }
   std::string name() const override { return cosformer_ ? "cosformer-state" : "linear-state"; }
 
  private:
+  // Linear attention with rotary positions (RoFormer section 3.4, ops::rotary_linear_attention):
+  // the rotation enters the numerator only, so the state is two sums, the rotated numerator
+  // Σ_j (R_j φ(k_j)) v_jᵀ [B, H, m, dv] and the unrotated denominator Σ_j φ(k_j) [B, H, m]. The new
+  // columns go through in chunks of kChunk (a masked chunk × chunk product within a chunk, the
+  // sums before it), as the parallel causal op computes them.
+  at::Tensor rotary_attend(const ops::FeatureMap& map, const at::Tensor& qh, const at::Tensor& kh,
+                           const at::Tensor& vh, const StepInputs& step) {
+    constexpr int64_t kChunk = 64;
+    constexpr double kEpsilon = 1e-6;  // linear attention's (AddEpsilon)
+    const int64_t B = kh.size(0), n = kh.size(2);
+    const at::Tensor phi_q = map.apply(qh);
+    const at::Tensor phi_k = map.apply(kh) * step.valid.to(qh.scalar_type()).view({B, 1, n, 1});
+    const at::Tensor rq = ops::apply_rotary(phi_q, step.rotary), rk = ops::apply_rotary(phi_k, step.rotary);
+    if (!numerator_.defined()) {
+      numerator_ = at::zeros({B, phi_q.size(1), phi_q.size(3), vh.size(3)}, vh.options());
+      denominator_ = at::zeros({B, phi_q.size(1), phi_q.size(3)}, vh.options());
+    }
+    const auto take = [&](const at::Tensor& keys, const at::Tensor& rotated, const at::Tensor& values) {
+      numerator_ = numerator_ + at::matmul(rotated.transpose(2, 3), values);
+      denominator_ = denominator_ + keys.sum(2);
+    };
+    const auto from_sums = [&](const at::Tensor& q_rot, const at::Tensor& q) {
+      return std::make_pair(at::matmul(q_rot, numerator_),
+                            at::matmul(q, denominator_.unsqueeze(3)).squeeze(3));
+    };
+    if (!step.causal)  // a bidirectional segment (UniLM, prefix LM): the forward takes none either
+      throw Error("decode: linear attention with rotary positions decodes causal columns only");
+    std::vector<at::Tensor> out;
+    for (int64_t s = 0; s < n; s += kChunk) {
+      const int64_t c = std::min(kChunk, n - s);
+      const at::Tensor q_rot = rq.narrow(2, s, c), k_rot = rk.narrow(2, s, c);
+      const at::Tensor q = phi_q.narrow(2, s, c), k = phi_k.narrow(2, s, c), v = vh.narrow(2, s, c);
+      auto [numerator, denominator] = from_sums(q_rot, q);
+      at::Tensor rotated_scores = at::matmul(q_rot, k_rot.transpose(2, 3));
+      at::Tensor scores = at::matmul(q, k.transpose(2, 3));
+      if (c > 1) {
+        const at::Tensor later = at::ones({c, c}, qh.options().dtype(at::kBool)).triu(1);
+        rotated_scores = rotated_scores.masked_fill(later, 0);
+        scores = scores.masked_fill(later, 0);
+      }
+      numerator = numerator + at::matmul(rotated_scores, v);
+      denominator = denominator + scores.sum(3);
+      out.push_back(numerator / (denominator + kEpsilon).unsqueeze(3));
+      take(k, k_rot, v);
+    }
+    return out.size() == 1 ? out[0] : at::cat(out, 2);
+  }
+
   bool cosformer_;
   int64_t horizon_ = 0, length_ = 0;
-  at::Tensor sums_;  // [B, H, m, dv + 1]
+  at::Tensor sums_;                     // [B, H, m, dv + 1]
+  at::Tensor numerator_, denominator_;  // with rotary positions (rotary_attend)
 };
 
 }  // namespace

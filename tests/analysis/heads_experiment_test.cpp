@@ -61,8 +61,13 @@ void save_grouped_lm(const fs::path& dir, uint64_t seed) {
 // Every data file is the same 12 random examples of 6 tokens (the last two padding in half).
 analysis::HeadsInputs fixed_data(const std::string& path, const std::string&,
                                  const io::LoadedModel&) {
-  if (path == "empty") return {torch::zeros({0, 1}, torch::kLong), torch::zeros({0, 1}, torch::kLong),
-                               torch::zeros({0}, torch::kLong), 0};
+  if (path == "empty") {
+    analysis::HeadsInputs none;
+    none.input_ids = torch::zeros({0, 1}, torch::kLong);
+    none.attention_mask = torch::zeros({0, 1}, torch::kLong);
+    none.labels = torch::zeros({0}, torch::kLong);
+    return none;
+  }
   torch::manual_seed(99);
   analysis::HeadsInputs d;
   d.input_ids = torch::randint(1, 20, {12, 6}, torch::kLong);

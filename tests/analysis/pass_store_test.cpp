@@ -1,7 +1,8 @@
 // The store of metric passes that lets an interrupted `attnkit analyze heads` resume
-// (analysis::PassStore): passes round-trip through the file exactly, a stored pass is not
-// computed again, a torn last line (a killed process) is dropped and the file stays appendable,
-// and a file of other settings or with a bad line before the last is a one-line error.
+// (analysis::PassStore): passes round-trip through the file exactly (non-finite numbers too), a
+// stored pass is not computed again, a torn last line (a killed process) is dropped and the file
+// stays appendable, and a file of other settings or with a bad line before the last is a one-line
+// error.
 #include "attnkit/analysis/heads.h"
 #include "attnkit/error.h"
 
@@ -10,8 +11,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace attnkit {
@@ -73,6 +76,35 @@ TEST(PassStore, PassesRoundTripAndAreNotComputedTwice) {
   EXPECT_EQ(*again.latest.loss, 1.0 / 3.0 + 2);  // doubles exactly as written
   EXPECT_EQ(again.latest.items.values, (std::vector<double>{2, 2, 0.2, 1}));
   EXPECT_EQ(again.latest.items.width, 2u);
+}
+
+// JSON has no NaN or infinity: a diverged pass (NaN metric, infinite loss, NaN items) is stored
+// and read back as such, not as null (which would make the line unreadable on resume).
+TEST(PassStore, NonFiniteNumbersRoundTrip) {
+  StoreFile f;
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  {
+    PassStore store(f.path, "settings A");
+    store.metric = [&] { return nan; };
+    store.metric_loss = [&] { return inf; };
+    store.metric_items = [&] {
+      metrics::ItemStatistics items;
+      items.metric = metrics::SummedMetric::kAccuracy;
+      items.width = 2;
+      items.values = {nan, -inf, 1.5, 2.0};
+      return items;
+    };
+    EXPECT_TRUE(std::isnan(store.evaluate("1,1")));
+  }
+  PassStore again(f.path, "settings A");
+  again.metric = [] { return 0.0; };  // not called: the pass is stored
+  EXPECT_EQ(again.loaded(), 1);
+  EXPECT_TRUE(std::isnan(again.evaluate("1,1")));
+  EXPECT_EQ(*again.latest.loss, inf);
+  ASSERT_EQ(again.latest.items.values.size(), 4u);
+  EXPECT_TRUE(std::isnan(again.latest.items.values[0]));
+  EXPECT_EQ(again.latest.items.values[1], -inf);
+  EXPECT_EQ(again.latest.items.values[2], 1.5);
 }
 
 TEST(PassStore, TornLastLineIsDroppedAndTheFileStaysAppendable) {

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -46,6 +48,28 @@ ProgressOptions options(int64_t total, bool terminal) {
   o.log_every = 2;
   o.terminal = terminal;
   return o;
+}
+
+// log_seconds adds a line once that much time has passed since the previous one: none before it
+// (an hour), one per unit when every unit takes longer (2 ms units, 1 ms).
+TEST(Progress, PlainLinesEveryLogSeconds) {
+  ProgressOptions o = options(4, false);
+  o.log_every = 0;
+  o.log_seconds = 3600;
+  EXPECT_EQ(lines_of(captured(o, [](ProgressReporter& p) {
+              for (int i = 0; i < 4; ++i) p.tick();
+            })).size(),
+            1u);  // the last unit's line only
+  o.log_seconds = 0.001;
+  const auto lines = lines_of(captured(o, [](ProgressReporter& p) {
+    for (int i = 0; i < 4; ++i) {
+      p.tick();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }));
+  ASSERT_EQ(lines.size(), 3u);  // units 2, 3, 4 (the first update starts the clock)
+  EXPECT_EQ(lines[0].rfind("2/4 forward passes", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[2].rfind("4/4 forward passes", 0), 0u) << lines[2];
 }
 
 TEST(Progress, PlainLinesEveryLogEveryUnitsAndAtTheLast) {

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 namespace {
 
 using namespace attnkit::analysis;
@@ -22,7 +25,15 @@ HeadsAnalysis three_sites() {
                             {0.30, 0.30, 0.29}, {0.01, 0.02, 0.12}, {0.22, 0.00, 0.00}};
   PruningProfile p;
   p.order = PruningOrder::Importance;
-  p.steps = {{0.0, 0, 0.30, {0, 0, 0}}, {0.5, 8, 0.21, {3, 4, 1}}, {1.0, 10, 0.02, {2, 4, 4}}};
+  const auto step = [](double fraction, int64_t pruned, double metric, std::vector<int64_t> by_site) {
+    PruningStep s;
+    s.fraction = fraction;
+    s.pruned = pruned;
+    s.metric = metric;
+    s.pruned_by_site = std::move(by_site);
+    return s;
+  };
+  p.steps = {step(0.0, 0, 0.30, {0, 0, 0}), step(0.5, 8, 0.21, {3, 4, 1}), step(1.0, 10, 0.02, {2, 4, 4})};
   PruningProfile random = p;
   random.order = PruningOrder::Random;
   random.steps[1].pruned_by_site = {9, 9, 9};  // must not be the one shown

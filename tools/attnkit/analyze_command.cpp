@@ -156,8 +156,9 @@ int run_collapse(const CollapseCommand& c, const GlobalOptions& global) {
 
   ProgressOptions progress_options;
   progress_options.unit = "forward passes";
-  progress_options.log_every = 0;        // redraw at most ~10 times a second
-  progress_options.plain_lines = false;  // a bar on a terminal, nothing in logs
+  progress_options.log_every = 0;  // redraw at most ~10 times a second
+  // A bar on a terminal; in a log a line a minute (a trained model's analysis takes many minutes).
+  progress_options.log_seconds = 60;
   progress_options.quiet = global.quiet;
   ProgressReporter progress(progress_options);
   fs::create_directories(c.out);

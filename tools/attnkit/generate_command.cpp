@@ -185,13 +185,7 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
       decode::GenerationTimes part;
       auto out = decode::run_generation(slice, o.json ? &part : nullptr);
       for (auto& r : out) results.push_back(std::move(r));
-      times.prefill_seconds += part.prefill_seconds;
-      times.prefill_cpu_seconds += part.prefill_cpu_seconds;
-      times.decode_seconds += part.decode_seconds;
-      times.decode_cpu_seconds += part.decode_cpu_seconds;
-      times.prompt_tokens += part.prompt_tokens;
-      times.new_tokens += part.new_tokens;
-      times.decode_steps += part.decode_steps;
+      times += part;
     }
   }
 

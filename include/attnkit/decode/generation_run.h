@@ -81,6 +81,18 @@ struct GenerationTimes {
   int64_t prompt_tokens = 0;  // ids of all prompts (an encoder-decoder's: its sources)
   int64_t new_tokens = 0;     // ids of all returned sequences (an EOS that ended one included)
   int64_t decode_steps = 0;   // forwards after the prefill's
+
+  // Adds another generation's times and counts (consecutive generations of one command).
+  GenerationTimes& operator+=(const GenerationTimes& o) {
+    prefill_seconds += o.prefill_seconds;
+    prefill_cpu_seconds += o.prefill_cpu_seconds;
+    decode_seconds += o.decode_seconds;
+    decode_cpu_seconds += o.decode_cpu_seconds;
+    prompt_tokens += o.prompt_tokens;
+    new_tokens += o.new_tokens;
+    decode_steps += o.decode_steps;
+    return *this;
+  }
 };
 
 // Generates in eval mode without gradients through the model's decoding entry

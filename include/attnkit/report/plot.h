@@ -4,6 +4,7 @@
 // the directory is removed afterwards. Titles and labels are quoted for gnuplot (no enhanced-text
 // markup, so "_" and "^" print as they are).
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnkit::report {
@@ -16,6 +17,10 @@ struct Series {
 };
 
 struct LinePlot {
+  LinePlot() = default;
+  LinePlot(std::string title_, std::string x_label_, std::string y_label_, bool log_y_ = false)
+      : title(std::move(title_)), x_label(std::move(x_label_)), y_label(std::move(y_label_)), log_y(log_y_) {}
+
   std::string title;
   std::string x_label;
   std::string y_label;
