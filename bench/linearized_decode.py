@@ -117,7 +117,10 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     teacher, student, train_text = prepare(attnkit, a.work, a.threads, a.transfer_steps)
     prompt = long_prompt(train_text, 2 * a.prompt_tokens)  # ~1.3 tokens per word: more than enough
-    config = json.load(open(os.path.join(teacher, "config.json")))
+    model = json.load(open(os.path.join(teacher, "config.json")))["model"]  # attnkit's format
+    shape = {"layers": model["layers"], "heads": model["heads"],
+             "kv_heads": model["attention"].get("kv_heads") or model["heads"],
+             "head_dim": model["attention"].get("key_size") or model["hidden"] // model["heads"]}
     models = {"softmax (teacher)": teacher, f"{KIND} (student)": student}
     lengths = {"short": a.short_tokens, "long": a.prompt_tokens}
     runs = {m: {k: [] for k in lengths} for m in models}
@@ -131,9 +134,7 @@ def main():
         "date": f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC", "isa": isa, "threads": a.threads,
         "rounds": a.rounds, "new_tokens": a.new_tokens, "prompt_tokens": lengths,
         "load_average_end": os.getloadavg()[0],
-        "model": {"layers": config["num_hidden_layers"], "heads": config["num_attention_heads"],
-                  "kv_heads": config.get("num_key_value_heads", config["num_attention_heads"]),
-                  "head_dim": config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]},
+        "model": shape,
         "student": {"kind": KIND, "transfer_steps": a.transfer_steps,
                     "held_out_before": transfer["total"]["initial"], "held_out_after": transfer["total"]["final"]},
         "runs": runs,
@@ -150,6 +151,8 @@ def markdown(r):
     short, long = r["prompt_tokens"]["short"], r["prompt_tokens"]["long"]
     n = r["new_tokens"]
     kv_mib = m["layers"] * 2 * m["kv_heads"] * m["head_dim"] * (long + n) * 4 / 2 ** 20
+    features = 2 * m["head_dim"]  # hedgehog at M = head size: [softmax(Wx + b), softmax(-Wx - b)]
+    state_mib = m["layers"] * m["heads"] * features * (m["head_dim"] + 1) * 4 / 2 ** 20
     s = r["student"]
     lines = [BEGIN, "",
              f"SmolLM2-135M-Instruct ({m['layers']} layers, {m['heads']} query heads in {m['kv_heads']} key/value "
@@ -160,7 +163,9 @@ def markdown(r):
              f"so the last step attends over {short + n} or {long + n} positions; {r['threads']} thread(s), "
              f"{r['isa']}; {r['rounds']} rounds, one process per run, alternating; medians, [min, max] for the "
              f"ratios. The softmax KV cache at {long + n} positions is {kv_mib:.0f} MiB ({m['layers']} layers × 2 × "
-             f"{m['kv_heads']} heads × {m['head_dim']} × {long + n} floats). Run {r['date']} (load average "
+             f"{m['kv_heads']} heads × {m['head_dim']} × {long + n} floats); the student's state is {state_mib:.1f} MiB "
+             f"at any length ({m['layers']} layers × {m['heads']} query heads × {features} features × "
+             f"({m['head_dim']} + 1) floats: the rotated numerator and the denominator sums). Run {r['date']} (load average "
              f"{r['load_average_end']:.2f} at the end) by `/usr/bin/python3 bench/linearized_decode.py --build build`.",
              "",
              f"| model | ms per new token, prompt {short} | ms per new token, prompt {long} | long / short | "
