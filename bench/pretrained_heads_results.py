@@ -54,7 +54,7 @@ def summarize(name, run):
                 row["relative"] = interval(stats[k]["relative"])
             if k < len(band["steps"]) and "perplexity" in band["steps"][k]:
                 r = band["steps"][k]["perplexity"]
-                row["random_perplexity"] = {"mean": r["mean"], "low": r["low"], "high": r["high"]}
+                row["random_perplexity"] = {"mean": r["mean"], "sd": r["sd"], "low": r["low"], "high": r["high"]}
             if k in versus:
                 row["importance_minus_random"] = interval(versus[k]["difference"])
                 row["verdict"] = versus[k]["verdict_text"]
@@ -118,7 +118,8 @@ def markdown(results):
                 f"below on {ev['lines']} verses of the test books ({ev['path']}), windows of {s.get('window', 128)} tokens. "
                 f"Unpruned perplexity {s['baseline_perplexity']:.2f}. Intervals: 95% paired bootstrap over "
                 f"the evaluation windows ({s['bootstrap_samples']} resamples) against the unpruned model; "
-                "the random orders' mean with its t interval over orders; importance minus random by the "
+                "the random orders' mean ± sd over orders (a t interval over so few orders reaches below 0); "
+                "importance minus random by the "
                 "two-stage bootstrap (windows and orders) of docs/analysis.md, \"level\" where it covers 0.", ""]
         for unit, label in (("head", "query heads"), ("group", "key/value groups")):
             u = s["units"].get(unit)
@@ -126,7 +127,7 @@ def markdown(results):
                 continue
             out += [f"Pruning {label}, least important first ({u['random_orders']} random orders beside it):", "",
                     f"| {label} pruned | perplexity | change [95% interval] | random orders: perplexity "
-                    "mean [t interval] | importance − random [95%] | verdict |",
+                    "mean ± sd | importance − random [95%] | verdict |",
                     "|---|---|---|---|---|---|"]
             for r in u["rows"]:
                 rel = r.get("relative")
@@ -135,7 +136,7 @@ def markdown(results):
                 out.append(
                     f"| {r['pruned']} ({100 * r['fraction']:.1f}%) | {r['perplexity']:.2f} | "
                     + (f"{pct(rel['score'])} [{pct(rel['low'])}, {pct(rel['high'])}]" if rel else "—") + " | "
-                    + (f"{ran['mean']:.2f} [{ran['low']:.2f}, {ran['high']:.2f}]" if ran else "—") + " | "
+                    + (f"{ran['mean']:.2f} ± {ran['sd']:.2f}" if ran else "—") + " | "
                     + (f"{diff['score']:+.2f} [{diff['low']:+.2f}, {diff['high']:+.2f}]" if diff else "—") + " | "
                     + r.get("verdict", "—") + " |")
             b = u["budget"]
