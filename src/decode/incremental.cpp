@@ -159,10 +159,7 @@ class FeatureState : public layers::AttentionCache {
     const int64_t B = kh.size(0), n = kh.size(2);
     check_horizon(length_, n, horizon_);
     if (step.rotary.cos.defined()) {
-      if (cosformer_)
-        throw Error("decode: cosformer with rotary positions has no cached form yet (the linear kinds "
-                    "have one)");
-      at::Tensor out = rotary_attend(attention.feature_map(), qh, kh, vh, step);
+      at::Tensor out = rotary_attend(attention, qh, kh, vh, step);
       length_ += n;
       return out;
     }
@@ -198,19 +195,39 @@ class FeatureState : public layers::AttentionCache {
   std::string name() const override { return cosformer_ ? "cosformer-state" : "linear-state"; }
 
  private:
-  // Linear attention with rotary positions (RoFormer section 3.4, ops::rotary_linear_attention):
-  // the rotation enters the numerator only, so the state is two sums, the rotated numerator
-  // Σ_j (R_j φ(k_j)) v_jᵀ [B, H, m, dv] and the unrotated denominator Σ_j φ(k_j) [B, H, m]. The new
-  // columns go through in chunks of kChunk (a masked chunk × chunk product within a chunk, the
-  // sums before it), as the parallel causal op computes them.
-  at::Tensor rotary_attend(const ops::FeatureMap& map, const at::Tensor& qh, const at::Tensor& kh,
-                           const at::Tensor& vh, const StepInputs& step) {
+  // Linear attention and cosFormer with rotary positions (RoFormer section 3.4;
+  // ops::rotary_linear_attention, rotary_cosformer_attention): the rotation enters the numerator
+  // only, so the state is two sums, the rotated numerator Σ_j (R_j φ(k_j)) v_jᵀ [B, H, m, dv] and
+  // the unrotated denominator Σ_j φ(k_j) [B, H, m]. cosFormer's φ is [R·ReLU(x)·cos, R·ReLU(x)·sin]
+  // in the numerator (the rotation before the re-weighting) and the same unrotated in the
+  // denominator, angle π/2 · (column + 1) / M with M = the horizon, as its state without rotary.
+  // The new columns go through in chunks of kChunk (a masked chunk × chunk product within a
+  // chunk, the sums before it), as the parallel causal op computes them.
+  at::Tensor rotary_attend(const MultiHeadAttentionImpl& attention, const at::Tensor& qh,
+                           const at::Tensor& kh, const at::Tensor& vh, const StepInputs& step) {
     constexpr int64_t kChunk = 64;
-    constexpr double kEpsilon = 1e-6;  // linear attention's (AddEpsilon)
+    constexpr double kEpsilon = 1e-6;  // linear attention adds it, cosFormer clamps to it
+    if (!step.causal)  // a bidirectional segment (UniLM, prefix LM): the forward takes none either
+      throw Error("decode: attention with rotary positions decodes causal columns only");
     const int64_t B = kh.size(0), n = kh.size(2);
-    const at::Tensor phi_q = map.apply(qh);
-    const at::Tensor phi_k = map.apply(kh) * step.valid.to(qh.scalar_type()).view({B, 1, n, 1});
-    const at::Tensor rq = ops::apply_rotary(phi_q, step.rotary), rk = ops::apply_rotary(phi_k, step.rotary);
+    const at::Tensor valid = step.valid.to(qh.scalar_type()).view({B, 1, n, 1});
+    at::Tensor phi_q, phi_k, rq, rk;
+    if (cosformer_) {
+      const at::Tensor angles = ops::cosformer_angles(n, length_, horizon_, qh.scalar_type()).view({1, 1, n, 1});
+      const at::Tensor cos = angles.cos(), sin = angles.sin();
+      const auto features = [&](const at::Tensor& a) { return at::cat({a * cos, a * sin}, 3); };
+      const at::Tensor a = at::relu(qh), b = at::relu(kh) * valid;
+      phi_q = features(a);
+      phi_k = features(b);
+      rq = features(ops::apply_rotary(a, step.rotary));
+      rk = features(ops::apply_rotary(b, step.rotary));
+    } else {
+      const ops::FeatureMap map = attention.feature_map();
+      phi_q = map.apply(qh);
+      phi_k = map.apply(kh) * valid;
+      rq = ops::apply_rotary(phi_q, step.rotary);
+      rk = ops::apply_rotary(phi_k, step.rotary);
+    }
     if (!numerator_.defined()) {
       numerator_ = at::zeros({B, phi_q.size(1), phi_q.size(3), vh.size(3)}, vh.options());
       denominator_ = at::zeros({B, phi_q.size(1), phi_q.size(3)}, vh.options());
@@ -223,8 +240,6 @@ class FeatureState : public layers::AttentionCache {
       return std::make_pair(at::matmul(q_rot, numerator_),
                             at::matmul(q, denominator_.unsqueeze(3)).squeeze(3));
     };
-    if (!step.causal)  // a bidirectional segment (UniLM, prefix LM): the forward takes none either
-      throw Error("decode: linear attention with rotary positions decodes causal columns only");
     std::vector<at::Tensor> out;
     for (int64_t s = 0; s < n; s += kChunk) {
       const int64_t c = std::min(kChunk, n - s);
@@ -240,7 +255,8 @@ class FeatureState : public layers::AttentionCache {
       }
       numerator = numerator + at::matmul(rotated_scores, v);
       denominator = denominator + scores.sum(3);
-      out.push_back(numerator / (denominator + kEpsilon).unsqueeze(3));
+      denominator = cosformer_ ? denominator.clamp_min(kEpsilon) : denominator + kEpsilon;
+      out.push_back(numerator / denominator.unsqueeze(3));
       take(k, k_rot, v);
     }
     return out.size() == 1 ? out[0] : at::cat(out, 2);

@@ -474,9 +474,6 @@ at::Tensor MultiHeadAttentionImpl::step(const at::Tensor& x, const StepInputs& i
                                            : std::string("none")));
   if (!q || !k || options_.spec().talking_heads)
     throw Error(fmt::format("attention step: '{}' has no cached form", options_.spec().to_string()));
-  if (in.rotary.cos.defined() && options_.spec().kind == AttentionKind::Cosformer)
-    throw Error(fmt::format("attention step: '{}' with rotary positions has no cached form yet",
-                            options_.spec().to_string()));
   const int64_t H = heads(), KV = grouped_ ? kv_heads_ : H;
   auto qkv = linear_rows(x, {dense_layer(*q), dense_layer(*k), dense_layer(*v)});
   at::Tensor qh = split_heads(qkv[0], H), kh = split_heads(qkv[1], KV), vh = split_heads(qkv[2], KV);
