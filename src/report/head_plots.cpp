@@ -84,7 +84,8 @@ LinePlot pruning_profile_plot(const std::vector<analysis::PruningProfile>& profi
   plot.title = "Pruning profile: heads masked globally in steps";
   plot.x_label = "fraction of heads pruned";
   plot.y_label = metric_name;
-  // A unit whose random orders have a band: its mean and t interval instead of each order.
+  // A unit whose random orders have a band: its mean and mean ± sd instead of each order (a t
+  // interval over a handful of orders is wide enough to leave the metric's range).
   auto band_of = [&](bool groups) -> const analysis::RandomBand* {
     for (const auto& b : bands)
       if (b.groups == groups && !b.steps.empty()) return &b;
@@ -95,15 +96,15 @@ LinePlot pruning_profile_plot(const std::vector<analysis::PruningProfile>& profi
     const std::string unit = band->groups ? ", whole key/value groups (x: fraction of groups)" : "";
     Series mean, low, high;
     mean.title = fmt::format("random, mean of {} orders{}", band->seeds.size(), unit);
-    low.title = fmt::format("random, low end of the 95% t interval{}", band->groups ? " (groups)" : "");
-    high.title = fmt::format("random, high end of the 95% t interval{}", band->groups ? " (groups)" : "");
+    low.title = fmt::format("random, mean - sd{}", band->groups ? " (groups)" : "");
+    high.title = fmt::format("random, mean + sd{}", band->groups ? " (groups)" : "");
     mean.dashed = low.dashed = high.dashed = true;
     low.style = high.style = "lines";
     for (const auto& step : band->steps) {
       for (auto* s : {&mean, &low, &high}) s->x.push_back(step.fraction);
       mean.y.push_back(step.metric.mean);
-      low.y.push_back(step.metric.interval.low);
-      high.y.push_back(step.metric.interval.high);
+      low.y.push_back(step.metric.mean - step.metric.sd);
+      high.y.push_back(step.metric.mean + step.metric.sd);
     }
     for (auto* s : {&mean, &low, &high}) plot.series.push_back(std::move(*s));
   }
@@ -243,7 +244,7 @@ Table profile_statistics_table(const analysis::HeadsAnalysis& r, bool groups) {
   t.caption = fmt::format(
       "Pruning {} least important first: {} change from the unpruned model with its 95% paired "
       "bootstrap interval ({} resamples of the {} evaluation items, seed {}), the random orders' "
-      "{} (mean and 95% t interval over {} orders) and importance against random (two-stage "
+      "{} (mean ± sd over {} orders) and importance against random (two-stage "
       "bootstrap over items and orders)",
       groups ? "whole key/value groups" : "heads", metric, first.samples, first.items, first.seed,
       r.metric_name, band ? band->seeds.size() : 0);
@@ -263,13 +264,11 @@ Table profile_statistics_table(const analysis::HeadsAnalysis& r, bool groups) {
         "", "", ""};
     if (band && v.step < band->steps.size()) {
       const auto& m = band->steps[v.step].metric;
-      row[4] = fmt::format("{:.4f} [{:.4f}, {:.4f}]", m.mean, m.interval.low, m.interval.high);
+      row[4] = fmt::format("{:.4f} ± {:.4f}", m.mean, m.sd);
     }
     if (perplexity) {
       const auto& q = v.step < band->steps.size() ? band->steps[v.step].perplexity : std::nullopt;
-      row.insert(row.begin() + 5, q ? fmt::format("{:.2f} [{:.2f}, {:.2f}]", q->mean, q->interval.low,
-                                                   q->interval.high)
-                                    : "");
+      row.insert(row.begin() + 5, q ? fmt::format("{:.2f} ± {:.2f}", q->mean, q->sd) : "");
     }
     if (band)
       for (const auto& c : band->importance_vs_random)

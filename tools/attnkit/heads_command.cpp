@@ -227,7 +227,7 @@ struct AnalyzeHeads {
 };
 
 // One line per profile step after the first: the metric, and the paired bootstrap interval of the
-// change from the unpruned model on the items; the random orders' mean ± t interval; importance
+// change from the unpruned model on the items; the random orders' mean ± sd; importance
 // against random; and a language model's perplexity budget.
 void print_statistics(const analysis::HeadsAnalysis& r) {
   for (size_t i = 0; i < r.profiles.size(); ++i) {
@@ -269,11 +269,10 @@ void print_statistics(const analysis::HeadsAnalysis& r) {
   for (const auto& band : r.random_bands) {
     const char* unit = band.groups ? "key/value groups" : "heads";
     if (!band.steps.empty()) {
-      fmt::print("random orders ({}, {} seeds), {} mean [95% t interval]:", unit, band.seeds.size(),
+      fmt::print("random orders ({}, {} seeds), {} mean ± sd:", unit, band.seeds.size(),
                  r.metric_name);
       for (const auto& s : band.steps)
-        fmt::print(" {:.0f}%:{:.3f} [{:.3f}, {:.3f}]", 100 * s.fraction, s.metric.mean,
-                   s.metric.interval.low, s.metric.interval.high);
+        fmt::print(" {:.0f}%:{:.3f} ± {:.3f}", 100 * s.fraction, s.metric.mean, s.metric.sd);
       fmt::print("\n");
     }
     // The items' metric (a language model's perplexity), importance - the random orders' mean.
@@ -404,7 +403,7 @@ void register_heads_commands(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--no-ablation", c->no_ablation, "skip the 2·heads ablation passes");
   cmd->add_option("--random-orders", c->random_orders,
                   "random pruning orders (seeds --seed, --seed + 1, ...) of heads, and of key/value "
-                  "groups where the model has them: their mean and t interval per step, and the "
+                  "groups where the model has them: their mean ± sd per step, and the "
                   "importance order against them (1 = a single random order)")
       ->capture_default_str();
   cmd->add_option("--out", c->out,
