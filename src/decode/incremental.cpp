@@ -8,12 +8,13 @@
 #include "attnkit/ops/rotary.h"
 #include "attnkit/ops/softmax_attention.h"
 
+#include "../ops/feature_attention.h"
+
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 namespace attnkit::decode {
@@ -158,11 +159,6 @@ class FeatureState : public layers::AttentionCache {
                     const at::Tensor& kh, const at::Tensor& vh, const StepInputs& step) override {
     const int64_t B = kh.size(0), n = kh.size(2);
     check_horizon(length_, n, horizon_);
-    if (step.rotary.cos.defined()) {
-      at::Tensor out = rotary_attend(attention, qh, kh, vh, step);
-      length_ += n;
-      return out;
-    }
     at::Tensor phi_q, phi_k;
     if (cosformer_) {
       // Column c (0-based) sits at position c + 1, angle π/2 · (c + 1) / M with M = horizon.
@@ -176,7 +172,9 @@ class FeatureState : public layers::AttentionCache {
     }
     // Padding is never a key.
     phi_k = phi_k * step.valid.to(phi_k.scalar_type()).view({B, 1, n, 1});
-    at::Tensor out = ops::feature_recurrence(sums_, phi_q, phi_k, vh, step.causal, cosformer_);
+    at::Tensor out = step.rotary.cos.defined()
+                         ? rotary_attend(phi_q, phi_k, vh, step)
+                         : ops::feature_recurrence(sums_, phi_q, phi_k, vh, step.causal, cosformer_);
     length_ += n;
     return out;
   }
@@ -198,68 +196,32 @@ class FeatureState : public layers::AttentionCache {
   // Linear attention and cosFormer with rotary positions (RoFormer section 3.4;
   // ops::rotary_linear_attention, rotary_cosformer_attention): the rotation enters the numerator
   // only, so the state is two sums, the rotated numerator Σ_j (R_j φ(k_j)) v_jᵀ [B, H, m, dv] and
-  // the unrotated denominator Σ_j φ(k_j) [B, H, m]. cosFormer's φ is [R·ReLU(x)·cos, R·ReLU(x)·sin]
-  // in the numerator (the rotation before the re-weighting) and the same unrotated in the
-  // denominator, angle π/2 · (column + 1) / M with M = the horizon, as its state without rotary.
-  // The new columns go through in chunks of kChunk (a masked chunk × chunk product within a
-  // chunk, the sums before it), as the parallel causal op computes them.
-  at::Tensor rotary_attend(const MultiHeadAttentionImpl& attention, const at::Tensor& qh,
-                           const at::Tensor& kh, const at::Tensor& vh, const StepInputs& step) {
-    constexpr int64_t kChunk = 64;
-    constexpr double kEpsilon = 1e-6;  // linear attention adds it, cosFormer clamps to it
+  // the unrotated denominator Σ_j φ(k_j) [B, H, m]. phi_q, phi_k: the new columns' features
+  // (padding zeroed). Each new column sees the sums before the step and the new columns up to
+  // itself (the causal-product kernel for the numerator, a running sum for the denominator).
+  at::Tensor rotary_attend(const at::Tensor& phi_q, const at::Tensor& phi_k, const at::Tensor& vh,
+                           const StepInputs& step) {
     if (!step.causal)  // a bidirectional segment (UniLM, prefix LM): the forward takes none either
       throw Error("decode: attention with rotary positions decodes causal columns only");
-    const int64_t B = kh.size(0), n = kh.size(2);
-    const at::Tensor valid = step.valid.to(qh.scalar_type()).view({B, 1, n, 1});
-    at::Tensor phi_q, phi_k, rq, rk;
-    if (cosformer_) {
-      const at::Tensor angles = ops::cosformer_angles(n, length_, horizon_, qh.scalar_type()).view({1, 1, n, 1});
-      const at::Tensor cos = angles.cos(), sin = angles.sin();
-      const auto features = [&](const at::Tensor& a) { return at::cat({a * cos, a * sin}, 3); };
-      const at::Tensor a = at::relu(qh), b = at::relu(kh) * valid;
-      phi_q = features(a);
-      phi_k = features(b);
-      rq = features(ops::apply_rotary(a, step.rotary));
-      rk = features(ops::apply_rotary(b, step.rotary));
-    } else {
-      const ops::FeatureMap map = attention.feature_map();
-      phi_q = map.apply(qh);
-      phi_k = map.apply(kh) * valid;
-      rq = ops::apply_rotary(phi_q, step.rotary);
-      rk = ops::apply_rotary(phi_k, step.rotary);
-    }
+    const auto rotate = [&](const at::Tensor& phi) {
+      if (!cosformer_) return ops::apply_rotary(phi, step.rotary);
+      // cosFormer's φ = [ReLU(x)·cos, ReLU(x)·sin] with one angle per column: rotating ReLU(x)
+      // before the re-weighting is rotating each half.
+      const auto halves = phi.chunk(2, 3);
+      return at::cat({ops::apply_rotary(halves[0], step.rotary), ops::apply_rotary(halves[1], step.rotary)}, 3);
+    };
+    const at::Tensor rq = rotate(phi_q), rk = rotate(phi_k);
     if (!numerator_.defined()) {
-      numerator_ = at::zeros({B, phi_q.size(1), phi_q.size(3), vh.size(3)}, vh.options());
-      denominator_ = at::zeros({B, phi_q.size(1), phi_q.size(3)}, vh.options());
+      numerator_ = at::zeros({phi_k.size(0), phi_k.size(1), phi_k.size(3), vh.size(3)}, vh.options());
+      denominator_ = at::zeros({phi_k.size(0), phi_k.size(1), phi_k.size(3)}, vh.options());
     }
-    const auto take = [&](const at::Tensor& keys, const at::Tensor& rotated, const at::Tensor& values) {
-      numerator_ = numerator_ + at::matmul(rotated.transpose(2, 3), values);
-      denominator_ = denominator_ + keys.sum(2);
-    };
-    const auto from_sums = [&](const at::Tensor& q_rot, const at::Tensor& q) {
-      return std::make_pair(at::matmul(q_rot, numerator_),
-                            at::matmul(q, denominator_.unsqueeze(3)).squeeze(3));
-    };
-    std::vector<at::Tensor> out;
-    for (int64_t s = 0; s < n; s += kChunk) {
-      const int64_t c = std::min(kChunk, n - s);
-      const at::Tensor q_rot = rq.narrow(2, s, c), k_rot = rk.narrow(2, s, c);
-      const at::Tensor q = phi_q.narrow(2, s, c), k = phi_k.narrow(2, s, c), v = vh.narrow(2, s, c);
-      auto [numerator, denominator] = from_sums(q_rot, q);
-      at::Tensor rotated_scores = at::matmul(q_rot, k_rot.transpose(2, 3));
-      at::Tensor scores = at::matmul(q, k.transpose(2, 3));
-      if (c > 1) {
-        const at::Tensor later = at::ones({c, c}, qh.options().dtype(at::kBool)).triu(1);
-        rotated_scores = rotated_scores.masked_fill(later, 0);
-        scores = scores.masked_fill(later, 0);
-      }
-      numerator = numerator + at::matmul(rotated_scores, v);
-      denominator = denominator + scores.sum(3);
-      denominator = cosformer_ ? denominator.clamp_min(kEpsilon) : denominator + kEpsilon;
-      out.push_back(numerator / denominator.unsqueeze(3));
-      take(k, k_rot, v);
-    }
-    return out.size() == 1 ? out[0] : at::cat(out, 2);
+    at::Tensor numerator = at::matmul(rq, numerator_) + ops::detail::causal_product_forward(rq, rk, vh, false);
+    at::Tensor denominator = (phi_q * (denominator_.unsqueeze(2) + phi_k.cumsum(2))).sum(3);
+    numerator_ = numerator_ + at::matmul(rk.transpose(2, 3), vh);
+    denominator_ = denominator_ + phi_k.sum(2);
+    constexpr double eps = ops::detail::kFeatureAttentionEpsilon;  // linear adds it, cosFormer clamps
+    denominator = cosformer_ ? denominator.clamp_min(eps) : denominator + eps;
+    return numerator / denominator.unsqueeze(3);
   }
 
   bool cosformer_;

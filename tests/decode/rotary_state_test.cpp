@@ -1,6 +1,6 @@
 // The RNN state of linear attention and cosFormer with rotary positions (RoFormer section 3.4;
-// a linearized Llama-family model decodes through it, issue 45): cached decoding -- a prompt
-// longer than one chunk of the state's update, then blocks and single columns, grouped key/value
+// a linearized Llama-family model decodes through it, issue 45): cached decoding -- a long
+// prompt (the causal-product kernel's blocks), then blocks and single columns, grouped key/value
 // heads, trained feature maps, beam search's select_rows, left padding -- equals the layer's full
 // forward over every column so far, and the state keeps its size whatever the length.
 #include "attnkit/decode/incremental.h"
@@ -104,7 +104,7 @@ void check_decoding(const std::string& kind, int64_t kv_heads, const std::vector
 }
 
 TEST(RotaryLinearState, StepsEqualFullForward) {
-  // A 70-column prompt crosses the state's 64-column chunks; then single columns and a block.
+  // A 70-column prompt, then single columns and a block on top of the sums.
   for (const std::string kind : {"linear:elu", "linear:hedgehog", "linear:t2r"})
     for (int64_t kv_heads : {4, 2}) check_decoding(kind, kv_heads, {70, 1, 1, 3, 1, 1}, 3);
   check_decoding("linear:hedgehog", 1, {1, 1, 1, 1, 1, 1, 1}, 2);
