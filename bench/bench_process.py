@@ -7,6 +7,22 @@ import subprocess
 import sys
 
 
+def machine_isa():
+    """The machine line of the decoding tables: CPU model, CPU count, its vector ISA (attnkit's
+    kernels run their AVX-512 copy where avx512f is present, else AVX2) and the int8 / bf16
+    extensions a peer's library may use (avx512_vnni, avx512_bf16, amx_int8)."""
+    flags, model = set(), "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+            elif line.startswith("model name") and model == "?":
+                model = line.split(":", 1)[1].strip()
+    isa = "AVX-512 (avx512f)" if "avx512f" in flags else "AVX2, no avx512f" if "avx2" in flags else "no AVX2"
+    extras = [f for f in ("avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8") if f in flags]
+    return f"{model}, {os.cpu_count()} CPUs, {isa}" + (f" ({', '.join(extras)})" if extras else "")
+
+
 def thread_env(threads, extra=None):
     """os.environ with OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = `threads`, then `extra` over it."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))

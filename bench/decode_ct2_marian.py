@@ -44,20 +44,35 @@ Every process gets OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T; CTranslate2 gets 
 inter_threads = 1; transformers torch.set_num_threads(T). CPU time is reported beside wall time
 (tokens per CPU-second): the peers' time.process_time() around the timed call, attnkit's
 prefill_cpu_s + decode_cpu_s (the process's CPU clock over the same span). The process's whole
-wall time (start, load, tokenizer, printing) is printed beside, for what a user waits."""
+wall time (start, load, tokenizer, printing) is printed beside, for what a user waits.
+
+Compute types (--compute-types, default float32,int8): float32 is the peer-checked comparison
+above; int8 runs attnkit `--compute-type int8` against CTranslate2 `compute_type="int8"` on the same
+float32 files (each quantizes the weights per output row as it loads and the activations per row
+at run time; transformers has no int8 column). Two int8 realisations need not agree on every id:
+their agreement with each other and with attnkit's float32 ids is reported, not required.
+A full run (both thread counts, both compute types, not --quick) writes docs/decode-marian.json and
+its region of docs/decoding.md (tests/python/test_docs_tables.py checks that they agree);
+`bench/decode_ct2_marian.py report` re-renders the region from the JSON."""
 import argparse
+import datetime
 import json
 import os
 import sys
 import time
 import warnings
 
-from bench_process import run_or_exit, thread_env
+from bench_process import machine_isa, run_or_exit, thread_env
+from gnu_time import render_from_json, replace_region, write_json
 
 # MarianTokenizer's advice (sacremoses is for its unused `moses` normalisation).
 warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+JSON_PATH = os.path.join(ROOT, "docs", "decode-marian.json")
+DOC_PATH = os.path.join(ROOT, "docs", "decoding.md")
+BEGIN, END = "<!-- decode-marian:begin -->", "<!-- decode-marian:end -->"
 VOCAB = 58101  # opus-mt-en-de
 PAD = VOCAB - 1
 SHAPE = {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 8,
@@ -175,8 +190,10 @@ def peer(a):
     vocab = tokenizer.get_vocab()
     if a.engine == "ct2":
         import ctranslate2
+        # int8: the float32 conversion quantized as it loads (per-row int8 weights, the same numbers
+        # as a `--quantization int8` conversion), as attnkit's --compute-type int8 quantizes.
         translator = ctranslate2.Translator(os.path.join(a.model_dir, "ct2"), device="cpu",
-                                            compute_type="float32", inter_threads=1,
+                                            compute_type=a.compute_type, inter_threads=1,
                                             intra_threads=a.threads)
         name = f"CTranslate2 {ctranslate2.__version__}"
 
@@ -190,6 +207,8 @@ def peer(a):
             return ([[vocab[t] for t in r.hypotheses[0]] for r in out],
                     [r.scores[0] * (len(r.hypotheses[0]) if beams == 1 else 1) for r in out])
     else:
+        if a.compute_type != "float32":
+            sys.exit(f"decode_ct2_marian: transformers runs float32 only, not {a.compute_type}")
         import torch
         import transformers
         from transformers import MarianMTModel
@@ -238,7 +257,8 @@ def attnkit_cell(a, threads, cell, sources_file, repeats=1):
             "--model", os.path.join(a.model_dir, "hf"), "--sources", sources_file, "--json",
             "--strategy", "greedy" if cell["beams"] == 1 else "beam", "--beams", str(cell["beams"]),
             "--max-new-tokens", str(cell["new_tokens"]), "--min-new-tokens", str(cell["new_tokens"]),
-            "--no-repeat-ngram-size", str(cell.get("no_repeat", 0))]
+            "--no-repeat-ngram-size", str(cell.get("no_repeat", 0)),
+            "--compute-type", cell.get("compute_type", "float32")]
     best, best_cpu, best_wall, doc = None, None, None, None
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -260,9 +280,19 @@ def fmt_load():
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+
+
+def agreement(mine, theirs):
+    """How many of the sentences' ids are equal, and how many positions in all."""
+    same = sum(x == y for x, y in zip(mine, theirs))
+    positions = sum(len(x) for x in mine)
+    equal = sum(a == b for x, y in zip(mine, theirs) for a, b in zip(x, y))
+    return f"{same} of {len(mine)} sentences equal ({equal} of {positions} positions)"
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", nargs="?", default="bench", choices=["bench", "prepare", "peer"])
+    parser.add_argument("command", nargs="?", default="bench", choices=["bench", "prepare", "peer", "report"])
     parser.add_argument("--build", default="build")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=0, help="one thread count (default: 1 and 2)")
@@ -270,6 +300,10 @@ def main():
                         help="where the Marian model (HF + CTranslate2 layouts) is kept")
     parser.add_argument("--new-tokens", type=int, default=0,
                         help="fixed output length (default 32; --quick 16)")
+    parser.add_argument("--compute-types", default="float32,int8",
+                        help="float32 and/or int8, comma-separated (default both); int8 = attnkit "
+                             "--compute-type int8 against CTranslate2 compute_type int8")
+    parser.add_argument("--compute-type", default="float32", help=argparse.SUPPRESS)  # a peer's
     parser.add_argument("--engine", choices=["ct2", "hf"])
     parser.add_argument("--cells", default="[]")
     parser.add_argument("--repeats", type=int, default=0,
@@ -281,6 +315,11 @@ def main():
     a.model_dir = os.path.expanduser(a.model_dir)
     if a.command == "peer":
         return peer(a)
+    if a.command == "report":
+        return render_from_json(JSON_PATH, DOC_PATH, BEGIN, END, markdown, "decode_ct2_marian")
+    compute_types = [c for c in a.compute_types.split(",") if c]
+    if not compute_types or any(c not in ("float32", "int8") for c in compute_types):
+        sys.exit(f"decode_ct2_marian: --compute-types takes float32 and/or int8, not '{a.compute_types}'")
     prepare(a)
     if a.command == "prepare":
         return
@@ -303,29 +342,30 @@ def main():
             f.write("\n".join(sources[:batch]) + "\n")
     with open(os.path.join(a.model_dir, "pieces.json")) as f:
         pieces = json.load(f)
-    print(f"load average (1, 5, 15 min) at the start: {fmt_load()}")
-    if a.few_rows_max >= 0:
-        print(f"attnkit runs with ATTNKIT_DECODE_FEW_ROWS_MAX={a.few_rows_max}")
-    print(f"model: MarianMTModel, 6+6 layers, d_model 512, 8 heads, FFN 2048, vocabulary {VOCAB} "
-          f"({pieces['vocab_pieces']} SentencePiece pieces: source.spm {pieces['source_spm']}, "
-          f"target.spm {pieces['target_spm']}; the rest unused ids), random weights (seed {SEED}, "
-          f"init_std {INIT_STD}), {a.model_dir}")
-    print(f"sources: the first {max(batches)} verses of Esther (WEB); every translation forced to "
-          f"exactly {new_tokens} tokens (min = max new tokens)")
+    start_machine, start_load = machine_isa(), fmt_load()
+    print(f"load average (1, 5, 15 min) at the start: {start_load}", file=sys.stderr)
+    model = (f"MarianMTModel, 6+6 layers, d_model 512, 8 heads, FFN 2048, vocabulary {VOCAB} "
+             f"({pieces['vocab_pieces']} SentencePiece pieces: source.spm {pieces['source_spm']}, "
+             f"target.spm {pieces['target_spm']}; the rest unused ids), random weights (seed {SEED}, "
+             f"init_std {INIT_STD})")
 
     from transformers import MarianTokenizer
     tokenizer = MarianTokenizer.from_pretrained(os.path.join(a.model_dir, "hf"))
-    failures, rows, names = [], [], {}
+    failures, rows, names, int8_checks = [], [], {}, []
     worst_score = {"ct2": 0.0, "hf": 0.0}
     distinct = {0: set(), 1: set()}
     checked = 0
+    float_ids = {}  # (threads, beams, batch, no_repeat) -> attnkit's float32 ids
 
-    def check(threads, cell, doc, theirs):
-        """Appends to failures what differs between attnkit's output and the peers'."""
-        nonlocal checked
-        what = (f"threads {threads}, {'greedy' if cell['beams'] == 1 else 'beam ' + str(cell['beams'])}"
+    def what_of(threads, cell):
+        return (f"threads {threads}, {'greedy' if cell['beams'] == 1 else 'beam ' + str(cell['beams'])}"
                 f"{', no_repeat_ngram_size ' + str(cell['no_repeat']) if cell['no_repeat'] else ''}, "
                 f"batch {cell['batch']}")
+
+    def check(threads, cell, doc, theirs):
+        """float32: appends to failures what differs between attnkit's output and the peers'."""
+        nonlocal checked
+        what = what_of(threads, cell)
         got = [r["sequences"][0]["ids"] for r in doc["results"]]
         got_scores = [r["sequences"][0]["score"] for r in doc["results"]]
         if [r["prompt_ids"] for r in doc["results"]] != [tokenizer(s).input_ids
@@ -348,76 +388,135 @@ def main():
         distinct[cell["no_repeat"]].update(t for x in got for t in x)
         checked += 1
 
-    for n, threads in enumerate(thread_counts):
-        cells = timed + ([varied] if n == 0 else [])
-        results = {}
-        for engine in ("ct2", "hf"):
-            out = run([sys.executable, os.path.abspath(__file__), "peer", "--engine", engine,
-                       "--threads", str(threads), "--marian-dir", a.model_dir,
-                       "--repeats", str(a.repeats), "--cells", json.dumps(cells)], thread_env(threads))
-            for line in out.splitlines():
-                if line.startswith("{"):
-                    r = json.loads(line)
-                    results[(engine, r["beams"], r["batch"], r["no_repeat"])] = r
-                    names[engine] = r["peer"]
-        for cell in cells:
-            key = (cell["beams"], cell["batch"], cell["no_repeat"])
-            seconds, cpu, wall, doc = attnkit_cell(a, threads, cell, files[cell["batch"]], repeats=a.repeats)
-            check(threads, cell, doc, {e: results[(e, *key)] for e in ("ct2", "hf")})
-            if cell is not varied:
-                rows.append({"threads": threads, "beams": cell["beams"], "batch": cell["batch"],
-                             "attnkit": seconds, "attnkit_wall": wall, "attnkit_cpu": cpu,
-                             "ct2": results[("ct2", *key)]["seconds"],
-                             "hf": results[("hf", *key)]["seconds"],
-                             "ct2_cpu": results[("ct2", *key)]["cpu"],
-                             "hf_cpu": results[("hf", *key)]["cpu"]})
+    def check_int8(threads, cell, doc, ct2):
+        """int8: two quantized engines need not give float32's ids; their agreement is reported
+        (with CTranslate2 int8's and with attnkit's float32 ids); only the fixed length is required."""
+        what = what_of(threads, cell)
+        got = [r["sequences"][0]["ids"] for r in doc["results"]]
+        lengths = {len(x) for x in got} | {len(y) for y in ct2["ids"]}
+        if lengths != {cell["new_tokens"]}:
+            failures.append(f"{what}, int8: output lengths {sorted(lengths)}, not {cell['new_tokens']}")
+        line = f"{what}: attnkit int8 vs CTranslate2 int8: {agreement(got, ct2['ids'])}"
+        key = (threads, cell["beams"], cell["batch"], cell["no_repeat"])
+        if key in float_ids:
+            line += f"; attnkit int8 vs attnkit float32: {agreement(got, float_ids[key])}"
+        int8_checks.append(line)
+
+    for compute_type in compute_types:
+        engines = ("ct2", "hf") if compute_type == "float32" else ("ct2",)
+        for n, threads in enumerate(thread_counts):
+            cells = timed + ([varied] if n == 0 else [])
+            results = {}
+            for engine in engines:
+                out = run([sys.executable, os.path.abspath(__file__), "peer", "--engine", engine,
+                           "--threads", str(threads), "--marian-dir", a.model_dir, "--compute-type",
+                           compute_type, "--repeats", str(a.repeats), "--cells", json.dumps(cells)],
+                          thread_env(threads))
+                for line in out.splitlines():
+                    if line.startswith("{"):
+                        r = json.loads(line)
+                        results[(engine, r["beams"], r["batch"], r["no_repeat"])] = r
+                        names[engine] = r["peer"]
+            for cell in cells:
+                key = (cell["beams"], cell["batch"], cell["no_repeat"])
+                seconds, cpu, wall, doc = attnkit_cell(a, threads, {**cell, "compute_type": compute_type},
+                                                       files[cell["batch"]], repeats=a.repeats)
+                if compute_type == "float32":
+                    check(threads, cell, doc, {e: results[(e, *key)] for e in engines})
+                    float_ids[(threads, *key)] = [r["sequences"][0]["ids"] for r in doc["results"]]
+                else:
+                    check_int8(threads, cell, doc, results[("ct2", *key)])
+                if cell is not varied:
+                    row = {"compute_type": compute_type, "threads": threads, "beams": cell["beams"],
+                           "batch": cell["batch"], "attnkit": seconds, "attnkit_wall": wall,
+                           "attnkit_cpu": cpu}
+                    for e in engines:
+                        row[e], row[e + "_cpu"] = results[(e, *key)]["seconds"], results[(e, *key)]["cpu"]
+                    rows.append(row)
+                    print(f"progress: {json.dumps(row)}", file=sys.stderr, flush=True)
     if failures:
         print("PEER CHECK FAILED: attnkit's Marian translations differ from CTranslate2's / "
               "transformers' (timings not reported):")
         for f in failures[:20]:
             print("  " + f)
         sys.exit(1)
-    print(f"peer check, {checked} cells (greedy and beam 4, batch {' and '.join(map(str, batches))}, "
-          f"{' and '.join(map(str, thread_counts))} thread(s), and greedy with no_repeat_ngram_size 1, "
-          f"batch {max(batches)}): attnkit's ids = {names['ct2']}'s = {names['hf']}'s, source ids = "
-          f"MarianTokenizer's, every output {new_tokens} tokens: OK. Scores (greedy: summed "
-          f"log-probability; beam: / length) within {worst_score['ct2']:.1e} (CTranslate2) and "
-          f"{worst_score['hf']:.1e} (transformers), relative. Distinct target ids in attnkit's "
-          f"outputs: {len(distinct[0])} in the timed cells (the random model repeats a token), "
-          f"{len(distinct[1])} with no_repeat_ngram_size 1.")
-    print()
-    def table(unit, keys):
-        """One markdown row per timed cell: tokens per `unit` of the three engines and the ratios."""
-        print(f"| threads | decoding | batch | attnkit tokens/{unit} | CTranslate2 tokens/{unit} "
-              f"| transformers tokens/{unit} | attnkit / CTranslate2 | attnkit / transformers |")
-        print("|---|---|---|---|---|---|---|---|")
-        for r in rows:
-            tokens = r["batch"] * new_tokens
-            k, c, h = (tokens / r[x] for x in keys)
-            print(f"| {r['threads']} | {'greedy' if r['beams'] == 1 else 'beam ' + str(r['beams'])} | "
-                  f"{r['batch']} | {k:.1f} | {c:.1f} | {h:.1f} | {k / c:.2f}x | {k / h:.2f}x |")
+    checks = []
+    if "float32" in compute_types:
+        checks.append(
+            f"float32, {checked} cells (greedy and beam 4, batch {' and '.join(map(str, batches))}, "
+            f"{' and '.join(map(str, thread_counts))} thread(s), and greedy with no_repeat_ngram_size 1, "
+            f"batch {max(batches)}): attnkit's ids = {names['ct2']}'s = {names['hf']}'s, source ids = "
+            f"MarianTokenizer's, every output {new_tokens} tokens: OK. Scores (greedy: summed "
+            f"log-probability; beam: / length) within {worst_score['ct2']:.1e} (CTranslate2) and "
+            f"{worst_score['hf']:.1e} (transformers), relative. Distinct target ids in attnkit's "
+            f"outputs: {len(distinct[0])} in the timed cells (the random model repeats a token), "
+            f"{len(distinct[1])} with no_repeat_ngram_size 1.")
+    checks += [f"int8, {line}" for line in int8_checks]
+    result = {"date": f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC", "machine": start_machine,
+              "load_start": start_load, "load_end": fmt_load(), "model": model, "new_tokens": new_tokens,
+              "batches": list(batches), "repeats": a.repeats, "quick": a.quick, "peers": names,
+              "few_rows_max": a.few_rows_max, "checks": checks, "rows": rows}
+    text = markdown(result)
+    print(text)
+    if not a.quick and not a.threads and a.few_rows_max < 0 and compute_types == ["float32", "int8"]:
+        write_json(JSON_PATH, result)  # the full run is the one docs/decoding.md reports
+        replace_region(DOC_PATH, BEGIN, END, text)
+        print("decode_ct2_marian.py: wrote docs/decode-marian.json and docs/decoding.md", file=sys.stderr)
 
-    table("s", ("attnkit", "ct2", "hf"))
-    print()
-    print("attnkit's seconds = its generate process's own prefill_s + decode_s (--json timing: encoder "
-          "and decoder steps); the whole process's wall time (start, load, tokenizer, printing), per row: "
-          + ", ".join(f"{r['attnkit_wall']:.2f}" for r in rows))
-    print()
-    print("CPU time (tokens per CPU-second; the fair measure at 1 thread on a loaded machine, where "
-          "wall time includes waiting for a core; with more threads it also counts spin-waiting):")
-    print()
-    table("CPU-s", ("attnkit_cpu", "ct2_cpu", "hf_cpu"))
-    print()
-    print("attnkit's CPU seconds = its --json prefill_cpu_s + decode_cpu_s (the process's CPU clock, "
-          "all threads); CTranslate2's and transformers': time.process_time() around the timed call")
-    if not a.quick:
-        for r in rows:
-            k, c, h = (1 / r[x] for x in ("attnkit", "ct2", "hf"))
-            what = (f"{r['threads']} thread{'s' if r['threads'] > 1 else ''}, "
-                    f"{'greedy' if r['beams'] == 1 else 'beam 4'}, batch {r['batch']}")
-            print(f"target >= CTranslate2 ({what}): {k / c:.2f}x {'PASS' if k >= c else 'MISS'}; "
-                  f">= 3x transformers: {k / h:.2f}x {'PASS' if k >= 3 * h else 'MISS'}")
-    print(f"load average (1, 5, 15 min) at the end: {fmt_load()}")
+
+def markdown(r):
+    """The docs/decoding.md region of a run, rendered from its JSON alone (test_docs_tables checks
+    it): machine, the checks, tokens/s and tokens/CPU-s tables per compute type, the targets."""
+    new_tokens, rows = r["new_tokens"], r["rows"]
+    out = [BEGIN, "",
+           f"Run {r['date']} by `bench/decode_ct2_marian.py`. Machine: {r['machine']}; load average "
+           f"(1, 5, 15 min) {r['load_start']} at the start, {r['load_end']} at the end. Model: {r['model']}. "
+           f"Sources: the first {max(r['batches'])} verses of Esther (WEB); every translation forced to "
+           f"exactly {new_tokens} tokens; best of {r['repeats']} on every side. "
+           "Peers: " + "; ".join(f"{k}: {v}" for k, v in sorted(r["peers"].items())) + ".", "",
+           "Checks:", ""]
+    out += [f"- {line}" for line in r["checks"]]
+    names = {"ct2": "CTranslate2", "hf": "transformers"}
+
+    def table(compute_type, unit, suffix):
+        sel = [x for x in rows if x["compute_type"] == compute_type]
+        cols = [c for c in ("ct2", "hf") if any(c in x for x in sel)]
+        lines = [f"| threads | decoding | batch | attnkit tokens/{unit} | "
+                 + " | ".join(f"{names[c]} tokens/{unit} | attnkit / {names[c]}" for c in cols) + " |",
+                 "|---|---|---|---|" + "---|---|" * len(cols)]
+        for x in sel:
+            tokens = x["batch"] * new_tokens
+            k = tokens / x["attnkit" + suffix]
+            line = f"| {x['threads']} | {'greedy' if x['beams'] == 1 else 'beam ' + str(x['beams'])} | {x['batch']} | {k:.1f} |"
+            for c in cols:
+                y = tokens / x[c + suffix]
+                line += f" {y:.1f} | {k / y:.2f}x |"
+            lines.append(line)
+        return lines
+
+    for compute_type in ("float32", "int8"):
+        if not any(x["compute_type"] == compute_type for x in rows):
+            continue
+        label = ("float32 on every side" if compute_type == "float32" else
+                 "int8: attnkit `--compute-type int8`, CTranslate2 `compute_type=\"int8\"` (both quantize the "
+                 "float32 weights per row as they load; activations per row at run time)")
+        out += ["", f"**{label}**, wall tokens/s:", ""] + table(compute_type, "s", "")
+        out += ["", "Tokens per CPU-second of the same run:", ""] + table(compute_type, "CPU-s", "_cpu")
+    out += ["", "tokens/s = sentences × new tokens / seconds. attnkit's seconds: its generate process's "
+            "own prefill_s + decode_s (`--json` timing: the encoder over the sources and every decoder "
+            "step; not the load or the tokenizer), its CPU seconds prefill_cpu_s + decode_cpu_s; the "
+            "peers': their timed call (after a warm-up in their process), time.process_time() around it. "
+            "attnkit's whole process (start, load, tokenizer, printing), wall seconds per row: "
+            + ", ".join(f"{x['attnkit_wall']:.2f}" for x in rows) + "."]
+    if not r["quick"]:
+        out.append("")
+        for x in rows:
+            ratio, cpu = x["ct2"] / x["attnkit"], x["ct2_cpu"] / x["attnkit_cpu"]
+            out.append(f"- target >= 1x CTranslate2 ({x['compute_type']}, {x['threads']} thread(s), "
+                       f"{'greedy' if x['beams'] == 1 else 'beam 4'}, batch {x['batch']}): {ratio:.2f}x "
+                       f"{'PASS' if ratio >= 1 else 'MISS'} (CPU time: {cpu:.2f}x)")
+    out += ["", END, ""]
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

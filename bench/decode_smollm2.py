@@ -25,7 +25,7 @@ a near tie and then the continuations part), and the timings are printed either 
             --max-new-tokens N --strategy greedy|beam --beams 4`, one process per run; its time is
             the process's own prefill_s + decode_s (--json "timing", measured inside the process:
             from the decoding entry to the last token, no load), without a warm-up.
-  CTranslate2  Generator(compute_type float32, intra_threads T, inter_threads 1),
+  CTranslate2  Generator(compute_type float32 | int8, intra_threads T, inter_threads 1),
             generate_batch(sampling_topk 1 | beam_size 4, length_penalty 1, max_length N,
             end_token [], include_prompt_in_result False), one process per thread count, one
             warm-up call, then the timed calls.
@@ -34,6 +34,11 @@ a near tie and then the continuations part), and the timings are printed either 
             (type_k = type_v = F32: float32 like the others) and on the Q4_1 file with llama.cpp's
             defaults (F16 KV cache); one warm-up, then the timed calls. llama.cpp has no beam
             search (llama-cpp-python none either): beam 4 has no llama.cpp column.
+Compute types (--compute-types, default float32,int8): the int8 cells run attnkit `generate
+--compute-type int8` against CTranslate2 compute_type int8 on the same float32 files (each quantizes
+the weights per output row as it loads, activations per row at run time); their ids are compared
+with CTranslate2 int8's and with attnkit's float32 ids (reported, not required); llama.cpp has no
+int8 column (its Q8_0 is another scheme: blocks of 32 with their own scales).
 Prefill (--prefill-n, default 2048 tokens of Debian's English fortunes, tokenized by attnkit; 1
 and 2 threads): attnkit's prefill_s of `generate --max-new-tokens 1` (one forward over the
 prompt to the first token's logits); transformers (--sdpa-python: torch 2.x + transformers 5.x)
@@ -53,7 +58,7 @@ import os
 import sys
 import time
 
-from bench_process import run_or_exit, thread_env  # thread_env: OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T
+from bench_process import machine_isa, run_or_exit, thread_env  # thread_env: OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T
 from gnu_time import render_from_json, replace_region, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -78,16 +83,6 @@ def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def machine():
-    flags, model = set(), "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-            elif line.startswith("model name") and model == "?":
-                model = line.split(":", 1)[1].strip()
-    isa = "AVX-512 (avx512f)" if "avx512f" in flags else "AVX2, no avx512f" if "avx2" in flags else "no AVX2"
-    return f"{model}, {os.cpu_count()} CPUs, {isa}"
 
 
 def load():
@@ -177,7 +172,9 @@ def best_of(repeats, fn):
 
 def peer_ct2(a, cells):
     import ctranslate2
-    generator = ctranslate2.Generator(os.path.join(a.dir, "ct2"), device="cpu", compute_type="float32",
+    # int8: the float32 conversion quantized as it loads (per-row int8 weights, as a
+    # `--quantization int8` conversion gives), as attnkit's --compute-type int8 quantizes.
+    generator = ctranslate2.Generator(os.path.join(a.dir, "ct2"), device="cpu", compute_type=a.compute_type,
                                       inter_threads=1, intra_threads=a.threads)
     vocab_file = os.path.join(a.dir, "ct2", "vocabulary")
     if os.path.exists(vocab_file + ".json"):
@@ -274,13 +271,13 @@ def peer_sdpa(a, cells):
 
 # --- attnkit --------------------------------------------------------------------------------------
 
-def attnkit(a, threads, prompt, new_tokens, beams, repeats):
+def attnkit(a, threads, prompt, new_tokens, beams, repeats, compute_type="float32"):
     """{"seconds": prefill_s + decode_s, "cpu": the CPU seconds of both, "prefill", "prefill_cpu"},
     each the least of `repeats` processes, and the last JSON."""
     argv = [os.path.join(a.build, "attnkit"), "--threads", str(threads), "--quiet", "generate",
             "--model", a.gguf, "--prompt-ids", " ".join(map(str, prompt)), "--json", "--no-eos",
             "--max-new-tokens", str(new_tokens), "--strategy", "greedy" if beams == 1 else "beam",
-            "--beams", str(max(beams, 1))]
+            "--beams", str(max(beams, 1)), "--compute-type", compute_type]
     best, doc = {}, None
     for _ in range(repeats):
         doc = json.loads(run(argv, thread_env(threads)).splitlines()[0])
@@ -337,6 +334,11 @@ def main():
     parser.add_argument("--llama-python", default="", help="python of scripts/llamacpp_bench_venv.sh")
     parser.add_argument("--sdpa-python", default="", help="python of scripts/python_package_venv.sh")
     parser.add_argument("--no-prefill", action="store_true")
+    parser.add_argument("--compute-types", default="float32,int8",
+                        help="float32 and/or int8 decoding cells, comma-separated (default both); int8 = "
+                             "attnkit --compute-type int8 against CTranslate2 compute_type int8 (no llama.cpp "
+                             "column; the prefill is float32)")
+    parser.add_argument("--compute-type", default="float32", help=argparse.SUPPRESS)  # a peer's
     parser.add_argument("--engine", choices=["ct2", "llamacpp", "sdpa"])
     parser.add_argument("--cells", default="[]")
     a, _ = parser.parse_known_args()
@@ -348,17 +350,20 @@ def main():
     if a.command == "peer":
         cells = json.loads(a.cells)
         return {"ct2": peer_ct2, "llamacpp": peer_llamacpp, "sdpa": peer_sdpa}[a.engine](a, cells)
+    if a.command == "report":
+        return render_from_json(JSON_PATH, DOC_PATH, BEGIN, END, markdown, "decode_smollm2")
+    compute_types = [c for c in a.compute_types.split(",") if c]
+    if not compute_types or any(c not in ("float32", "int8") for c in compute_types):
+        sys.exit(f"decode_smollm2: --compute-types takes float32 and/or int8, not '{a.compute_types}'")
     if not os.path.exists(a.gguf):
         sys.exit(f"decode_smollm2: no {a.gguf} (scripts/setup.sh fetches it)")
     prepare(a)
     if a.command == "prepare":
         return
-    if a.command == "report":
-        return render_from_json(JSON_PATH, DOC_PATH, BEGIN, END, markdown, "decode_smollm2")
     new_tokens = a.new_tokens or (32 if a.quick else 128)
     prefill_n = a.prefill_n or (512 if a.quick else 2048)
     thread_counts = [a.threads] if a.threads else ([2] if a.quick else [1, 2])
-    start_machine, start_load = machine(), load()
+    start_machine, start_load = machine_isa(), load()
     prompt = prompt_ids(a, PROMPT)
     llama_note = ""
     if not a.llama_python:
@@ -368,11 +373,34 @@ def main():
         llama_note = "llama.cpp on the Q4_1 file only: no f32.gguf (needs --sdpa-python's gguf package)"
     rows, checks, prefill_rows = [], [], []
     peers = {}
+    float_ids = {}  # (threads, beams) -> attnkit's float32 ids
     for threads in thread_counts:
         cells = [{"beams": beams, "new_tokens": new_tokens, "prompt": prompt} for beams in (1, 4)]
-        ct2 = {r["beams"]: r for r in json_lines(run(
-            [sys.executable, os.path.abspath(__file__), "peer", "--engine", "ct2", "--threads", str(threads),
-             "--dir", a.dir, "--repeats", str(a.repeats), "--cells", json.dumps(cells)], thread_env(threads)))}
+        for compute_type in compute_types:
+            ct2 = {r["beams"]: r for r in json_lines(run(
+                [sys.executable, os.path.abspath(__file__), "peer", "--engine", "ct2", "--threads", str(threads),
+                 "--dir", a.dir, "--repeats", str(a.repeats), "--compute-type", compute_type,
+                 "--cells", json.dumps(cells)], thread_env(threads)))}
+            for cell in cells:
+                beams = cell["beams"]
+                mine, doc = attnkit(a, threads, prompt, new_tokens, beams, a.repeats, compute_type)
+                ids = doc["results"][0]["sequences"][0]["ids"]
+                c = ct2[beams]
+                peers["ct2"] = c["peer"]
+                row = {"compute_type": compute_type, "threads": threads, "beams": beams,
+                       "attnkit": mine["seconds"], "attnkit_cpu": mine["cpu"], "ct2": c["seconds"],
+                       "ct2_cpu": c["cpu"]}
+                what = f"{threads} thread(s), {'greedy' if beams == 1 else 'beam 4'}"
+                if compute_type == "float32":
+                    float_ids[(threads, beams)] = ids
+                    checks.append(f"{what}: attnkit vs CTranslate2: {agreement(ids, c['ids'])}")
+                else:
+                    line = f"{what}, int8: attnkit int8 vs CTranslate2 int8: {agreement(ids, c['ids'])}"
+                    if (threads, beams) in float_ids:
+                        line += f"; attnkit int8 vs attnkit float32: {agreement(ids, float_ids[(threads, beams)])}"
+                    checks.append(line)
+                rows.append(row)
+                print(f"progress: {json.dumps(row)}; {checks[-1]}", file=sys.stderr, flush=True)
         llama = {}
         if a.llama_python:
             for r in json_lines(run([a.llama_python, os.path.abspath(__file__), "peer", "--engine", "llamacpp",
@@ -381,22 +409,13 @@ def main():
                                     thread_env(threads))):
                 llama[r["weights"]] = r
                 peers["llamacpp"] = r["peer"]
-        for cell in cells:
-            beams = cell["beams"]
-            mine, doc = attnkit(a, threads, prompt, new_tokens, beams, a.repeats)
-            ids = doc["results"][0]["sequences"][0]["ids"]
-            c = ct2[beams]
-            peers["ct2"] = c["peer"]
-            row = {"threads": threads, "beams": beams, "attnkit": mine["seconds"], "attnkit_cpu": mine["cpu"],
-                   "ct2": c["seconds"], "ct2_cpu": c["cpu"]}
-            what = f"{threads} thread(s), {'greedy' if beams == 1 else 'beam 4'}"
-            checks.append(f"{what}: attnkit vs CTranslate2: {agreement(ids, c['ids'])}")
-            if beams == 1:
-                for label, r in llama.items():
-                    row[f"llama_{label}"], row[f"llama_{label}_cpu"] = r["seconds"], r["cpu"]
-                    checks.append(f"{what}: attnkit vs llama.cpp {label}: {agreement(ids, r['ids'])}")
-            rows.append(row)
-            print(f"progress: {json.dumps(row)}; {checks[-1]}", file=sys.stderr, flush=True)
+        for label, r in llama.items():  # beside attnkit's float32 greedy row of this thread count
+            row = next((x for x in rows if x["threads"] == threads and x["beams"] == 1
+                        and x.get("compute_type", "float32") == "float32"), None)
+            if row is not None:
+                row[f"llama_{label}"], row[f"llama_{label}_cpu"] = r["seconds"], r["cpu"]
+                checks.append(f"{threads} thread(s), greedy: attnkit vs llama.cpp {label}: "
+                              f"{agreement(float_ids[(threads, 1)], r['ids'])}")
         if a.no_prefill:
             continue
         long_prompt = prompt_ids(a, fortunes_text(prefill_n * 8))[:prefill_n]
@@ -441,7 +460,10 @@ def markdown(r):
     out = [BEGIN, "",
            f"Run {r['date']} by `bench/decode_smollm2.py`. Machine: {r['machine']}; load average (1, 5, 15 min) "
            f"{r['load_start']} at the start, {r['load_end']} at the end. SmolLM2-135M-Instruct from its GGUF file "
-           "(Q4_1 linear layers, Q8_0 embedding); attnkit and CTranslate2 run its weights dequantized, in float32. "
+           "(Q4_1 linear layers, Q8_0 embedding); attnkit and CTranslate2 run its weights dequantized, in float32"
+           + ("; in the int8 rows both quantize those float32 weights per output row as they load (attnkit "
+              "`--compute-type int8`, CTranslate2 `compute_type=\"int8\"`; activations per row at run time). "
+              if any(x.get("compute_type") == "int8" for x in rows) else ". ") +
            f"Prompt: one chat turn, {r['prompt_ids']} ids (attnkit's tokenization, given to every side); "
            f"{new_tokens} new tokens, no end token; best of {r['repeats']} on every side.", ""]
     out.append("Peers: " + "; ".join(f"{k}: {v}" for k, v in sorted(r["peers"].items())) + "."
@@ -454,12 +476,13 @@ def markdown(r):
 
     def decode_table(unit, suffix):
         """One row per cell: tokens per `unit` of attnkit and each peer, and attnkit / peer."""
-        lines = [f"| threads | decoding | attnkit tokens/{unit} | "
+        lines = [f"| threads | compute | decoding | attnkit tokens/{unit} | "
                  + " | ".join(f"{names[c]} tokens/{unit} | attnkit / {names[c]}" for c in decode_cols) + " |",
-                 "|---|---|---|" + "---|---|" * len(decode_cols)]
+                 "|---|---|---|---|" + "---|---|" * len(decode_cols)]
         for x in rows:
             k = new_tokens / x["attnkit" + suffix]
-            line = f"| {x['threads']} | {'greedy' if x['beams'] == 1 else 'beam 4'} | {k:.1f} |"
+            line = (f"| {x['threads']} | {x.get('compute_type', 'float32')} | "
+                    f"{'greedy' if x['beams'] == 1 else 'beam 4'} | {k:.1f} |")
             for c in decode_cols:
                 if c + suffix in x:
                     y = new_tokens / x[c + suffix]
@@ -497,7 +520,7 @@ def markdown(r):
         out.append("")
         for x in rows:
             ratio, cpu = x["ct2"] / x["attnkit"], x["ct2_cpu"] / x["attnkit_cpu"]
-            out.append(f"- target >= 1x CTranslate2 ({x['threads']} thread(s), "
+            out.append(f"- target >= 1x CTranslate2 ({x.get('compute_type', 'float32')}, {x['threads']} thread(s), "
                        f"{'greedy' if x['beams'] == 1 else 'beam 4'}): {ratio:.2f}x {'PASS' if ratio >= 1 else 'MISS'} "
                        f"(CPU time: {cpu:.2f}x)")
         for x in prefill_rows:

@@ -90,6 +90,7 @@ class DocsTables(unittest.TestCase):
         ("pruned_speed", "analysis.md", "pruned-speed.json", "<!-- pruned-speed:begin -->"),
         ("linearized_decode", "analysis.md", "linearized-decode.json", "<!-- linearized-decode:begin -->"),
         ("decode_smollm2", "decoding.md", "decode-smollm2.json", "<!-- decode-smollm2:begin -->"),
+        ("decode_ct2_marian", "decoding.md", "decode-marian.json", "<!-- decode-marian:begin -->"),
         ("train_compare", "training-benchmarks.md", "training-benchmarks.json", "<!-- train-benchmarks:begin -->"),
     )
 
