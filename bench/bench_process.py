@@ -57,3 +57,10 @@ def run_or_exit(argv, who, env=None):
     if p.returncode != 0:
         sys.exit(f"{who}: {' '.join(argv)} failed ({failure(p)}):\n{p.stderr[-3000:]}")
     return p.stdout
+
+
+def ct2_target_line(row, what):
+    """The docs' line of one decoding cell against issue 43's target (>= 1x CTranslate2): wall-time
+    ratio with PASS / MISS, and the CPU-time ratio beside it."""
+    ratio, cpu = row["ct2"] / row["attnkit"], row["ct2_cpu"] / row["attnkit_cpu"]
+    return f"- target >= 1x CTranslate2 ({what}): {ratio:.2f}x {'PASS' if ratio >= 1 else 'MISS'} (CPU time: {cpu:.2f}x)"

@@ -62,7 +62,7 @@ import sys
 import time
 import warnings
 
-from bench_process import machine_isa, run_or_exit, thread_env
+from bench_process import ct2_target_line, machine_isa, run_or_exit, thread_env
 from gnu_time import render_from_json, replace_region, write_json
 
 # MarianTokenizer's advice (sacremoses is for its unused `moses` normalisation).
@@ -511,10 +511,8 @@ def markdown(r):
     if not r["quick"]:
         out.append("")
         for x in rows:
-            ratio, cpu = x["ct2"] / x["attnkit"], x["ct2_cpu"] / x["attnkit_cpu"]
-            out.append(f"- target >= 1x CTranslate2 ({x['compute_type']}, {x['threads']} thread(s), "
-                       f"{'greedy' if x['beams'] == 1 else 'beam 4'}, batch {x['batch']}): {ratio:.2f}x "
-                       f"{'PASS' if ratio >= 1 else 'MISS'} (CPU time: {cpu:.2f}x)")
+            out.append(ct2_target_line(x, f"{x['compute_type']}, {x['threads']} thread(s), "
+                                          f"{'greedy' if x['beams'] == 1 else 'beam 4'}, batch {x['batch']}"))
     out += ["", END, ""]
     return "\n".join(out)
 

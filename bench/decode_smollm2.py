@@ -58,7 +58,7 @@ import os
 import sys
 import time
 
-from bench_process import machine_isa, run_or_exit, thread_env  # thread_env: OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T
+from bench_process import ct2_target_line, machine_isa, run_or_exit, thread_env  # thread_env: OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T
 from gnu_time import render_from_json, replace_region, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -219,8 +219,11 @@ def peer_llamacpp(a, cells):
                 def forward():
                     llm.reset()
                     llm.eval(prompt)
-                    scores = llm.scores[llm.n_tokens - 1]
-                    return int(scores.argmax())
+                    # The last token's logits (llama-cpp-python 0.3 fills llm.scores only with
+                    # logits_all, which would compute the head at every position).
+                    import numpy as np
+                    logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+                    return int(logits.argmax())
 
                 forward()  # warm-up
                 seconds, cpu, first = best_of(a.repeats, forward)
@@ -519,10 +522,8 @@ def markdown(r):
     if not r["quick"]:
         out.append("")
         for x in rows:
-            ratio, cpu = x["ct2"] / x["attnkit"], x["ct2_cpu"] / x["attnkit_cpu"]
-            out.append(f"- target >= 1x CTranslate2 ({x.get('compute_type', 'float32')}, {x['threads']} thread(s), "
-                       f"{'greedy' if x['beams'] == 1 else 'beam 4'}): {ratio:.2f}x {'PASS' if ratio >= 1 else 'MISS'} "
-                       f"(CPU time: {cpu:.2f}x)")
+            out.append(ct2_target_line(x, f"{x.get('compute_type', 'float32')}, {x['threads']} thread(s), "
+                                          f"{'greedy' if x['beams'] == 1 else 'beam 4'}"))
         for x in prefill_rows:
             if "sdpa" in x:
                 ratio, cpu = x["sdpa"] / x["attnkit"], x["sdpa_cpu"] / x["attnkit_cpu"]

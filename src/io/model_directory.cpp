@@ -6,6 +6,7 @@
 #include "attnkit/io/safetensors.h"
 #include "attnkit/models/model_factory.h"
 #include "attnkit/models/deferred_init.h"
+#include "attnkit/layers/lora.h"
 #include "attnkit/models/quantize.h"
 #include "attnkit/formats/gguf.h"
 #include "attnkit/formats/gguf_tokenizer.h"
@@ -145,8 +146,14 @@ LoadedModel load_attnkit(const std::string& weights_path, const json* config_jso
   const auto names = file.names();
   if (std::any_of(names.begin(), names.end(), is_int8_state))
     models::quantize_model(*model, layers::ComputeType::Int8, /*values=*/false);
+  // A training checkpoint of `train --lora.rank R` holds LoRA adapters beside the frozen weights:
+  // loaded as they are, then merged, so that every user of a model file sees a plain model.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const auto& name : names) shapes.emplace_back(name, file.entry(name).shape);
+  const bool lora = layers::add_lora_of_file(model->module(), shapes) > 0;
   load_parameters(model->module(), file);
   deferred.finish(*model, build);
+  if (lora) layers::merge_lora(model->module());
   return finish(model, path, "attnkit");
 }
 

@@ -178,6 +178,7 @@ int64_t quantize_linears(torch::nn::Module& module, bool values) {
   std::vector<torch::nn::LinearImpl*> layers;
   auto collect = [&](torch::nn::Module* m) {
     if (auto* attention = dynamic_cast<MultiHeadAttentionImpl*>(m)) {
+      attention->merge_lora();  // LoRA adapters into the float weights before they are quantized
       for (auto* l : {&attention->q, &attention->k, &attention->v, &attention->o})
         if (!l->is_empty()) layers.push_back(l->get());
     } else if (auto* ffn = dynamic_cast<FeedForwardImpl*>(m)) {

@@ -338,16 +338,16 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
   }
   if (H == 0) {  // every head pruned: the output projection's bias alone
     AttentionResult empty;
-    empty.output = linear(*o, x.new_zeros({x.size(0), L, 0}));
+    empty.output = project(3, x.new_zeros({x.size(0), L, 0}), false);
     if (in.need_weights) empty.weights = x.new_zeros({x.size(0), 0, L, S});
     if (in.need_head_contexts) empty.head_contexts = x.new_zeros({x.size(0), 0, L, value_size_});
     return empty;
   }
   if (in.rotary.cos.defined() && memory)
     throw Error("attention: rotary positions are for self attention (a memory was given)");
-  at::Tensor qh = q ? split_heads(linear(*q, x), query_heads_) : at::Tensor();
-  at::Tensor kh = k ? split_heads(linear(*k, source), grouped_ ? kv_heads_ : query_heads_) : at::Tensor();
-  at::Tensor vh = split_heads(linear(*v, source), grouped_ ? kv_heads_ : H);
+  at::Tensor qh = q ? split_heads(project(0, x, false), query_heads_) : at::Tensor();
+  at::Tensor kh = k ? split_heads(project(1, source, false), grouped_ ? kv_heads_ : query_heads_) : at::Tensor();
+  at::Tensor vh = split_heads(project(2, source, false), grouped_ ? kv_heads_ : H);
   if (qh.defined() && kh.defined()) position_heads(qh, kh, in.rotary);
   if (grouped_ && !uniform_groups()) {  // pruned inside groups: one key/value head per query head
     kh = repeat_kv(kh);
@@ -455,7 +455,7 @@ AttentionResult MultiHeadAttentionImpl::forward(const at::Tensor& x, const Atten
   if (in.need_head_contexts) result.head_contexts = context;
   if (head_gates_.defined()) context = ops::apply_head_gates(context, head_gates_.to(context.dtype()));
   at::Tensor merged = context.transpose(1, 2).reshape({x.size(0), L, H * value_size_});
-  result.output = linear(*o, merged);
+  result.output = project(3, merged, false);
   return result;
 }
 
@@ -476,6 +476,7 @@ at::Tensor MultiHeadAttentionImpl::step(const at::Tensor& x, const StepInputs& i
     throw Error(fmt::format("attention step: '{}' has no cached form", options_.spec().to_string()));
   const int64_t H = heads(), KV = grouped_ ? kv_heads_ : H;
   auto qkv = linear_rows(x, {dense_layer(*q), dense_layer(*k), dense_layer(*v)});
+  for (int i = 0; i < 3; ++i) qkv[i] = with_lora(i, x, qkv[i]);
   at::Tensor qh = split_heads(qkv[0], H), kh = split_heads(qkv[1], KV), vh = split_heads(qkv[2], KV);
   position_heads(qh, kh, in.rotary);
   // The KV cache keeps the grouped heads (the softmax op reads them grouped); the feature states
@@ -494,19 +495,88 @@ at::Tensor MultiHeadAttentionImpl::step(const at::Tensor& x, MemoryCache& cache)
   if (!q || grouped_ || q_norm.defined())
     throw Error(fmt::format("attention step: '{}' has no cached form for cross attention",
                             options_.spec().to_string()));
-  return finish_step(cache.attend(*this, linear_rows(*q, x).contiguous()));
+  return finish_step(cache.attend(*this, project(0, x, true).contiguous()));
 }
 
 std::pair<at::Tensor, at::Tensor> MultiHeadAttentionImpl::memory_heads(const at::Tensor& memory) {
   if (!k || grouped_)
     throw Error(fmt::format("attention: '{}' has no memory keys per head", options_.spec().to_string()));
-  return {split_heads(linear_rows(*k, memory), heads()), split_heads(linear_rows(*v, memory), heads())};
+  return {split_heads(project(1, memory, true), heads()), split_heads(project(2, memory, true), heads())};
 }
 
 at::Tensor MultiHeadAttentionImpl::finish_step(at::Tensor context) {
   if (head_gates_.defined()) context = ops::apply_head_gates(context, head_gates_.to(context.dtype()));
   const int64_t B = context.size(0), n = context.size(2);
-  return linear_rows(*o, context.transpose(1, 2).reshape({B, n, heads() * value_size_}));
+  return project(3, context.transpose(1, 2).reshape({B, n, heads() * value_size_}), true);
+}
+
+torch::nn::Linear& MultiHeadAttentionImpl::projection(int which) {
+  switch (which) {
+    case 0: return q;
+    case 1: return k;
+    case 2: return v;
+    default: return o;
+  }
+}
+
+at::Tensor MultiHeadAttentionImpl::with_lora(int which, const at::Tensor& x, at::Tensor y) const {
+  const Lora& lora = lora_[which];
+  if (!lora.a.defined()) return y;
+  // (x·Aᵀ)·Bᵀ: rank-wide in the middle, never the [out, in] product.
+  return y + at::linear(at::linear(x, lora.a), lora.b) * lora.scale;
+}
+
+at::Tensor MultiHeadAttentionImpl::project(int which, const at::Tensor& x, bool step) {
+  const torch::nn::LinearImpl& layer = *projection(which);
+  return with_lora(which, x, step ? linear_rows(layer, x) : linear(layer, x));
+}
+
+namespace {
+constexpr const char* kLoraNames[4] = {"q", "k", "v", "o"};
+}  // namespace
+
+void MultiHeadAttentionImpl::add_lora(int which, int64_t rank, double alpha) {
+  if (which < 0 || which > 3) throw Error(fmt::format("lora: projection {} is not one of q, k, v, o", which));
+  const std::string name = kLoraNames[which];
+  torch::nn::Linear& layer = projection(which);
+  if (!layer) throw Error(fmt::format("lora: '{}' has no {} projection", options_.spec().to_string(), name));
+  if (rank < 1) throw Error(fmt::format("lora: rank must be at least 1 (got {})", rank));
+  if (!(alpha > 0) || !std::isfinite(alpha)) throw Error(fmt::format("lora: alpha must be positive (got {})", alpha));
+  if (int8_weight(*layer).defined()) throw Error("lora: the " + name + " projection is int8 (adapters train float layers)");
+  if (lora_[which].a.defined()) throw Error("lora: the " + name + " projection has an adapter already");
+  const int64_t out = layer->weight.size(0), in = layer->weight.size(1);
+  const auto options = layer->weight.options().requires_grad(false);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(in, 1)));
+  lora_[which].a = register_parameter(name + "_lora_a", at::empty({rank, in}, options).uniform_(-bound, bound));
+  lora_[which].b = register_parameter(name + "_lora_b", at::zeros({out, rank}, options));
+  // The scale is a parameter that never trains (checkpoints and loaders carry parameters by name).
+  lora_[which].scale = register_parameter(name + "_lora_scale", at::full({1}, alpha / static_cast<double>(rank), options),
+                                          /*requires_grad=*/false);
+}
+
+int64_t MultiHeadAttentionImpl::merge_lora() {
+  int64_t merged = 0;
+  torch::NoGradGuard no_grad;
+  for (int which = 0; which < 4; ++which) {
+    Lora& lora = lora_[which];
+    if (!lora.a.defined()) continue;
+    at::Tensor& weight = projection(which)->weight;
+    weight.add_((at::matmul(lora.b.to(at::kDouble), lora.a.to(at::kDouble)) * lora.scale.item<double>())
+                    .to(weight.dtype()));
+    const std::string name = kLoraNames[which];
+    parameters_.erase(name + "_lora_a");
+    parameters_.erase(name + "_lora_b");
+    parameters_.erase(name + "_lora_scale");
+    lora = Lora{};
+    ++merged;
+  }
+  return merged;
+}
+
+bool MultiHeadAttentionImpl::has_lora() const {
+  for (const Lora& lora : lora_)
+    if (lora.a.defined()) return true;
+  return false;
 }
 
 namespace {
@@ -530,6 +600,7 @@ void narrow_to(at::Tensor& tensor, int64_t dim, const at::Tensor& index) {
 }  // namespace
 
 void MultiHeadAttentionImpl::prune_heads(const std::vector<int64_t>& heads) {
+  merge_lora();  // adapters into the weights first: their rows and columns go with the heads
   std::vector<int64_t> remove;
   for (int64_t h : heads) {
     if (h < 0 || h >= original_heads_)

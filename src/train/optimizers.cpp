@@ -80,10 +80,11 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& modul
   std::vector<at::Tensor> decaying, other;
   std::unordered_set<const void*> seen;
   for (const at::Tensor& parameter : module.parameters()) {
-    if (!seen.insert(parameter.unsafeGetTensorImpl()).second) continue;
+    // Frozen parameters (a LoRA run's base weights, lora.h) are not optimised.
+    if (!parameter.requires_grad() || !seen.insert(parameter.unsafeGetTensorImpl()).second) continue;
     (decays(parameter) ? decaying : other).push_back(parameter);
   }
-  if (decaying.empty() && other.empty()) throw Error("make_optimizer: the module has no parameters");
+  if (decaying.empty() && other.empty()) throw Error("make_optimizer: the module has no trainable parameters");
   const auto betas = std::make_tuple(options.beta1, options.beta2);
   switch (options.kind) {
     case OptimizerKind::kAdamW: {

@@ -92,6 +92,28 @@ TEST(Int8Linear, ProductEqualsIntegerOracleAndBoundsFloatProduct) {
       check_product(rows, in, 13, rows % 2 == 1);
   check_product(1, 576, 576, true);
   check_product(70, 96, 40, true);  // more rows than the decoding kernels' few rows
+  // The VNNI copy's 64-byte chunks and masked tails, and its 4 × 4 blocks with partial edges.
+  for (int64_t in : {63, 65, 128, 130, 1000})
+    for (int64_t rows : {1, 6, 16, 17})
+      check_product(rows, in, 11, rows % 2 == 0);
+}
+
+TEST(Int8Linear, ExtremeValuesSumExactly) {
+  // Every weight and input at ±127 after quantization: the largest sums the scheme produces (the
+  // VNNI copy's unsigned bytes reach 255 before its correction), equal to the integer oracle.
+  const int64_t in = 4096, out = 6, rows = 5;
+  at::Tensor w = torch::ones({out, in});
+  w[1].neg_();
+  w[3].narrow(0, 0, in / 2).neg_();
+  at::Tensor x = torch::ones({rows, in});
+  x[2].neg_();
+  x[4].narrow(0, 1, in - 1).neg_();
+  const layers::Int8Weight qw = layers::quantize_int8(w), qx = layers::quantize_int8(x);
+  const at::Tensor sums = at::matmul(qx.values.to(at::kLong), qw.values.to(at::kLong).t());
+  EXPECT_EQ(sums.abs().max().item<int64_t>(), in * 127 * 127);
+  const at::Tensor y = layers::int8_linear(x, qw, at::Tensor());
+  const at::Tensor expected = sums.to(at::kFloat) * (qx.scale.unsqueeze(1) * qw.scale.unsqueeze(0));
+  EXPECT_TRUE(torch::equal(y, expected)) << (y - expected).abs().max().item<double>();
 }
 
 TEST(Int8Linear, ZeroRowsAndEmptyInputs) {
@@ -105,6 +127,23 @@ TEST(Int8Linear, ZeroRowsAndEmptyInputs) {
   EXPECT_THROW(layers::int8_linear(torch::randn({2, 7}), qw, b), Error);
   EXPECT_THROW(layers::int8_linear(torch::randn({2, 8}, at::kDouble), qw, b), Error);
   EXPECT_THROW(layers::int8_linear(torch::randn({2, 8}), qw, torch::randn({4})), Error);
+}
+
+TEST(Int8Linear, ARowWithNaNOrInfinityGivesNaNOutputs) {
+  // No finite scale represents such a row: its scale is NaN and so is every output of it; the
+  // other rows are untouched.
+  const layers::Int8Weight qw = layers::quantize_int8(torch::randn({5, 40}));
+  at::Tensor x = torch::randn({3, 40});
+  x[0][7] = std::nanf("");
+  x[2][39] = -INFINITY;
+  const layers::Int8Weight qx = layers::quantize_int8(x);
+  EXPECT_TRUE(std::isnan(qx.scale[0].item<float>()));
+  EXPECT_TRUE(std::isnan(qx.scale[2].item<float>()));
+  EXPECT_TRUE(std::isfinite(qx.scale[1].item<float>()));
+  const at::Tensor y = layers::int8_linear(x, qw, at::Tensor());
+  EXPECT_TRUE(y[0].isnan().all().item<bool>());
+  EXPECT_TRUE(y[2].isnan().all().item<bool>());
+  EXPECT_TRUE(y[1].isfinite().all().item<bool>());
 }
 
 TEST(Int8Linear, ComputeTypeNames) {

@@ -6,7 +6,9 @@ held-out losses of the trained maps end below the first logged ones; the saved s
 greedy decoding (`generate --json`) equals its full forward (`encode --output` logits: argmax
 and summed log-probabilities); after `train --init STUDENT` for S steps (stage 2) its validation
 loss is below that of the same architecture trained from scratch for the same S steps, with
-margin; bad arguments are one-line errors. Deterministic seeds, one thread."""
+margin, with every weight trained and with LoRA adapters alone (`--lora.rank`: the student's
+tensors unchanged in the checkpoint, a resumed run ending where the straight one does, the
+checkpoint converting to a merged plain model); bad arguments are one-line errors. Deterministic seeds, one thread."""
 import json
 import os
 import random
@@ -158,6 +160,49 @@ class LinearizeCli(unittest.TestCase):
         print(f"validation loss after {STAGE2_STEPS} steps: linearized {linearized:.4f}, from scratch "
               f"{scratch:.4f} (softmax teacher after 300: {teacher:.4f})", flush=True)
         self.assertLess(linearized, scratch - 0.3)
+
+    def test_stage_two_low_rank_trains_the_adapters_alone_and_resumes(self):
+        """train --init STUDENT --lora.rank 4: only the adapters change (every tensor of the student is
+        in the checkpoint unchanged), the validation loss still ends far below training from scratch,
+        a run resumed half-way ends where the straight run does, and the checkpoint loads elsewhere
+        as a plain (merged) model."""
+        out, _, _ = self.student("linear:hedgehog")
+        d = self.tmp.name
+        # A constant rate: the half run's schedule must not depend on its own run.steps.
+        lora = ("--init", out, "--lora.rank", "4", "--lora.alpha", "8", "--schedule.kind", "constant")
+        straight = os.path.join(d, "lora")
+        rc, _, err = lm_run(straight, self.train_txt, self.vocab, STAGE2_STEPS, *lora)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("lora: 8 adapters of rank 4", err)  # 2 layers x q, k, v, o
+        checkpoint = os.path.join(straight, "checkpoints", sorted(os.listdir(os.path.join(straight, "checkpoints")))[-1])
+        trained = load_file(os.path.join(checkpoint, "model.safetensors"))
+        student = load_file(os.path.join(out, "model.safetensors"))
+        self.assertEqual(sum(name.endswith("_lora_a") for name in trained), 8)
+        for name, tensor in student.items():
+            self.assertTrue(torch.equal(trained[name], tensor), name)
+        self.assertGreater(max(t.abs().max().item() for n, t in trained.items() if n.endswith("_lora_b")), 0)
+        loss = last_eval_loss(straight)
+        rc, _, err = lm_run(os.path.join(d, "scratch-lora"), self.train_txt, self.vocab, STAGE2_STEPS, *SIZES,
+                            "--model.attention", "linear:hedgehog")
+        self.assertEqual(rc, 0, err)
+        scratch = last_eval_loss(os.path.join(d, "scratch-lora"))
+        print(f"LoRA rank 4, {STAGE2_STEPS} steps: validation loss {loss:.4f} (from scratch {scratch:.4f})", flush=True)
+        self.assertLess(loss, scratch - 0.3)
+        # Half the steps, then --resume to the end: the same validation loss.
+        half = os.path.join(d, "lora-half")
+        rc, _, err = attnkit("train", "--task.name", "lm", "--task.data", self.train_txt, "--task.tokenizer", self.vocab,
+                             "--task.truncate", "32", "--task.batch_size", "16", "--run.steps", str(STAGE2_STEPS // 2),
+                             "--run.eval_every", str(STAGE2_STEPS), "--run.checkpoint_every", str(STAGE2_STEPS // 2),
+                             "--run.dir", half, "--optimizer.lr", "3e-3", "--run.seed", "1", *lora)
+        self.assertEqual(rc, 0, err)
+        rc, _, err = attnkit("train", "--resume", half, "--run.steps", str(STAGE2_STEPS))
+        self.assertEqual(rc, 0, err)
+        self.assertAlmostEqual(last_eval_loss(half), loss, delta=1e-6)
+        # Elsewhere the checkpoint is a plain model: convert writes no adapter.
+        merged = os.path.join(d, "lora-merged")
+        rc, _, err = attnkit("convert", "--from", checkpoint, "--to", merged)
+        self.assertEqual(rc, 0, err)
+        self.assertFalse([n for n in load_file(os.path.join(merged, "model.safetensors")) if "lora" in n])
 
     def test_keep_softmax_by_analyze_heads_importance(self):
         """analyze heads --out writes heads.json; --keep-softmax 1 keeps the layer of the larger summed

@@ -136,7 +136,7 @@ TEST(Optimizers, ClearErrors) {
   o.learning_rate = -1;
   EXPECT_EQ(error_of([&] { o.validate(); }), "optimizer options: learning_rate must be >= 0, got -1");
   torch::nn::Module empty;
-  EXPECT_EQ(error_of([&] { make_optimizer(empty, OptimizerOptions()); }), "make_optimizer: the module has no parameters");
+  EXPECT_EQ(error_of([&] { make_optimizer(empty, OptimizerOptions()); }), "make_optimizer: the module has no trainable parameters");
   Toy toy;
   auto optimizer = make_optimizer(toy, OptimizerOptions());
   EXPECT_NE(error_of([&] { load_optimizer_state(*optimizer, "garbage", "x/optimizer.pt"); }).find("x/optimizer.pt: "),

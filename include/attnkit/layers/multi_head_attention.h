@@ -152,6 +152,20 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // attnkit::Error for the other kinds.
   ops::FeatureMap feature_map() const;
 
+  // LoRA (Hu et al. 2021; issue 45 stage 2, low-rank fine-tuning): projection `which` (0 q, 1 k,
+  // 2 v, 3 o; NAME below) gets parameters NAME_lora_a [rank, in] (uniform in ±1/√in, as PEFT's
+  // Kaiming init), NAME_lora_b [out, rank] (zeros: the outputs are unchanged at first) and
+  // NAME_lora_scale [1] (alpha / rank; a parameter that never trains), so that it computes
+  // x·Wᵀ + b + scale·(x·Aᵀ)·Bᵀ in forward and in the cached steps. Throws attnkit::Error for
+  // rank < 1, alpha <= 0, a projection the kind lacks (q and k of a random synthesizer), an int8
+  // layer, or a projection that has an adapter already.
+  void add_lora(int which, int64_t rank, double alpha);
+  // Folds every adapter into its projection (W += scale · B·A, computed in float64, stored in the
+  // weight's dtype) and removes its three parameters: a plain layer again, with the same outputs
+  // up to float rounding. Returns the number of adapters merged.
+  int64_t merge_lora();
+  bool has_lora() const;
+
   // Projections; q and k are empty modules when the kind does not use them (random synthesizer).
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
   // spec.qk_norm: the RMSNorm weights [key_size] of q and of k.
@@ -160,6 +174,12 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
  private:
   // Head gates, merged heads, output projection through the row kernels: the end of a step.
   at::Tensor finish_step(at::Tensor context);
+  // Projection `which` (0 q, 1 k, 2 v, 3 o) of x: the full forward's product (`linear`), or a
+  // step's (linear_rows: the row kernels); plus its LoRA term when it has an adapter.
+  at::Tensor project(int which, const at::Tensor& x, bool step);
+  // y + scale·(x·Aᵀ)·Bᵀ of projection `which`'s adapter; y itself without one.
+  at::Tensor with_lora(int which, const at::Tensor& x, at::Tensor y) const;
+  torch::nn::Linear& projection(int which);
   at::Tensor logits(const at::Tensor& q, const at::Tensor& k, AttentionKind kind, int64_t L,
                     int64_t S);
   // The grouped key/value heads repeated to one per query head (for the ops without groups).
@@ -185,6 +205,10 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   at::Tensor random_r1_, random_r2_;      // factorized random factors
   at::Tensor mixing_;                     // mixture weights (softmax-normalised)
   at::Tensor head_gates_;
+  struct Lora {
+    at::Tensor a, b, scale;  // [rank, in], [out, rank], [1] (alpha / rank)
+  };
+  Lora lora_[4];  // q, k, v, o
   c10::optional<AttentionSpec> transfer_teacher_;
   at::Tensor transfer_loss_;
   int64_t original_heads_ = 0;

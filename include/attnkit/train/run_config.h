@@ -16,6 +16,9 @@
 //                key_size, value_size
 //   [optimizer]  name (adamw | adam | sgd), lr, weight_decay, beta1, beta2, eps, momentum
 //   [schedule]   kind (constant | linear | cosine), warmup, min_ratio
+//   [lora]       rank (0 = off), alpha, targets: LoRA adapters on the attention projections, the
+//                rest of the model frozen (layers/lora.h)
+#include "attnkit/layers/lora.h"
 #include "attnkit/models/task_model.h"
 #include "attnkit/models/transformer_config.h"
 #include "attnkit/train/trainer.h"
@@ -132,6 +135,7 @@ struct RunConfig {
   TrainerOptions trainer;
   TaskConfig task;
   ModelSettings model;
+  layers::LoraOptions lora;
 };
 
 // One setting: its TOML section and key; on the command line "--section.key".

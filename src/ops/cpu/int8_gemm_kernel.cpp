@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace attnkit::ops::cpu {
@@ -16,15 +17,25 @@ ATTNKIT_INLINE void quantize_rows_impl(const float* X, int64_t ldx, int64_t rows
   for (int64_t m = 0; m < rows; ++m) {
     const float* x = X + m * ldx;
     int8_t* q = Q + m * in;
-    float amax = 0.0f;
-    for (int64_t i = 0; i < in; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-    if (!(amax > 0.0f) || !std::isfinite(amax)) {
-      // Zeros (or a row with a NaN / infinity: no finite scale represents it) quantize to zeros
-      // with scale 0, or NaN scale so that the NaN reaches the output.
-      scale[m] = amax > 0.0f || std::isnan(amax) ? std::nanf("") : 0.0f;
+    // max |x_i| on the bit patterns: |x|'s bits order as unsigned integers the way the values do,
+    // above every finite value come +inf (0x7f800000) and the NaNs, and an integer max
+    // vectorizes (std::fmax was a libm call per value: 7% of an int8 decoding profile).
+    uint32_t top = 0;
+    for (int64_t i = 0; i < in; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, x + i, sizeof bits);
+      bits &= 0x7fffffffu;
+      top = bits > top ? bits : top;
+    }
+    if (top == 0 || top >= 0x7f800000u) {
+      // Zeros quantize to zeros with scale 0; a row with a NaN or an infinity (no finite scale
+      // represents it) to zeros with a NaN scale, so that the NaN reaches the output.
+      scale[m] = top == 0 ? 0.0f : std::nanf("");
       for (int64_t i = 0; i < in; ++i) q[i] = 0;
       continue;
     }
+    float amax;
+    std::memcpy(&amax, &top, sizeof amax);
     const float inv = static_cast<float>(kInt8Levels) / amax;
     scale[m] = amax / static_cast<float>(kInt8Levels);
     for (int64_t i = 0; i < in; ++i) {
@@ -76,7 +87,7 @@ ATTNKIT_INLINE void gemm_int8_rows_impl(const int8_t* W, int64_t in, const float
   }
 }
 
-// AVX2 (also the AVX-512 copy: 256-bit code, no VNNI): X widened to int16 once per call, then
+// AVX2 (also the AVX-512 copy on a CPU without VNNI: 256-bit code): X widened to int16 once per call, then
 // blocks of up to 4 X rows against one W row at a time: per 16 values one sign extension of W
 // and one vpmaddwd per X row into 8 int32 lanes, reduced at the end of the row. A W row (in bytes)
 // and 4 widened X rows stay in L1.
@@ -135,6 +146,125 @@ __attribute__((target("avx2,fma"))) void gemm_int8_rows_avx2(
   }
 }
 
+// AVX-512 VNNI: vpdpbusd multiplies unsigned by signed bytes, four per int32 lane, with no
+// intermediate saturation (vpmaddubsw's int16 pairs would saturate). W's bytes are made unsigned
+// by flipping their sign bit (w ^ 0x80 = w + 128 as an unsigned byte) and each sum corrected by
+// 128 · Σx of its X row, so the int32 sums are exact (|Σ| ≤ in · 255 · 127 before the
+// correction: in ≤ kVnniMaxIn). Blocks of 4 W rows × MB ≤ 4 X rows share every 64-byte load (up
+// to 16 accumulators); the W block stays in L1 while every X block passes; a row's tail is a
+// masked load (zeros of X there).
+constexpr int64_t kVnniMaxIn = (int64_t(1) << 31) / (255 * 127) - 64;
+
+// GCC 12's AVX-512 intrinsics (unpack, shuffle, masked loads) warn of an uninitialised variable of
+// their own header when inlined here (a known false positive); silenced for these functions only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// The lane sums of a, b, c, d (16 int32 lanes each) as one vector [Σa, Σb, Σc, Σd]. (Not
+// _mm512_reduce_add_epi32 four times: this is a third of the instructions, and GCC 12's header
+// of that one warns of an uninitialised variable.)
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m128i sum_lanes4_epi32(
+    __m512i a, __m512i b, __m512i c, __m512i d) {
+  // Per 128-bit block: [a0+a2, b0+b2, a1+a3, b1+b3], the same of c, d, then [Σa, Σb, Σc, Σd].
+  const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+  const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+  const __m512i abcd = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+  // The four 128-bit blocks added.
+  const __m512i halves = _mm512_add_epi32(abcd, _mm512_shuffle_i64x2(abcd, abcd, 0x4E));
+  const __m256i q = _mm512_castsi512_si256(halves);
+  return _mm_add_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+}
+
+// For 4 W rows (r0.. r0 + nr, nr ≤ 4; missing rows repeat the first) and MB X rows: the exact
+// sums Σ_i w_r[i] · x_m[i], then Y[m, r] = float(Σ) · (sw_r · sx_m) (+ b_r), four rows of Y at a time.
+// `ahead`: W rows r0 + kPrefetchRows.. to prefetch into L1 as this block reads its rows (null: none).
+// Reading 4 rows side by side defeats the hardware prefetcher on a matrix beyond L2 (measured on a
+// 49152 × 576 head, 1 row of X: 1.15 ms without, 0.57-0.61 ms with 16 rows ahead, 0.88 ms for the
+// AVX2 copy's one row at a time).
+constexpr int64_t kPrefetchRows = 16;
+
+// fp-contract off: GCC's _mm_mul_ps / _mm_add_ps are vector arithmetic it would fuse into an FMA
+// (one rounding instead of the other copies' two: a different last bit).
+template <int MB>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), optimize("fp-contract=off"))) inline void block_vnni(
+    const int8_t* W, int64_t in, const float* wscale, const int8_t* X, const float* xscale,
+    const int32_t* correction, const float* bias, float* Y, int64_t ldy, int64_t r0, int64_t nr,
+    const int8_t* ahead) {
+  const int8_t* w[4];
+  for (int64_t r = 0; r < 4; ++r) w[r] = W + (r0 + (r < nr ? r : 0)) * in;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i acc[MB][4];
+  for (int m = 0; m < MB; ++m)
+    for (int r = 0; r < 4; ++r) acc[m][r] = _mm512_setzero_si512();
+  int64_t i = 0;
+  for (; i + 64 <= in; i += 64) {
+    __m512i xv[MB];
+    for (int m = 0; m < MB; ++m) xv[m] = _mm512_loadu_si512(X + m * in + i);
+    for (int r = 0; r < 4; ++r) {
+      if (ahead != nullptr) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * in + i), _MM_HINT_T0);
+      const __m512i wv = _mm512_xor_si512(_mm512_loadu_si512(w[r] + i), flip);
+      for (int m = 0; m < MB; ++m) acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], wv, xv[m]);
+    }
+  }
+  if (i < in) {
+    const __mmask64 mask = ~__mmask64(0) >> (64 - (in - i));
+    __m512i xv[MB];
+    for (int m = 0; m < MB; ++m) xv[m] = _mm512_maskz_loadu_epi8(mask, X + m * in + i);
+    for (int r = 0; r < 4; ++r) {
+      const __m512i wv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, w[r] + i), flip);
+      for (int m = 0; m < MB; ++m) acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], wv, xv[m]);
+    }
+  }
+  const __mmask8 rows = static_cast<__mmask8>((1u << nr) - 1);
+  const __m128 ws = _mm_maskz_loadu_ps(rows, wscale + r0);
+  const __m128 b = bias != nullptr ? _mm_maskz_loadu_ps(rows, bias + r0) : _mm_setzero_ps();
+  for (int m = 0; m < MB; ++m) {
+    const __m128i s = _mm_sub_epi32(sum_lanes4_epi32(acc[m][0], acc[m][1], acc[m][2], acc[m][3]),
+                                    _mm_set1_epi32(correction[m]));
+    __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(s), _mm_mul_ps(ws, _mm_set1_ps(xscale[m])));
+    if (bias != nullptr) v = _mm_add_ps(v, b);
+    _mm_mask_storeu_ps(Y + m * ldy + r0, rows, v);
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), optimize("fp-contract=off"))) void gemm_int8_rows_vnni(
+    const int8_t* W, int64_t in, const float* wscale, const int8_t* X, const float* xscale,
+    int64_t M, const float* bias, float* Y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+  std::vector<int32_t> correction(static_cast<size_t>(M));  // 128 · Σx per X row
+  for (int64_t m = 0; m < M; ++m) {
+    int32_t sum = 0;
+    for (int64_t i = 0; i < in; ++i) sum += X[m * in + i];
+    correction[static_cast<size_t>(m)] = sum * 128;
+  }
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += 4) {
+    const int64_t nr = row_end - r0 < 4 ? row_end - r0 : 4;
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      const int8_t* x = X + m0 * in;
+      const int32_t* c = correction.data() + m0;
+      float* y = Y + m0 * ldy;
+      // The first X block of each W block prefetches (whole blocks of 4 rows inside the range).
+      const int8_t* ahead = m0 == 0 && r0 + kPrefetchRows + 4 <= row_end ? W + (r0 + kPrefetchRows) * in : nullptr;
+      switch (M - m0 < 4 ? M - m0 : 4) {
+        case 1: block_vnni<1>(W, in, wscale, x, xscale + m0, c, bias, y, ldy, r0, nr, ahead); break;
+        case 2: block_vnni<2>(W, in, wscale, x, xscale + m0, c, bias, y, ldy, r0, nr, ahead); break;
+        case 3: block_vnni<3>(W, in, wscale, x, xscale + m0, c, bias, y, ldy, r0, nr, ahead); break;
+        default: block_vnni<4>(W, in, wscale, x, xscale + m0, c, bias, y, ldy, r0, nr, ahead);
+      }
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+bool cpu_has_avx512_vnni() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  }();
+  return has;
+}
+
 }  // namespace
 
 ATTNKIT_KERNEL_ENTRY(quantize_rows_int8, quantize_rows_impl,
@@ -142,11 +272,15 @@ ATTNKIT_KERNEL_ENTRY(quantize_rows_int8, quantize_rows_impl,
                       float* scale),
                      (X, ldx, rows, in, Q, scale))
 
-// By hand rather than ATTNKIT_KERNEL_ENTRY: the AVX2 copy is written with intrinsics (vpmaddwd),
-// and the AVX-512 copy runs it too; the baseline copy is the plain loop.
+// By hand rather than ATTNKIT_KERNEL_ENTRY: the AVX-512 copy is the VNNI kernel where the CPU
+// has AVX-512 VNNI (else the AVX2 one), the AVX2 copy is written with intrinsics (vpmaddwd), the
+// baseline copy is the plain loop. All three give the same bits: exact int32 sums, then the same
+// float arithmetic.
 void gemm_int8_rows(const int8_t* W, int64_t in, const float* wscale, const int8_t* X,
                     const float* xscale, int64_t M, const float* bias, float* Y, int64_t ldy,
                     int64_t row_begin, int64_t row_end) {
+  if (kernel_isa() == KernelIsa::Avx512 && cpu_has_avx512_vnni() && in <= kVnniMaxIn)
+    return gemm_int8_rows_vnni(W, in, wscale, X, xscale, M, bias, Y, ldy, row_begin, row_end);
   if (kernel_isa() != KernelIsa::Baseline)
     return gemm_int8_rows_avx2(W, in, wscale, X, xscale, M, bias, Y, ldy, row_begin, row_end);
   gemm_int8_rows_impl(W, in, wscale, X, xscale, M, bias, Y, ldy, row_begin, row_end);

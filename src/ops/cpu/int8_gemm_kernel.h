@@ -9,8 +9,9 @@
 //
 // Product: Y[m, r] = bias[r] + (wscale[r] · xscale[m]) · Σ_i W[r, i] · X[m, i], the sum an exact
 // int32 (|Σ| ≤ in · 127², so in ≤ kInt8MaxIn), rounded to float once. Compiled with runtime
-// dispatch to AVX-512 / AVX2 / baseline copies (kernel_isa.h): GCC's dot-product pattern turns the
-// int8 × int8 → int32 loop into sign extension to 16 bits and vpmaddwd.
+// dispatch (kernel_isa.h): the AVX-512 copy runs vpdpbusd where the CPU has AVX-512 VNNI (Ice
+// Lake, Zen 4 and later) and the AVX2 copy otherwise; the AVX2 copy sign-extends to 16 bits for
+// vpmaddwd; the baseline copy is the plain loop. Every copy gives the same bits.
 #include <cstdint>
 
 namespace attnkit::ops::cpu {

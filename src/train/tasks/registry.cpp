@@ -5,12 +5,14 @@
 #include "task_common.h"
 
 #include "attnkit/error.h"
+#include "attnkit/layers/lora.h"
 #include "attnkit/text/tokenizer_json.h"
 #include "attnkit/train/tasks.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace attnkit::train {
 
@@ -104,7 +106,24 @@ std::unique_ptr<TrainingTask> make_task(const RunConfig& config) {
     throw Error(fmt::format("task.eval_split = test needs test files ({}); task '{}' has none", with_tests,
                             name));
   }
+  if (config.lora.rank != 0) {  // checked before the model is built
+    if (config.lora.rank < 0) throw Error(fmt::format("lora.rank must be 0 (off) or at least 1 (got {})", config.lora.rank));
+    if (!(config.lora.alpha > 0) || !std::isfinite(config.lora.alpha))
+      throw Error(fmt::format("lora.alpha must be positive (got {})", config.lora.alpha));
+    layers::lora_projections(config.lora.targets);
+  }
   auto made = task->make(config);
+  if (config.lora.rank > 0) {
+    const int64_t adapters = layers::add_lora(made->module(), config.lora);
+    int64_t trained = 0, total = 0;
+    for (const auto& p : made->module().parameters()) {
+      total += p.numel();
+      if (p.requires_grad()) trained += p.numel();
+    }
+    if (!config.trainer.quiet)
+      fmt::print(stderr, "lora: {} adapters of rank {} (alpha {}, on {}); {} of {} parameters train\n", adapters,
+                 config.lora.rank, config.lora.alpha, config.lora.targets, trained, total);
+  }
   // Checkpoints carry the tokenizer of a task that reads text through one, so a run directory
   // is a model with its tokenizer.
   if (task->tokenizer)
