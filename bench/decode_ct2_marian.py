@@ -74,6 +74,14 @@ JSON_PATH = os.path.join(ROOT, "docs", "decode-marian.json")
 DOC_PATH = os.path.join(ROOT, "docs", "decoding.md")
 BEGIN, END = "<!-- decode-marian:begin -->", "<!-- decode-marian:end -->"
 VOCAB = 58101  # opus-mt-en-de
+# --isa avx2: every engine held to AVX2 on an AVX-512 machine (issue 43 part 3, AVX2 against AVX2
+# on the same CPU): attnkit's kernel copies (ATTNKIT_KERNEL_ISA), CTranslate2's own kernels
+# (CT2_FORCE_CPU_ISA) and the oneDNN it runs int8 GEMMs in (ONEDNN_MAX_CPU_ISA; VNNI off too),
+# ATen's own kernels (ATEN_CPU_CAPABILITY; attnkit's LibTorch and transformers' torch) and
+# OpenBLAS (OPENBLAS_CORETYPE Haswell: its AVX2 kernels).
+ISA_ENV = {"auto": {}, "avx2": {"ATTNKIT_KERNEL_ISA": "avx2", "CT2_FORCE_CPU_ISA": "AVX2",
+                                "ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2",
+                                "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell"}}
 PAD = VOCAB - 1
 SHAPE = {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 8,
          "decoder_attention_heads": 8, "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048}
@@ -262,7 +270,7 @@ def attnkit_cell(a, threads, cell, sources_file, repeats=1):
     best, best_cpu, best_wall, doc = None, None, None, None
     for _ in range(repeats):
         t0 = time.perf_counter()
-        env = thread_env(threads)
+        env = thread_env(threads, ISA_ENV[a.isa])
         if a.few_rows_max >= 0:
             env["ATTNKIT_DECODE_FEW_ROWS_MAX"] = str(a.few_rows_max)
         doc = json.loads(run(argv, env))
@@ -304,6 +312,9 @@ def main():
                         help="float32 and/or int8, comma-separated (default both); int8 = attnkit "
                              "--compute-type int8 against CTranslate2 compute_type int8")
     parser.add_argument("--compute-type", default="float32", help=argparse.SUPPRESS)  # a peer's
+    parser.add_argument("--isa", choices=sorted(ISA_ENV), default="auto",
+                        help="avx2: attnkit, CTranslate2 and oneDNN held to AVX2 (an AVX-512 machine "
+                             "measuring its AVX2 paths); the docs' JSON is written by auto runs only")
     parser.add_argument("--engine", choices=["ct2", "hf"])
     parser.add_argument("--cells", default="[]")
     parser.add_argument("--repeats", type=int, default=0,
@@ -411,7 +422,7 @@ def main():
                 out = run([sys.executable, os.path.abspath(__file__), "peer", "--engine", engine,
                            "--threads", str(threads), "--marian-dir", a.model_dir, "--compute-type",
                            compute_type, "--repeats", str(a.repeats), "--cells", json.dumps(cells)],
-                          thread_env(threads))
+                          thread_env(threads, ISA_ENV[a.isa]))
                 for line in out.splitlines():
                     if line.startswith("{"):
                         r = json.loads(line)
@@ -455,10 +466,10 @@ def main():
     result = {"date": f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC", "machine": start_machine,
               "load_start": start_load, "load_end": fmt_load(), "model": model, "new_tokens": new_tokens,
               "batches": list(batches), "repeats": a.repeats, "quick": a.quick, "peers": names,
-              "few_rows_max": a.few_rows_max, "checks": checks, "rows": rows}
+              "few_rows_max": a.few_rows_max, "isa": a.isa, "checks": checks, "rows": rows}
     text = markdown(result)
     print(text)
-    if not a.quick and not a.threads and a.few_rows_max < 0 and compute_types == ["float32", "int8"]:
+    if not a.quick and not a.threads and a.few_rows_max < 0 and compute_types == ["float32", "int8"] and a.isa == "auto":
         write_json(JSON_PATH, result)  # the full run is the one docs/decoding.md reports
         replace_region(DOC_PATH, BEGIN, END, text)
         print("decode_ct2_marian.py: wrote docs/decode-marian.json and docs/decoding.md", file=sys.stderr)
@@ -469,7 +480,9 @@ def markdown(r):
     it): machine, the checks, tokens/s and tokens/CPU-s tables per compute type, the targets."""
     new_tokens, rows = r["new_tokens"], r["rows"]
     out = [BEGIN, "",
-           f"Run {r['date']} by `bench/decode_ct2_marian.py`. Machine: {r['machine']}; load average "
+           f"Run {r['date']} by `bench/decode_ct2_marian.py`"
+           + (f" --isa {r['isa']} (every engine held to AVX2)" if r.get("isa", "auto") != "auto" else "")
+           + f". Machine: {r['machine']}; load average "
            f"(1, 5, 15 min) {r['load_start']} at the start, {r['load_end']} at the end. Model: {r['model']}. "
            f"Sources: the first {max(r['batches'])} verses of Esther (WEB); every translation forced to "
            f"exactly {new_tokens} tokens; best of {r['repeats']} on every side. "
