@@ -12,8 +12,6 @@
 namespace attnkit::layers {
 namespace {
 
-constexpr const char* kLetters[4] = {"q", "k", "v", "o"};
-
 std::vector<MultiHeadAttentionImpl*> attention_layers(torch::nn::Module& module) {
   std::vector<MultiHeadAttentionImpl*> out;
   for (const auto& m : module.modules(/*include_self=*/true))
@@ -35,7 +33,7 @@ std::vector<int> lora_projections(const std::string& targets) {
     const std::string item = targets.substr(start, comma - start);
     int which = -1;
     for (int i = 0; i < 4; ++i)
-      if (item == kLetters[i]) which = i;
+      if (item == MultiHeadAttentionImpl::kProjectionNames[i]) which = i;
     if (which < 0)
       throw Error(fmt::format("lora.targets: '{}' is not a projection (accepted: q, k, v, o, comma-separated)", item));
     if (std::find(out.begin(), out.end(), which) != out.end())
@@ -60,11 +58,7 @@ int64_t add_lora(torch::nn::Module& module, const LoraOptions& options) {
   int64_t added = 0;
   for (auto* attention : layers)
     for (int which : projections) {
-      const bool present = which == 0 ? static_cast<bool>(attention->q)
-                           : which == 1 ? static_cast<bool>(attention->k)
-                           : which == 2 ? static_cast<bool>(attention->v)
-                                        : static_cast<bool>(attention->o);
-      if (!present) continue;  // q and k of a random synthesizer
+      if (!attention->has_projection(which)) continue;  // q and k of a random synthesizer
       attention->add_lora(which, options.rank, options.alpha);
       ++added;
     }
@@ -84,7 +78,7 @@ int64_t add_lora_of_file(torch::nn::Module& module,
     const std::string letter = name.substr(dot == std::string::npos ? 0 : dot + 1, name.size() - (dot + 1) - 7);
     int which = -1;
     for (int i = 0; i < 4; ++i)
-      if (letter == kLetters[i]) which = i;
+      if (letter == MultiHeadAttentionImpl::kProjectionNames[i]) which = i;
     const auto found = by_name.find(owner);
     if (which < 0 || found == by_name.end() || shape.size() != 2)
       throw Error(fmt::format("{}: not a LoRA adapter of an attention projection of this model", name));

@@ -531,13 +531,19 @@ at::Tensor MultiHeadAttentionImpl::project(int which, const at::Tensor& x, bool 
   return with_lora(which, x, step ? linear_rows(layer, x) : linear(layer, x));
 }
 
-namespace {
-constexpr const char* kLoraNames[4] = {"q", "k", "v", "o"};
-}  // namespace
+bool MultiHeadAttentionImpl::has_projection(int which) const {
+  switch (which) {
+    case 0: return !q.is_empty();
+    case 1: return !k.is_empty();
+    case 2: return !v.is_empty();
+    case 3: return !o.is_empty();
+    default: return false;
+  }
+}
 
 void MultiHeadAttentionImpl::add_lora(int which, int64_t rank, double alpha) {
   if (which < 0 || which > 3) throw Error(fmt::format("lora: projection {} is not one of q, k, v, o", which));
-  const std::string name = kLoraNames[which];
+  const std::string name = kProjectionNames[which];
   torch::nn::Linear& layer = projection(which);
   if (!layer) throw Error(fmt::format("lora: '{}' has no {} projection", options_.spec().to_string(), name));
   if (rank < 1) throw Error(fmt::format("lora: rank must be at least 1 (got {})", rank));
@@ -563,7 +569,7 @@ int64_t MultiHeadAttentionImpl::merge_lora() {
     at::Tensor& weight = projection(which)->weight;
     weight.add_((at::matmul(lora.b.to(at::kDouble), lora.a.to(at::kDouble)) * lora.scale.item<double>())
                     .to(weight.dtype()));
-    const std::string name = kLoraNames[which];
+    const std::string name = kProjectionNames[which];
     parameters_.erase(name + "_lora_a");
     parameters_.erase(name + "_lora_b");
     parameters_.erase(name + "_lora_scale");

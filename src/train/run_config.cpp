@@ -149,7 +149,7 @@ const std::vector<Setting>& settings() {
         ATTNKIT_FIELD(bool, "model", "pre_ln", "translation: pre-LN blocks (default post-LN)", c.model.pre_ln),
         ATTNKIT_FIELD(bool, "model", "share_embeddings", "translation: one embedding for source, target and output", c.model.share_embeddings),
         ATTNKIT_FIELD(decltype(ModelSettings::cross_attention), "model", "cross_attention", "translation: cross attention kind (default: model.attention)", c.model.cross_attention),
-        ATTNKIT_FIELD(int64_t, "lora", "rank", "LoRA adapters of this rank on every attention layer's projections, every other weight frozen (0 = off; with model.init)", c.lora.rank),
+        ATTNKIT_FIELD(int64_t, "lora", "rank", "LoRA adapters of this rank on every attention layer's projections, every other weight frozen (0 = off; meant for model.init)", c.lora.rank),
         ATTNKIT_FIELD(double, "lora", "alpha", "LoRA scale = alpha / rank", c.lora.alpha),
         ATTNKIT_FIELD(std::string, "lora", "targets", "the projections that get adapters: q, k, v, o, comma-separated", c.lora.targets),
     };

@@ -160,6 +160,10 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // rank < 1, alpha <= 0, a projection the kind lacks (q and k of a random synthesizer), an int8
   // layer, or a projection that has an adapter already.
   void add_lora(int which, int64_t rank, double alpha);
+  // The names of the projections `which` counts (0 q, 1 k, 2 v, 3 o), and whether this layer has
+  // projection `which` (a random synthesizer has no q or k).
+  static constexpr const char* kProjectionNames[4] = {"q", "k", "v", "o"};
+  bool has_projection(int which) const;
   // Folds every adapter into its projection (W += scale · B·A, computed in float64, stored in the
   // weight's dtype) and removes its three parameters: a plain layer again, with the same outputs
   // up to float rounding. Returns the number of adapters merged.
