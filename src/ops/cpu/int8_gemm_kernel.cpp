@@ -12,6 +12,17 @@
 namespace attnkit::ops::cpu {
 namespace {
 
+// float(Σ) · (sw · sx) + b, rounded after the product and after the sum in every copy (so the
+// AVX-512, AVX2 and baseline copies give the same bits), though the kernels build with
+// -ffp-contract=fast: the empty asm makes the product a value the compiler cannot fuse into an FMA
+// with the add (GCC's `optimize` attribute is not clang's, and clang's fp-contract pragma yields to
+// -ffp-contract=fast).
+ATTNKIT_INLINE float scaled_sum(int32_t sum, float wscale, float xscale, const float* bias) {
+  float v = static_cast<float>(sum) * (wscale * xscale);
+  asm("" : "+x"(v));
+  return bias != nullptr ? v + *bias : v;
+}
+
 ATTNKIT_INLINE void quantize_rows_impl(const float* X, int64_t ldx, int64_t rows, int64_t in,
                                        int8_t* Q, float* scale) {
   for (int64_t m = 0; m < rows; ++m) {
@@ -80,8 +91,7 @@ ATTNKIT_INLINE void gemm_int8_rows_impl(const int8_t* W, int64_t in, const float
       float* y = Y + m * ldy;
       for (int64_t j = 0; j < n; ++j) {
         const int64_t r = r0 + j;
-        const float v = static_cast<float>(sums[j]) * (wscale[r] * xscale[m]);
-        y[r] = bias != nullptr ? v + bias[r] : v;
+        y[r] = scaled_sum(sums[j], wscale[r], xscale[m], bias != nullptr ? bias + r : nullptr);
       }
     }
   }
@@ -123,8 +133,7 @@ __attribute__((target("avx2,fma"))) inline void block_avx2(const int8_t* W, int6
       int32_t s = sums[m];
       const int16_t* x = X16 + m * ldx16;
       for (int64_t i = vec_end; i < in; ++i) s += static_cast<int32_t>(w[i]) * x[i];
-      const float v = static_cast<float>(s) * (wscale[r] * xscale[m]);
-      Y[m * ldy + r] = bias != nullptr ? v + bias[r] : v;
+      Y[m * ldy + r] = scaled_sum(s, wscale[r], xscale[m], bias != nullptr ? bias + r : nullptr);
     }
   }
 }
@@ -159,7 +168,9 @@ constexpr int64_t kVnniMaxIn = (int64_t(1) << 31) / (255 * 127) - 64;
 // their own header when inlined here (a known false positive); silenced for these functions only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // The lane sums of a, b, c, d (16 int32 lanes each) as one vector [Σa, Σb, Σc, Σd]. (Not
 // _mm512_reduce_add_epi32 four times: this is a third of the instructions, and GCC 12's header
@@ -184,10 +195,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m128i s
 // AVX2 copy's one row at a time).
 constexpr int64_t kPrefetchRows = 16;
 
-// fp-contract off: GCC's _mm_mul_ps / _mm_add_ps are vector arithmetic it would fuse into an FMA
-// (one rounding instead of the other copies' two: a different last bit).
 template <int MB>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), optimize("fp-contract=off"))) inline void block_vnni(
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline void block_vnni(
     const int8_t* W, int64_t in, const float* wscale, const int8_t* X, const float* xscale,
     const int32_t* correction, const float* bias, float* Y, int64_t ldy, int64_t r0, int64_t nr,
     const int8_t* ahead) {
@@ -216,19 +225,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), optimize("fp-cont
       for (int m = 0; m < MB; ++m) acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], wv, xv[m]);
     }
   }
-  const __mmask8 rows = static_cast<__mmask8>((1u << nr) - 1);
-  const __m128 ws = _mm_maskz_loadu_ps(rows, wscale + r0);
-  const __m128 b = bias != nullptr ? _mm_maskz_loadu_ps(rows, bias + r0) : _mm_setzero_ps();
   for (int m = 0; m < MB; ++m) {
-    const __m128i s = _mm_sub_epi32(sum_lanes4_epi32(acc[m][0], acc[m][1], acc[m][2], acc[m][3]),
-                                    _mm_set1_epi32(correction[m]));
-    __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(s), _mm_mul_ps(ws, _mm_set1_ps(xscale[m])));
-    if (bias != nullptr) v = _mm_add_ps(v, b);
-    _mm_mask_storeu_ps(Y + m * ldy + r0, rows, v);
+    alignas(16) int32_t sums[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(sums),
+                    sum_lanes4_epi32(acc[m][0], acc[m][1], acc[m][2], acc[m][3]));
+    float* y = Y + m * ldy + r0;
+    for (int64_t r = 0; r < nr; ++r) {
+      y[r] = scaled_sum(sums[r] - correction[m], wscale[r0 + r], xscale[m],
+                        bias != nullptr ? bias + r0 + r : nullptr);
+    }
   }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), optimize("fp-contract=off"))) void gemm_int8_rows_vnni(
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_int8_rows_vnni(
     const int8_t* W, int64_t in, const float* wscale, const int8_t* X, const float* xscale,
     int64_t M, const float* bias, float* Y, int64_t ldy, int64_t row_begin, int64_t row_end) {
   std::vector<int32_t> correction(static_cast<size_t>(M));  // 128 · Σx per X row
