@@ -7,6 +7,11 @@ import subprocess
 import sys
 
 
+def load_averages():
+    """The 1, 5 and 15 minute load averages as the decoding tables print them: "1.09, 2.21, 1.58"."""
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def machine_isa():
     """The machine line of the decoding tables: CPU model, CPU count, its vector ISA (attnkit's
     kernels run their AVX-512 copy where avx512f is present, else AVX2) and the int8 / bf16

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 
+from bench_process import load_averages
 from thread_wait import with_thread_wait
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,10 +40,6 @@ def run_json(argv, parse=True, thread_wait=False):
     if not parse:
         return []
     return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
-
-
-def fmt_load():
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def compare_greedy(a, binary, shape):
@@ -127,7 +124,7 @@ def main():
     a, _ = parser.parse_known_args()
     global THREADS
     THREADS = a.threads
-    print(f"load average (1, 5, 15 min) at the start: {fmt_load()}")
+    print(f"load average (1, 5, 15 min) at the start: {load_averages()}")
     binary = os.path.join(a.build, "attnkit_bench_decode")
     shape = ["--layers", "12", "--hidden", "768", "--heads", "12", "--vocab", "50257"]
     positions = "256,1024,4096"
@@ -173,7 +170,7 @@ def main():
         print(f"target greedy >= CTranslate2: {r:.2f}x {'PASS' if r >= 1 else 'MISS'}")
     else:
         print("target greedy >= CTranslate2: not measured")
-    print(f"load average (1, 5, 15 min) at the end: {fmt_load()}")
+    print(f"load average (1, 5, 15 min) at the end: {load_averages()}")
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ import sys
 import time
 import warnings
 
-from bench_process import ct2_target_line, machine_isa, run_or_exit, thread_env
+from bench_process import ct2_target_line, load_averages, machine_isa, run_or_exit, thread_env
 from gnu_time import render_from_json, replace_region, write_json
 
 # MarianTokenizer's advice (sacremoses is for its unused `moses` normalisation).
@@ -284,10 +284,6 @@ def attnkit_cell(a, threads, cell, sources_file, repeats=1):
     return best, best_cpu, best_wall, doc
 
 
-def fmt_load():
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 
 
 def agreement(mine, theirs):
@@ -353,7 +349,7 @@ def main():
             f.write("\n".join(sources[:batch]) + "\n")
     with open(os.path.join(a.model_dir, "pieces.json")) as f:
         pieces = json.load(f)
-    start_machine, start_load = machine_isa(), fmt_load()
+    start_machine, start_load = machine_isa(), load_averages()
     print(f"load average (1, 5, 15 min) at the start: {start_load}", file=sys.stderr)
     model = (f"MarianMTModel, 6+6 layers, d_model 512, 8 heads, FFN 2048, vocabulary {VOCAB} "
              f"({pieces['vocab_pieces']} SentencePiece pieces: source.spm {pieces['source_spm']}, "
@@ -464,7 +460,7 @@ def main():
             f"{len(distinct[1])} with no_repeat_ngram_size 1.")
     checks += [f"int8, {line}" for line in int8_checks]
     result = {"date": f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC", "machine": start_machine,
-              "load_start": start_load, "load_end": fmt_load(), "model": model, "new_tokens": new_tokens,
+              "load_start": start_load, "load_end": load_averages(), "model": model, "new_tokens": new_tokens,
               "batches": list(batches), "repeats": a.repeats, "quick": a.quick, "peers": names,
               "few_rows_max": a.few_rows_max, "isa": a.isa, "checks": checks, "rows": rows}
     text = markdown(result)

@@ -58,7 +58,7 @@ import os
 import sys
 import time
 
-from bench_process import ct2_target_line, machine_isa, run_or_exit, thread_env  # thread_env: OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T
+from bench_process import ct2_target_line, load_averages, machine_isa, run_or_exit, thread_env  # thread_env: OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = T
 from gnu_time import render_from_json, replace_region, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -83,10 +83,6 @@ def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-
-
-def load():
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 # --- prepare -------------------------------------------------------------------------------------
@@ -201,6 +197,7 @@ def peer_ct2(a, cells):
 
 def peer_llamacpp(a, cells):
     import llama_cpp
+    import numpy as np
     name = f"llama.cpp (llama-cpp-python {llama_cpp.__version__})"
     for file, label, f32_cache in ((os.path.join(a.dir, "f32.gguf"), "F32", True), (a.gguf, "Q4_1", False)):
         if not os.path.exists(file):
@@ -221,7 +218,6 @@ def peer_llamacpp(a, cells):
                     llm.eval(prompt)
                     # The last token's logits (llama-cpp-python 0.3 fills llm.scores only with
                     # logits_all, which would compute the head at every position).
-                    import numpy as np
                     logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
                     return int(logits.argmax())
 
@@ -366,7 +362,7 @@ def main():
     new_tokens = a.new_tokens or (32 if a.quick else 128)
     prefill_n = a.prefill_n or (512 if a.quick else 2048)
     thread_counts = [a.threads] if a.threads else ([2] if a.quick else [1, 2])
-    start_machine, start_load = machine_isa(), load()
+    start_machine, start_load = machine_isa(), load_averages()
     prompt = prompt_ids(a, PROMPT)
     llama_note = ""
     if not a.llama_python:
@@ -445,7 +441,7 @@ def main():
         print(f"progress: prefill {json.dumps(row)}", file=sys.stderr, flush=True)
 
     result = {"date": f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC", "machine": start_machine,
-              "load_start": start_load, "load_end": load(), "new_tokens": new_tokens, "prefill_n": prefill_n,
+              "load_start": start_load, "load_end": load_averages(), "new_tokens": new_tokens, "prefill_n": prefill_n,
               "prompt_ids": len(prompt), "repeats": a.repeats, "quick": a.quick, "peers": peers,
               "llama_note": llama_note, "checks": checks, "rows": rows, "prefill_rows": prefill_rows}
     text = markdown(result)

@@ -44,11 +44,15 @@ std::vector<int> lora_projections(const std::string& targets) {
   return out;
 }
 
-int64_t add_lora(torch::nn::Module& module, const LoraOptions& options) {
-  if (options.rank < 1) throw Error(fmt::format("lora.rank must be at least 1 (got {})", options.rank));
+std::vector<int> check_lora_options(const LoraOptions& options) {
+  if (options.rank < 1) throw Error(fmt::format("lora.rank must be at least 1, or 0 for none (got {})", options.rank));
   if (!(options.alpha > 0) || !std::isfinite(options.alpha))
     throw Error(fmt::format("lora.alpha must be positive (got {})", options.alpha));
-  const std::vector<int> projections = lora_projections(options.targets);
+  return lora_projections(options.targets);
+}
+
+int64_t add_lora(torch::nn::Module& module, const LoraOptions& options) {
+  const std::vector<int> projections = check_lora_options(options);
   const auto layers = attention_layers(module);
   if (layers.empty()) throw Error("lora: the model has no attention layers");
   for (auto* attention : layers)

@@ -510,13 +510,17 @@ at::Tensor MultiHeadAttentionImpl::finish_step(at::Tensor context) {
   return project(3, context.transpose(1, 2).reshape({B, n, heads() * value_size_}), true);
 }
 
-torch::nn::Linear& MultiHeadAttentionImpl::projection(int which) {
+const torch::nn::Linear& MultiHeadAttentionImpl::projection(int which) const {
   switch (which) {
     case 0: return q;
     case 1: return k;
     case 2: return v;
     default: return o;
   }
+}
+
+torch::nn::Linear& MultiHeadAttentionImpl::projection(int which) {
+  return const_cast<torch::nn::Linear&>(std::as_const(*this).projection(which));
 }
 
 at::Tensor MultiHeadAttentionImpl::with_lora(int which, const at::Tensor& x, at::Tensor y) const {
@@ -532,13 +536,7 @@ at::Tensor MultiHeadAttentionImpl::project(int which, const at::Tensor& x, bool 
 }
 
 bool MultiHeadAttentionImpl::has_projection(int which) const {
-  switch (which) {
-    case 0: return !q.is_empty();
-    case 1: return !k.is_empty();
-    case 2: return !v.is_empty();
-    case 3: return !o.is_empty();
-    default: return false;
-  }
+  return which >= 0 && which < 4 && !projection(which).is_empty();
 }
 
 void MultiHeadAttentionImpl::add_lora(int which, int64_t rank, double alpha) {

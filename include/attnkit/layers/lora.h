@@ -26,6 +26,10 @@ struct LoraOptions {
 // attnkit::Error naming the accepted letters for anything else.
 std::vector<int> lora_projections(const std::string& targets);
 
+// The projections `options` names, after checking it: rank >= 1, alpha > 0 and finite, targets as
+// above. Throws attnkit::Error naming the setting (lora.rank, lora.alpha, lora.targets).
+std::vector<int> check_lora_options(const LoraOptions& options);
+
 // Adds an adapter (options.rank, options.alpha) to each target projection of every attention
 // layer of `module` (every site: self attention of an encoder or decoder, cross attention) that
 // has that projection, then freezes every other parameter (requires_grad false), so that only the

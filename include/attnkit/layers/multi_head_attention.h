@@ -184,6 +184,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // y + scale·(x·Aᵀ)·Bᵀ of projection `which`'s adapter; y itself without one.
   at::Tensor with_lora(int which, const at::Tensor& x, at::Tensor y) const;
   torch::nn::Linear& projection(int which);
+  const torch::nn::Linear& projection(int which) const;
   at::Tensor logits(const at::Tensor& q, const at::Tensor& k, AttentionKind kind, int64_t L,
                     int64_t S);
   // The grouped key/value heads repeated to one per query head (for the ops without groups).

@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 
 namespace attnkit::train {
 
@@ -106,12 +105,7 @@ std::unique_ptr<TrainingTask> make_task(const RunConfig& config) {
     throw Error(fmt::format("task.eval_split = test needs test files ({}); task '{}' has none", with_tests,
                             name));
   }
-  if (config.lora.rank != 0) {  // checked before the model is built
-    if (config.lora.rank < 0) throw Error(fmt::format("lora.rank must be 0 (off) or at least 1 (got {})", config.lora.rank));
-    if (!(config.lora.alpha > 0) || !std::isfinite(config.lora.alpha))
-      throw Error(fmt::format("lora.alpha must be positive (got {})", config.lora.alpha));
-    layers::lora_projections(config.lora.targets);
-  }
+  if (config.lora.rank != 0) layers::check_lora_options(config.lora);  // before the model is built
   auto made = task->make(config);
   if (config.lora.rank > 0) {
     const int64_t adapters = layers::add_lora(made->module(), config.lora);
