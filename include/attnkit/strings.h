@@ -31,4 +31,9 @@ inline void replace_all(std::u32string& s, std::u32string_view from, std::u32str
   detail::replace_all<char32_t>(s, from, to);
 }
 
+// Whether `text` ends with `suffix`.
+inline bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
 }  // namespace attnkit

@@ -1,5 +1,7 @@
 #include "attnkit/data/text_datasets.h"
 
+#include "attnkit/strings.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -184,10 +186,6 @@ std::string parse_json_object(std::string_view line, json& out) {
   }
   if (!out.is_object()) return fmt::format("expected a JSON object, got {}", out.type_name());
   return "";
-}
-
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 bool is_jsonl_path(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".json"); }

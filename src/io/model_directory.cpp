@@ -260,6 +260,8 @@ void save_attnkit_model(models::Model& model, const std::string& directory) {
 void save_model(LoadedModel& model, const std::string& to, const std::string& format) {
   if (format != "attnkit" && format != "huggingface")
     throw Error(fmt::format("format must be 'attnkit' or 'huggingface' (got '{}')", format));
+  if (layers::has_packed_int8(model.model->module()))
+    throw Error("save: this int8 model is packed for decoding (generate); load it again to save it");
   if (format == "huggingface" && models::model_compute_type(*model.model) == layers::ComputeType::Int8)
     throw Error("format huggingface: an int8 model is saved in attnkit format only");
   if (format == "attnkit") {

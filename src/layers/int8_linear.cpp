@@ -8,6 +8,7 @@
 #include "attnkit/error.h"
 #include "attnkit/layers/feed_forward.h"
 #include "attnkit/layers/multi_head_attention.h"
+#include "attnkit/strings.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -62,8 +63,9 @@ void check_matrix(const at::Tensor& m, const char* what) {
 constexpr int64_t kQuantizeGrain = 64;
 
 // Output rows per task of the int8 product: like row_linear's gemv grain, fewer per task for more
-// rows of x.
+// rows of x; tasks split at units of 32 rows (two panels: the panel kernel's block).
 constexpr int64_t kInt8Grain = 64;
+constexpr int64_t kUnitRows = 2 * ops::cpu::kInt8PanelRows;
 
 }  // namespace
 
@@ -83,7 +85,35 @@ Int8Weight quantize_int8(const at::Tensor& matrix) {
 }
 
 at::Tensor dequantize_int8(const Int8Weight& w) {
-  return w.values.to(at::kFloat) * w.scale.unsqueeze(1);
+  return unpack_int8(w).values.to(at::kFloat) * w.scale.unsqueeze(1);
+}
+
+Int8Weight pack_int8(const Int8Weight& w) {
+  if (!w.defined()) throw Error("pack_int8: an undefined weight");
+  if (w.is_packed()) return w;
+  const int64_t out = w.out(), in = w.in();
+  if (!w.values.is_contiguous() || w.values.scalar_type() != at::kChar || w.values.size(0) != out)
+    throw Error("pack_int8: expected contiguous int8 values [out, in] and scale [out]");
+  if (ops::cpu::int8_panel_groups(in) * 4 > ops::cpu::kInt8PanelMaxIn)
+    throw Error(fmt::format("pack_int8: rows of {} values exceed the panel kernel's {}", in,
+                            ops::cpu::kInt8PanelMaxIn));
+  const int64_t panels = ops::cpu::int8_panel_count(out), groups = ops::cpu::int8_panel_groups(in);
+  Int8Weight p(w.scale, at::empty({panels * ops::cpu::kInt8PanelRows, groups * 4}, w.values.options()),
+               at::empty({out}, w.values.options().dtype(at::kInt)), in);
+  const int8_t* values = w.values.data_ptr<int8_t>();
+  int8_t* packed = p.packed.data_ptr<int8_t>();
+  int32_t* sums = p.sums.data_ptr<int32_t>();
+  ops::cpu::parallel_for(0, panels, 4, [&](int64_t begin, int64_t end) {
+    ops::cpu::pack_int8_panels(values, out, in, packed, sums, begin, end);
+  });
+  return p;
+}
+
+Int8Weight unpack_int8(const Int8Weight& w) {
+  if (!w.is_packed()) return w;
+  at::Tensor values = at::empty({w.out(), w.in()}, w.packed.options());
+  ops::cpu::unpack_int8_panels(w.packed.data_ptr<int8_t>(), w.out(), w.in(), values.data_ptr<int8_t>());
+  return {values, w.scale};
 }
 
 std::vector<at::Tensor> int8_linear(const at::Tensor& x, const std::vector<Int8Weight>& weights,
@@ -96,23 +126,30 @@ std::vector<at::Tensor> int8_linear(const at::Tensor& x, const std::vector<Int8W
     throw Error("int8_linear: int8 layers compute no gradients (use --compute-type float32 to train)");
   const int64_t in = x.size(-1);
   struct Segment {
-    const int8_t* w;
-    const float* ws;
+    const Int8Weight* w;
     const float* b;
     at::Tensor y;
-    int64_t out, first;
+    int64_t out, first;  // first: its first unit of kUnitRows output rows among all segments'
   };
   std::vector<Segment> segments;
   std::vector<at::Tensor> keep;  // contiguous copies of the biases
-  int64_t total = 0;
+  int64_t units = 0;
+  bool any_packed = false;
   for (size_t l = 0; l < weights.size(); ++l) {
     const Int8Weight& w = weights[l];
-    if (!w.defined() || w.values.dim() != 2 || w.values.scalar_type() != at::kChar ||
-        !w.values.is_contiguous() || w.scale.scalar_type() != at::kFloat ||
-        w.scale.numel() != w.values.size(0) || w.values.size(1) != in)
-      throw Error(fmt::format("int8_linear: layer {}: expected int8 weight [out, {}] and float scale "
-                              "[out]", l, in));
-    const int64_t out = w.values.size(0);
+    const bool row_major = w.values.defined() && w.values.dim() == 2 &&
+                           w.values.scalar_type() == at::kChar && w.values.is_contiguous() &&
+                           w.values.size(1) == in;
+    const bool packed = w.is_packed() && w.packed_in == in && w.packed.scalar_type() == at::kChar &&
+                        w.packed.is_contiguous() &&
+                        w.packed.numel() == ops::cpu::int8_panel_bytes(w.out(), in) &&
+                        w.sums.scalar_type() == at::kInt && w.sums.numel() == w.out();
+    if (!(row_major || packed) || !w.scale.defined() || w.scale.scalar_type() != at::kFloat ||
+        (row_major && w.scale.numel() != w.values.size(0)))
+      throw Error(fmt::format("int8_linear: layer {}: expected int8 weight [out, {}] (row-major or "
+                              "packed) and float scale [out]", l, in));
+    any_packed = any_packed || !row_major;
+    const int64_t out = w.out();
     const float* bp = nullptr;
     if (biases[l].defined()) {
       if (biases[l].scalar_type() != at::kFloat || biases[l].numel() != out)
@@ -122,9 +159,8 @@ std::vector<at::Tensor> int8_linear(const at::Tensor& x, const std::vector<Int8W
     }
     std::vector<int64_t> sizes = x.sizes().vec();
     sizes.back() = out;
-    segments.push_back({w.values.data_ptr<int8_t>(), w.scale.data_ptr<float>(), bp,
-                        at::empty(sizes, x.options()), out, total});
-    total += out;
+    segments.push_back({&w, bp, at::empty(sizes, x.options()), out, units});
+    units += (out + kUnitRows - 1) / kUnitRows;
   }
   const int64_t rows = in == 0 ? 0 : x.numel() / in;
   if (rows == 0) {  // no rows, or rows of no values: the bias alone
@@ -140,14 +176,31 @@ std::vector<at::Tensor> int8_linear(const at::Tensor& x, const std::vector<Int8W
   std::vector<int8_t> xq(static_cast<size_t>(rows * in));
   std::vector<float> xs(static_cast<size_t>(rows));
   ops::cpu::quantize_rows_int8(x2d.data_ptr<float>(), in, rows, in, xq.data(), xs.data());
-  const int64_t grain = std::max<int64_t>(4, kInt8Grain / rows);
-  ops::cpu::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
+  std::vector<uint8_t> xu;  // the panel kernel's unsigned activations
+  if (any_packed) {
+    xu.resize(static_cast<size_t>(rows * ops::cpu::int8_panel_groups(in) * 4));
+    ops::cpu::offset_rows_uint8(xq.data(), rows, in, xu.data());
+  }
+  const int64_t grain = std::max<int64_t>(1, kInt8Grain / rows / kUnitRows);
+  ops::cpu::parallel_for(0, units, grain, [&](int64_t begin, int64_t end) {
     for (const auto& s : segments) {
+      const int64_t seg_units = (s.out + kUnitRows - 1) / kUnitRows;
       const int64_t lo = std::max(begin, s.first) - s.first;
-      const int64_t hi = std::min(end, s.first + s.out) - s.first;
+      const int64_t hi = std::min(end, s.first + seg_units) - s.first;
       if (lo >= hi) continue;
-      ops::cpu::gemm_int8_rows(s.w, in, s.ws, xq.data(), xs.data(), rows, s.b,
-                               s.y.data_ptr<float>(), s.out, lo, hi);
+      const Int8Weight& w = *s.w;
+      float* y = s.y.data_ptr<float>();
+      if (w.is_packed()) {
+        constexpr int64_t per_unit = kUnitRows / ops::cpu::kInt8PanelRows;
+        const int64_t panels = ops::cpu::int8_panel_count(s.out);
+        ops::cpu::gemm_int8_panels(w.packed.data_ptr<int8_t>(), w.sums.data_ptr<int32_t>(), s.out,
+                                   in, w.scale.data_ptr<float>(), xu.data(), xs.data(), rows, s.b,
+                                   y, s.out, lo * per_unit, std::min(panels, hi * per_unit));
+      } else {
+        ops::cpu::gemm_int8_rows(w.values.data_ptr<int8_t>(), in, w.scale.data_ptr<float>(),
+                                 xq.data(), xs.data(), rows, s.b, y, s.out, lo * kUnitRows,
+                                 std::min(s.out, hi * kUnitRows));
+      }
     }
   });
   std::vector<at::Tensor> outs;
@@ -159,11 +212,18 @@ at::Tensor int8_linear(const at::Tensor& x, const Int8Weight& w, const at::Tenso
   return int8_linear(x, std::vector<Int8Weight>{w}, std::vector<at::Tensor>{bias})[0];
 }
 
+std::string int8_panels_name(const std::string& name) { return name + "_panels"; }
+std::string int8_sums_name(const std::string& name) { return name + "_sums"; }
+
 Int8Weight int8_weight(const torch::nn::LinearImpl& layer) {
   const auto buffers = layer.named_buffers(/*recurse=*/false);
   const at::Tensor* values = buffers.find("weight_int8");
   const at::Tensor* scale = buffers.find("weight_scale");
   if (values == nullptr || scale == nullptr) return {};
+  const at::Tensor* panels = buffers.find(int8_panels_name("weight_int8"));
+  const at::Tensor* sums = buffers.find(int8_sums_name("weight_int8"));
+  if (panels != nullptr && sums != nullptr)
+    return {*scale, *panels, *sums, layer.options.in_features()};
   return {*values, *scale};
 }
 
@@ -172,13 +232,14 @@ at::Tensor linear(const torch::nn::LinearImpl& layer, const at::Tensor& x) {
   return at::linear(x, layer.weight, layer.bias);
 }
 
-int64_t quantize_linears(torch::nn::Module& module, bool values) {
-  // The dense layers of the attentions and feed-forward blocks (their forward and step route every
-  // product through `linear` / linear_rows); poolers, task heads and projections stay float.
+namespace {
+
+// The attention and feed-forward dense layers under `module` (itself included), as
+// quantize_linears and pack_int8_layers take them.
+std::vector<torch::nn::LinearImpl*> dense_layers(torch::nn::Module& module) {
   std::vector<torch::nn::LinearImpl*> layers;
   auto collect = [&](torch::nn::Module* m) {
     if (auto* attention = dynamic_cast<MultiHeadAttentionImpl*>(m)) {
-      attention->merge_lora();  // LoRA adapters into the float weights before they are quantized
       for (auto* l : {&attention->q, &attention->k, &attention->v, &attention->o})
         if (!l->is_empty()) layers.push_back(l->get());
     } else if (auto* ffn = dynamic_cast<FeedForwardImpl*>(m)) {
@@ -188,6 +249,19 @@ int64_t quantize_linears(torch::nn::Module& module, bool values) {
   };
   collect(&module);
   for (const auto& child : module.modules(/*include_self=*/false)) collect(child.get());
+  return layers;
+}
+
+}  // namespace
+
+int64_t quantize_linears(torch::nn::Module& module, bool values) {
+  // The dense layers of the attentions and feed-forward blocks (their forward and step route every
+  // product through `linear` / linear_rows); poolers, task heads and projections stay float.
+  // LoRA adapters go into the float weights before they are quantized.
+  if (auto* attention = dynamic_cast<MultiHeadAttentionImpl*>(&module)) attention->merge_lora();
+  for (const auto& child : module.modules(/*include_self=*/false))
+    if (auto* attention = dynamic_cast<MultiHeadAttentionImpl*>(child.get())) attention->merge_lora();
+  const std::vector<torch::nn::LinearImpl*> layers = dense_layers(module);
   // Quantize every layer before any float weight is released: tied layers share one.
   std::map<const c10::TensorImpl*, Int8Weight> done;
   std::vector<torch::nn::LinearImpl*> fresh;
@@ -217,13 +291,38 @@ int64_t quantize_linears(torch::nn::Module& module, bool values) {
   return static_cast<int64_t>(fresh.size());
 }
 
-bool has_int8_layers(const torch::nn::Module& module) {
-  for (const auto& item : module.named_buffers(/*recurse=*/true)) {
-    const std::string& key = item.key();
-    const std::string suffix = "weight_int8";
-    if (key.size() >= suffix.size() && key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0)
-      return true;
+int64_t pack_int8_layers(torch::nn::Module& module) {
+  // Tied layers share one packed weight, as they share one int8 weight.
+  std::map<const c10::TensorImpl*, Int8Weight> done;
+  std::vector<std::pair<torch::nn::LinearImpl*, Int8Weight>> fresh;
+  for (auto* layer : dense_layers(module)) {
+    const Int8Weight w = int8_weight(*layer);
+    if (!w.defined() || w.is_packed() || !ops::cpu::int8_panels_preferred(w.in())) continue;
+    auto it = done.find(w.values.unsafeGetTensorImpl());
+    if (it == done.end()) it = done.emplace(w.values.unsafeGetTensorImpl(), pack_int8(w)).first;
+    fresh.emplace_back(layer, it->second);
   }
+  at::NoGradGuard no_grad;
+  for (auto& [layer, packed] : fresh) {
+    layer->register_buffer(int8_panels_name("weight_int8"), packed.packed);
+    layer->register_buffer(int8_sums_name("weight_int8"), packed.sums);
+  }
+  for (auto& [layer, packed] : fresh) {
+    at::Tensor* values = layer->named_buffers(/*recurse=*/false).find("weight_int8");
+    if (values != nullptr) values->set_();  // the row-major copy's memory goes
+  }
+  return static_cast<int64_t>(fresh.size());
+}
+
+bool has_packed_int8(const torch::nn::Module& module) {
+  for (const auto& item : module.named_buffers(/*recurse=*/true))
+    if (ends_with(item.key(), int8_panels_name("_int8"))) return true;
+  return false;
+}
+
+bool has_int8_layers(const torch::nn::Module& module) {
+  for (const auto& item : module.named_buffers(/*recurse=*/true))
+    if (ends_with(item.key(), "weight_int8")) return true;
   return false;
 }
 

@@ -2,6 +2,7 @@
 
 #include "attnkit/error.h"
 #include "attnkit/layers/multi_head_attention.h"
+#include "attnkit/strings.h"
 
 #include <fmt/format.h>
 
@@ -17,10 +18,6 @@ std::vector<MultiHeadAttentionImpl*> attention_layers(torch::nn::Module& module)
   for (const auto& m : module.modules(/*include_self=*/true))
     if (auto* attention = dynamic_cast<MultiHeadAttentionImpl*>(m.get())) out.push_back(attention);
   return out;
-}
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace

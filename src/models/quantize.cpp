@@ -1,6 +1,7 @@
 // int8 models: include/attnkit/models/quantize.h.
 #include "attnkit/models/quantize.h"
 
+#include "../ops/cpu/int8_gemm_kernel.h"
 #include "attnkit/error.h"
 #include "attnkit/layers/row_linear.h"
 #include "attnkit/models/encoder_decoder.h"
@@ -22,7 +23,29 @@ layers::Int8Weight head_int8(const TransformerModelImpl& model) {
   const at::Tensor* values = buffers.find(kHeadValues);
   const at::Tensor* scale = buffers.find(kHeadScale);
   if (values == nullptr || scale == nullptr) return {};
+  const at::Tensor* panels = buffers.find(layers::int8_panels_name(kHeadValues));
+  const at::Tensor* sums = buffers.find(layers::int8_sums_name(kHeadValues));
+  if (panels != nullptr && sums != nullptr)
+    return {*scale, *panels, *sums, model.config().hidden};
   return {*values, *scale};
+}
+
+// The head's int8 weight in panels, where the panel kernel runs (layers::pack_int8_layers).
+void pack_head(TransformerModelImpl& model) {
+  const layers::Int8Weight w = head_int8(model);
+  if (!w.defined() || w.is_packed() || !ops::cpu::int8_panels_preferred(w.in())) return;
+  const layers::Int8Weight packed = layers::pack_int8(w);
+  model.register_buffer(layers::int8_panels_name(kHeadValues), packed.packed);
+  model.register_buffer(layers::int8_sums_name(kHeadValues), packed.sums);
+  model.named_buffers(/*recurse=*/false).find(kHeadValues)->set_();
+}
+
+void release_freed_memory() {
+#if defined(__GLIBC__)
+  // The released float weights are mostly heap chunks below glibc's (grown) mmap threshold: give
+  // their pages back, or the process stays as large as the float model.
+  malloc_trim(0);
+#endif
 }
 
 void quantize_head(at::Tensor& own_head, TransformerModelImpl& model, bool values) {
@@ -57,11 +80,19 @@ void quantize_model(Model& model, layers::ComputeType type, bool values) {
   } else if (auto* seq2seq = dynamic_cast<EncoderDecoderModelImpl*>(&model)) {
     quantize_head(seq2seq->lm_head, *seq2seq->decoder, values);
   }
-#if defined(__GLIBC__)
-  // The released float weights are mostly heap chunks below glibc's (grown) mmap threshold: give
-  // their pages back, or the process stays as large as the float model.
-  malloc_trim(0);
-#endif
+  release_freed_memory();
+}
+
+int64_t pack_int8_model(Model& model) {
+  at::NoGradGuard no_grad;
+  const int64_t packed = layers::pack_int8_layers(model.module());
+  if (auto* task = dynamic_cast<TaskModelImpl*>(&model)) {
+    if (task->heads().causal_lm) pack_head(*task->transformer);
+  } else if (auto* seq2seq = dynamic_cast<EncoderDecoderModelImpl*>(&model)) {
+    pack_head(*seq2seq->decoder);
+  }
+  release_freed_memory();
+  return packed;
 }
 
 layers::ComputeType model_compute_type(const Model& model) {

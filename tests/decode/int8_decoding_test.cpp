@@ -1,6 +1,7 @@
 // int8 decoding (models/quantize.h) on tiny random GPT-2-shaped models: cached greedy decoding
 // follows the int8 full forward's argmax, the logits stay near float32's, and a model saved
 // int8 (`convert --quantize int8`) loads back as int8 with the same logits and ids.
+#include "../../src/ops/cpu/int8_gemm_kernel.h"
 #include "attnkit/decode/incremental.h"
 #include "attnkit/decode/language_models.h"
 #include "attnkit/error.h"
@@ -105,6 +106,33 @@ TEST(Int8Decoding, LogitsNearFloat32) {
               scale, 100 * err / scale);
   EXPECT_GT(err, 0.0);  // int8 ran
   EXPECT_LT(err, 0.02 * scale);
+}
+
+// generate packs the int8 layers for the panel kernel where it runs (models::pack_int8_model):
+// the same logits to the bit and the same ids; a packed model is not saved.
+TEST(Int8Decoding, PackedModelGivesTheSameLogits) {
+  torch::NoGradGuard no_grad;
+  const auto root = attnkit::testing::scratch_directory("int8_packed");
+  for (bool tied : {true, false}) {
+    auto model = int8_test_lm(tied);
+    models::quantize_model(*model, layers::ComputeType::Int8);
+    const std::vector<int64_t> prompt = {2, 7, 1, 8, 28, 18};
+    const at::Tensor logits = int8_test_logits(model, prompt);
+    const auto ids = int8_test_greedy(model, prompt, 10, nullptr);
+    const int64_t packed = models::pack_int8_model(*model);
+    // 2 layers × (q, k, v, o, fc_in, fc_out) where this process runs the panel kernel.
+    EXPECT_EQ(packed, ops::cpu::int8_panels_preferred(40) ? 12 : 0);
+    EXPECT_EQ(layers::has_packed_int8(*model), packed > 0);
+    EXPECT_EQ(models::pack_int8_model(*model), 0);  // idempotent
+    EXPECT_TRUE(torch::equal(int8_test_logits(model, prompt), logits));
+    EXPECT_EQ(int8_test_greedy(model, prompt, 10, nullptr), ids);
+    if (packed > 0) {
+      io::LoadedModel loaded;
+      loaded.model = model.ptr();
+      loaded.task = model;
+      EXPECT_THROW(io::save_model(loaded, (root / "packed").string(), "attnkit"), Error);
+    }
+  }
 }
 
 TEST(Int8Decoding, SavedInt8ModelLoadsBackAsInt8) {

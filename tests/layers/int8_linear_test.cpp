@@ -62,6 +62,9 @@ void check_product(int64_t rows, int64_t in, int64_t out, bool bias) {
   const layers::Int8Weight qx = layers::quantize_int8(x);  // the activations' own quantization
   const at::Tensor y = layers::int8_linear(x, qw, b);
   ASSERT_EQ(y.sizes(), (std::vector<int64_t>{rows, out}));
+  // The weight in panels (the VNNI panel kernel, or its plain loop without VNNI): the same bits.
+  EXPECT_TRUE(torch::equal(layers::int8_linear(x, layers::pack_int8(qw), b), y))
+      << "packed " << rows << "x" << in << "->" << out;
   const at::Tensor sums = at::matmul(qx.values.to(at::kLong), qw.values.to(at::kLong).t());
   // |Σ| < 2^24 here, so float(Σ) is exact and a wrong sum shows.
   ASSERT_LT(sums.abs().max().item<int64_t>(), int64_t(1) << 24);
@@ -114,6 +117,37 @@ TEST(Int8Linear, ExtremeValuesSumExactly) {
   const at::Tensor y = layers::int8_linear(x, qw, at::Tensor());
   const at::Tensor expected = sums.to(at::kFloat) * (qx.scale.unsqueeze(1) * qw.scale.unsqueeze(0));
   EXPECT_TRUE(torch::equal(y, expected)) << (y - expected).abs().max().item<double>();
+  // The panel kernel's unsigned activations reach 255 · 127 per product before the correction.
+  EXPECT_TRUE(torch::equal(layers::int8_linear(x, layers::pack_int8(qw), at::Tensor()), expected));
+}
+
+// Panels: pack then unpack gives the values back (rows past a panel's 16 and inputs past a group's
+// 4 included); one call over packed and row-major layers gives each layer's own product; a packed
+// weight meets only inputs of its length.
+TEST(Int8Linear, PackedPanelsRoundTripAndMixedLayers) {
+  torch::manual_seed(11);
+  for (int64_t out : {1, 15, 16, 17, 33, 70})
+    for (int64_t in : {1, 3, 4, 5, 67}) {
+      const layers::Int8Weight q = layers::quantize_int8(torch::randn({out, in}));
+      const layers::Int8Weight p = layers::pack_int8(q);
+      ASSERT_TRUE(p.is_packed());
+      EXPECT_FALSE(p.values.defined());
+      EXPECT_EQ(p.in(), in);
+      EXPECT_EQ(p.out(), out);
+      EXPECT_TRUE(torch::equal(layers::unpack_int8(p).values, q.values)) << out << "x" << in;
+      EXPECT_TRUE(torch::equal(layers::dequantize_int8(p), layers::dequantize_int8(q)));
+      EXPECT_TRUE(torch::equal(p.sums.to(at::kLong), q.values.to(at::kLong).sum(1) * 128));
+      const at::Tensor x = torch::randn({6, in});
+      const layers::Int8Weight other = layers::quantize_int8(torch::randn({9, in}));
+      const at::Tensor b = torch::randn({out});
+      const auto mixed = layers::int8_linear(x, {p, other}, {b, at::Tensor()});
+      EXPECT_TRUE(torch::equal(mixed[0], layers::int8_linear(x, q, b)));
+      EXPECT_TRUE(torch::equal(mixed[1], layers::int8_linear(x, other, at::Tensor())));
+      if (in % 4 != 0) {  // a longer row fills the same groups of 4: still refused
+        EXPECT_THROW(layers::int8_linear(torch::randn({2, in + 1}), p, b), Error);
+      }
+    }
+  EXPECT_THROW(layers::pack_int8(layers::Int8Weight{}), Error);
 }
 
 TEST(Int8Linear, ZeroRowsAndEmptyInputs) {

@@ -89,6 +89,7 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   const decode::TimePoint begin = decode::TimePoint::now();  // --json's "timing" (load includes quantizing)
   auto loaded = io::load_model(o.model);
   models::quantize_model(*loaded.model, compute);  // int8; a model saved int8 is int8 already
+  models::pack_int8_model(*loaded.model);  // int8 layers in the panel kernel's layout where it runs
   // The tokenizer: --tokenizer, else the model directory's (a run's checkpoint's) when it holds
   // one, else none; of any kind (Marian's files are read as transformers' MarianTokenizer).
   const std::unique_ptr<text::TextTokenizer> tokenizer = io::tokenizer_for_model(o.tokenizer, loaded.path);

@@ -14,10 +14,16 @@
 // A quantized torch::nn::Linear keeps its float `weight` parameter as an empty tensor (the memory
 // goes) and gains two buffers, `weight_int8` [out, in] (int8) and `weight_scale` [out] (float),
 // which a model's state holds and attnkit's format saves and loads like any buffer.
+//
+// For decoding, pack_int8_layers replaces `weight_int8` (then an empty tensor) by the layout of
+// the AVX-512 VNNI panel kernel (src/ops/cpu/int8_gemm_kernel.h): buffers `weight_int8_panels`
+// and `weight_int8_sums`: the same products to the bit, faster (docs/decoding.md, "Panels"). A
+// packed model is for decoding only: saving one is refused.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch::nn {
@@ -41,15 +47,32 @@ const char* compute_type_name(ComputeType type);
 std::string bf16_note();
 
 struct Int8Weight {
-  at::Tensor values;  // int8 [out, in], contiguous
+  Int8Weight() = default;
+  Int8Weight(at::Tensor values, at::Tensor scale) : values(std::move(values)), scale(std::move(scale)) {}
+  Int8Weight(at::Tensor scale, at::Tensor packed, at::Tensor sums, int64_t in)
+      : scale(std::move(scale)), packed(std::move(packed)), sums(std::move(sums)), packed_in(in) {}
+
+  at::Tensor values;  // int8 [out, in], contiguous; undefined when packed
   at::Tensor scale;   // float [out]
-  bool defined() const { return values.defined(); }
+  // Packed (pack_int8): int8 [panels · 16, groups · 4] in panel order (int8_gemm_kernel.h), the
+  // correction sums int32 [out], and the row length `in` (not recoverable from the padded shape).
+  at::Tensor packed;
+  at::Tensor sums;
+  int64_t packed_in = 0;
+  bool defined() const { return values.defined() || packed.defined(); }
+  bool is_packed() const { return packed.defined(); }
+  int64_t out() const { return scale.numel(); }
+  int64_t in() const { return is_packed() ? packed_in : values.size(1); }
 };
 
 // Per-row quantization of a float matrix [rows, in] (weights, or activations for the tests).
 Int8Weight quantize_int8(const at::Tensor& matrix);
-// values · scale per row, float [rows, in].
+// values · scale per row, float [rows, in] (a packed weight is unpacked first).
 at::Tensor dequantize_int8(const Int8Weight& w);
+// The weight in panels (the row-major values are not kept); a packed weight as it is.
+Int8Weight pack_int8(const Int8Weight& w);
+// The row-major values of a packed weight (as quantize_int8 made them); others as they are.
+Int8Weight unpack_int8(const Int8Weight& w);
 
 // x [..., in] · Wᵀ + bias through the scheme above, any number of rows (bias may be undefined).
 at::Tensor int8_linear(const at::Tensor& x, const Int8Weight& w, const at::Tensor& bias);
@@ -71,5 +94,19 @@ int64_t quantize_linears(torch::nn::Module& module, bool values = true);
 
 // Whether any layer under `module` is quantized.
 bool has_int8_layers(const torch::nn::Module& module);
+
+// For decoding on this process: every quantized dense layer under `module` (as quantize_linears
+// finds them) packed (pack_int8), where ops::cpu::int8_panels_preferred says the panel kernel
+// runs (AVX-512 kernels on a CPU with AVX-512 VNNI); elsewhere nothing. Idempotent. Returns the
+// number of layers packed.
+int64_t pack_int8_layers(torch::nn::Module& module);
+
+// Whether any buffer under `module` holds packed int8 panels (such a model is not saved).
+bool has_packed_int8(const torch::nn::Module& module);
+
+// The buffer names of a packed weight beside its row-major `name` ("weight_int8" ->
+// "weight_int8_panels", "weight_int8_sums").
+std::string int8_panels_name(const std::string& name);
+std::string int8_sums_name(const std::string& name);
 
 }  // namespace attnkit::layers

@@ -10,6 +10,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+
 namespace attnkit::models {
 
 class Model;
@@ -18,6 +20,11 @@ class TransformerModelImpl;
 // Quantizes `model` in place for `type` (Int8; Float32 and Bf16: nothing). values = false makes the int8 buffers'
 // shapes only (zeros), for a model whose int8 state is loaded next. Idempotent.
 void quantize_model(Model& model, layers::ComputeType type, bool values = true);
+
+// For decoding: the int8 layers and head of a quantized model in the panel kernel's layout
+// (layers::pack_int8_layers; nothing where that kernel does not run). Such a model is not saved
+// (io::save_model refuses it). Returns the number of dense layers packed.
+int64_t pack_int8_model(Model& model);
 
 // Int8 when the model's layers are quantized, else Float32.
 layers::ComputeType model_compute_type(const Model& model);

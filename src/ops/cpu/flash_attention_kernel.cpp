@@ -81,12 +81,15 @@ ATTNKIT_KERNEL_ENTRY(softmax_grad_row, softmax_grad_row_impl,
 ATTNKIT_KERNEL_ENTRY(softmax_grad_row, softmax_grad_row_impl,
                      (double* dp, const double* p, int64_t n, double D), (dp, p, n, D))
 
-// One query row (a decoding step's tile: br = 1). BLAS's sgemm packs both operands at every call,
-// which for one row of scores or of outputs costs more than the products (the packing was 22% of
-// a tiny model's decoding profile, 9% of a Marian beam-search one); these read the keys and
-// values in place.
-// s[c] = scale · Σ_d q[d]·k[c·ldk + d], c < n: each dot product in 16 partial sums added in a
-// fixed order, so every instruction-set copy vectorises it the same way.
+// Tiles of at most kRowTileRows query rows (a decoding step: one row; the beams of one source
+// against its cross-attention keys: 4), row by row. BLAS's sgemm packs both operands at every
+// call, which for a few rows of scores or of outputs costs more than the products (the packing
+// was 22% of a tiny model's decoding profile, 7% of a Marian beam-search one); these read the
+// keys and values in place (a head's tile stays in L1 across its rows).
+constexpr int64_t kRowTileRows = 8;
+// s[c] = scale · Σ_d q[d]·k[c·ldk + d], c < n: each dot product in 16 partial sums, added
+// pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1: a shuffle tree, not 16 dependent adds per key) in a fixed
+// order, so every instruction-set copy vectorises it the same way.
 template <typename T>
 ATTNKIT_INLINE void row_scores_impl(const T* __restrict q, const T* __restrict k, int64_t ldk,
                                     int64_t n, int64_t d, T scale, T* __restrict s) {
@@ -97,21 +100,35 @@ ATTNKIT_INLINE void row_scores_impl(const T* __restrict q, const T* __restrict k
     T part[kParts] = {};
     for (int64_t i = 0; i < whole; i += kParts)
       for (int j = 0; j < kParts; ++j) part[j] += q[i + j] * kc[i + j];
-    T sum = 0;
-    for (int j = 0; j < kParts; ++j) sum += part[j];
+    for (int w = kParts / 2; w >= 1; w /= 2)
+      for (int j = 0; j < w; ++j) part[j] += part[j + w];
+    T sum = part[0];
     for (int64_t i = whole; i < d; ++i) sum += q[i] * kc[i];
     s[c] = scale * sum;
   }
 }
 
-// acc[j] += Σ_c s[c] · v[c·ldv + j], j < d.
+// acc[j] += Σ_c s[c] · v[c·ldv + j], j < d, keys in order for every j. Blocks of 64 values of acc
+// stay in registers across the keys (not a load and a store of acc per key).
 template <typename T>
 ATTNKIT_INLINE void row_accumulate_impl(const T* __restrict s, const T* __restrict v, int64_t ldv,
                                         int64_t n, int64_t d, T* __restrict acc) {
-  for (int64_t c = 0; c < n; ++c) {
-    const T a = s[c];
+  constexpr int64_t kBlock = 64;
+  int64_t j0 = 0;
+  for (; j0 + kBlock <= d; j0 += kBlock) {
+    T a[kBlock];
+    for (int64_t j = 0; j < kBlock; ++j) a[j] = acc[j0 + j];
+    for (int64_t c = 0; c < n; ++c) {
+      const T sc = s[c];
+      const T* __restrict vc = v + c * ldv + j0;
+      for (int64_t j = 0; j < kBlock; ++j) a[j] += sc * vc[j];
+    }
+    for (int64_t j = 0; j < kBlock; ++j) acc[j0 + j] = a[j];
+  }
+  for (int64_t c = 0; c < n && j0 < d; ++c) {
+    const T sc = s[c];
     const T* __restrict vc = v + c * ldv;
-    for (int64_t j = 0; j < d; ++j) acc[j] += a * vc[j];
+    for (int64_t j = j0; j < d; ++j) acc[j] += sc * vc[j];
   }
 }
 
@@ -202,8 +219,9 @@ template <typename T>
 void score_tile(const FlashProblem& p, int64_t b, int64_t h, const T* q_tile, int64_t ldq,
                 const T* k_tile, int64_t ldk, int64_t q0, int64_t br, int64_t j0, int64_t bc,
                 T* s, T* tanh_out = nullptr) {
-  if (br == 1)
-    row_scores(q_tile, k_tile, ldk, bc, p.dk, static_cast<T>(p.scale), s);
+  if (br <= kRowTileRows)
+    for (int64_t r = 0; r < br; ++r)
+      row_scores(q_tile + r * ldq, k_tile, ldk, bc, p.dk, static_cast<T>(p.scale), s + r * bc);
   else
     gemm(false, true, br, bc, p.dk, static_cast<T>(p.scale), q_tile, ldq, k_tile, ldk, T(0), s, bc);
   if (p.logit_softcap > 0) softcap(s, br * bc, static_cast<T>(p.logit_softcap), tanh_out);
@@ -282,8 +300,9 @@ void forward_impl(const FlashProblem& p, const T* q, const T* k, const T* v, T* 
           online_softmax_row(s.data() + r * bc, bc, m[r], l[r], acc.data() + r * p.dv, p.dv);
         // Dropout acts on the probabilities after the normaliser l has counted them.
         if (p.dropout > 0) apply_dropout(p, bh, q0, br, j0, bc, s.data());
-        if (br == 1)
-          row_accumulate(s.data(), vh + j0 * ldv, ldv, bc, p.dv, acc.data());
+        if (br <= kRowTileRows)
+          for (int64_t r = 0; r < br; ++r)
+            row_accumulate(s.data() + r * bc, vh + j0 * ldv, ldv, bc, p.dv, acc.data() + r * p.dv);
         else
           gemm(false, false, br, p.dv, bc, T(1), s.data(), bc, vh + j0 * ldv, ldv, T(1),
                acc.data(), p.dv);

@@ -30,4 +30,48 @@ void gemm_int8_rows(const int8_t* W, int64_t in, const float* wscale, const int8
                     const float* xscale, int64_t M, const float* bias, float* Y, int64_t ldy,
                     int64_t row_begin, int64_t row_end);
 
+// Panels: W in the layout of the AVX-512 VNNI panel kernel, for decoding (a layer's row-major
+// int8 weight is replaced by it after loading; layers/int8_linear.h, pack_int8). Panel p holds
+// output rows 16p.. 16p + 15; for each group g of 4 input values, 64 bytes: row r's
+// W[16p + r, 4g.. 4g + 3] at bytes 4r.. 4r + 3 (zeros past `out` and past `in`). One vpdpbusd
+// multiplies these 64 bytes by one row's 4 activation bytes broadcast, adding into the 16 rows'
+// int32 sums: no horizontal reduction, and every X row of a block reuses the panel's loads.
+// Activations enter offset to unsigned bytes (u = x + 128, vpdpbusd's unsigned operand), and
+// each row's sum is corrected by sums[r] = 128 · Σ_i W[r, i], computed when packing: the
+// corrected sums are the exact int32 sums of the row kernels, so the panel kernels give their
+// bits (|Σ u · w| ≤ groups · 4 · 255 · 127 < 2^31: groups · 4 ≤ kInt8PanelMaxIn).
+constexpr int64_t kInt8PanelRows = 16;
+constexpr int64_t kInt8PanelMaxIn = (int64_t(1) << 31) / (255 * 127) - 64;
+inline int64_t int8_panel_groups(int64_t in) { return (in + 3) / 4; }
+inline int64_t int8_panel_count(int64_t out) { return (out + kInt8PanelRows - 1) / kInt8PanelRows; }
+// Bytes of the panels of an [out, in] weight: panels · groups · 64.
+inline int64_t int8_panel_bytes(int64_t out, int64_t in) {
+  return int8_panel_count(out) * int8_panel_groups(in) * 4 * kInt8PanelRows;
+}
+
+// Whether layers should be packed into panels on this process: the kernels run their AVX-512
+// copy (kernel_isa.h) on a CPU with AVX-512 VNNI, and in ≤ kInt8PanelMaxIn. (Elsewhere the row
+// kernels are faster than the panels' plain-loop copy.)
+bool int8_panels_preferred(int64_t in);
+
+// W [out, in] (contiguous) -> panels [panel_begin, panel_end) of `packed` (int8_panel_bytes in
+// all) and sums [out] for the rows of those panels.
+void pack_int8_panels(const int8_t* W, int64_t out, int64_t in, int8_t* packed, int32_t* sums,
+                      int64_t panel_begin, int64_t panel_end);
+// The inverse: panels -> W [out, in].
+void unpack_int8_panels(const int8_t* packed, int64_t out, int64_t in, int8_t* W);
+
+// X [rows, in] int8 -> U [rows, groups · 4] uint8, u = x + 128 (the padding 128: it meets zero
+// weights).
+void offset_rows_uint8(const int8_t* X, int64_t rows, int64_t in, uint8_t* U);
+
+// Y[m, r] = float(Σ_i W[r, i] · X[m, i]) · (wscale[r] · xscale[m]) (+ bias[r]), as
+// gemm_int8_rows, for the output rows of panels [panel_begin, panel_end); U from
+// offset_rows_uint8. The VNNI copy where the CPU has AVX-512 VNNI (whatever kernel_isa() says:
+// the layout is that kernel's), else a plain loop with the same bits.
+void gemm_int8_panels(const int8_t* packed, const int32_t* sums, int64_t out, int64_t in,
+                      const float* wscale, const uint8_t* U, const float* xscale, int64_t M,
+                      const float* bias, float* Y, int64_t ldy, int64_t panel_begin,
+                      int64_t panel_end);
+
 }  // namespace attnkit::ops::cpu
