@@ -29,34 +29,69 @@ using layers::StepInputs;
 // cache at every step; the columns past `length` are written before they are read).
 // A contiguous buffer's filled columns are runs of length · inner elements, one per (row, outer
 // index), copied with memcpy (ATen's index_select of the narrowed, strided view went through its
-// element-wise iterator: 7% of a Marian beam-search profile).
+// element-wise iterator: 7% of a Marian beam-search profile). Returns `buffer` itself, changed in
+// place, when that copies less.
 at::Tensor select_filled(const at::Tensor& buffer, const at::Tensor& index, int64_t dim,
                          int64_t length) {
-  std::vector<int64_t> sizes = buffer.sizes().vec();
-  sizes[0] = index.numel();
-  at::Tensor out = at::empty(sizes, buffer.options());
-  if (length <= 0) return out;
-  if (!buffer.is_contiguous() || dim < 1 || !buffer.device().is_cpu()) {
-    at::Tensor filled = out.narrow(dim, 0, length);
-    at::index_select_out(filled, buffer.narrow(dim, 0, length), 0, index);
+  if (length <= 0 || !buffer.is_contiguous() || dim < 1 || !buffer.device().is_cpu()) {
+    std::vector<int64_t> sizes = buffer.sizes().vec();
+    sizes[0] = index.numel();
+    at::Tensor out = at::empty(sizes, buffer.options());
+    if (length > 0) {
+      at::Tensor filled = out.narrow(dim, 0, length);
+      at::index_select_out(filled, buffer.narrow(dim, 0, length), 0, index);
+    }
     return out;
   }
   const at::Tensor rows = index.to(at::kCPU, at::kLong).contiguous().view({-1});
   const int64_t* r = rows.data_ptr<int64_t>();
   int64_t outer = 1, inner = 1;
-  for (int64_t d = 1; d < dim; ++d) outer *= sizes[static_cast<size_t>(d)];
-  for (size_t d = static_cast<size_t>(dim) + 1; d < sizes.size(); ++d) inner *= sizes[d];
+  for (int64_t d = 1; d < dim; ++d) outer *= buffer.size(d);
+  for (int64_t d = dim + 1; d < buffer.dim(); ++d) inner *= buffer.size(d);
   const int64_t element = static_cast<int64_t>(buffer.element_size());
-  const int64_t slab = sizes[static_cast<size_t>(dim)] * inner * element;  // one (row, outer) slab
+  const int64_t slab = buffer.size(dim) * inner * element;  // one (row, outer) slab
   const size_t run = static_cast<size_t>(length * inner * element);
-  const auto* from = static_cast<const char*>(buffer.data_ptr());
-  auto* to = static_cast<char*>(out.data_ptr());
-  for (int64_t i = 0; i < rows.numel(); ++i) {
+  const int64_t n = rows.numel();
+  for (int64_t i = 0; i < n; ++i)
     if (r[i] < 0 || r[i] >= buffer.size(0))
       throw Error(fmt::format("decode: select_rows: row {} is outside [0, {})", r[i], buffer.size(0)));
+  // In place when the rows keep their number and few move (a beam search's beams mostly keep
+  // their own parent): only the moved rows are written, from copies of their sources.
+  if (n == buffer.size(0) && buffer.storage().use_count() == 1) {
+    std::vector<int64_t> moved, sources;
+    std::vector<int64_t> slot(static_cast<size_t>(n), -1);  // a source's place in `sources`
+    for (int64_t i = 0; i < n; ++i) {
+      if (r[i] == i) continue;
+      moved.push_back(i);
+      if (slot[static_cast<size_t>(r[i])] < 0) {
+        slot[static_cast<size_t>(r[i])] = static_cast<int64_t>(sources.size());
+        sources.push_back(r[i]);
+      }
+    }
+    if (moved.size() + sources.size() < static_cast<size_t>(n)) {
+      auto* data = static_cast<char*>(buffer.data_ptr());
+      std::vector<char> saved(sources.size() * static_cast<size_t>(outer) * run);
+      for (size_t s = 0; s < sources.size(); ++s)
+        for (int64_t o = 0; o < outer; ++o)
+          std::memcpy(saved.data() + (s * static_cast<size_t>(outer) + static_cast<size_t>(o)) * run,
+                      data + (sources[s] * outer + o) * slab, run);
+      for (const int64_t i : moved) {
+        const auto s = static_cast<size_t>(slot[static_cast<size_t>(r[i])]);
+        for (int64_t o = 0; o < outer; ++o)
+          std::memcpy(data + (i * outer + o) * slab,
+                      saved.data() + (s * static_cast<size_t>(outer) + static_cast<size_t>(o)) * run, run);
+      }
+      return buffer;
+    }
+  }
+  std::vector<int64_t> sizes = buffer.sizes().vec();
+  sizes[0] = n;
+  at::Tensor out = at::empty(sizes, buffer.options());
+  const auto* from = static_cast<const char*>(buffer.data_ptr());
+  auto* to = static_cast<char*>(out.data_ptr());
+  for (int64_t i = 0; i < n; ++i)
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy(to + (i * outer + o) * slab, from + (r[i] * outer + o) * slab, run);
-  }
   return out;
 }
 

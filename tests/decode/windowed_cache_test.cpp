@@ -40,13 +40,13 @@ at::Tensor full_forward(layers::MultiHeadAttention& attention, const at::Tensor&
 // Decodes x column block by column block (`blocks` sizes summing to T) and compares each block's
 // outputs at its real columns with the full forward. After `select_at` columns (if > 0) the rows
 // are reordered by `index` (beams: repeats allowed) and decoding goes on with x's rows reordered.
+// B rows, row 1 left padded.
 void check_decoding(int64_t kv_heads, int64_t window, const std::vector<int64_t>& blocks,
-                    int64_t select_at = 0, const at::Tensor& index = at::Tensor()) {
+                    int64_t select_at = 0, const at::Tensor& index = at::Tensor(), int64_t B = 2) {
   torch::NoGradGuard no_grad;
   auto attention = grouped_attention(kv_heads, window);
   int64_t T = 0;
   for (int64_t n : blocks) T += n;
-  const int64_t B = 2;
   torch::manual_seed(23);
   at::Tensor x = torch::randn({B, T, 24}, torch::kDouble);
   at::Tensor valid = torch::ones({B, T}, torch::kBool);
@@ -117,6 +117,16 @@ TEST(WindowedCache, BytesStayWithinTheWindow) {
       const int64_t kept = w > 0 ? std::min(t + 1, w) : t + 1;
       EXPECT_EQ(cache->bytes(), kept * per_column) << "window " << w << " column " << t;
     }
+  }
+}
+
+TEST(WindowedCache, SelectRowsInPlaceWhenFewRowsMove) {
+  // Of 5 rows, two swap or one takes another's columns: the cache moves those rows in place
+  // (from copies of their sources), the other rows stay where they are.
+  for (int64_t window : {0, 3}) {
+    check_decoding(2, window, {4, 1, 1, 1, 1}, 5, torch::tensor({1, 0, 2, 3, 4}, at::kLong), 5);
+    check_decoding(2, window, {4, 1, 1, 1, 1}, 5, torch::tensor({0, 1, 1, 3, 4}, at::kLong), 5);
+    check_decoding(2, window, {4, 1, 1, 1, 1}, 5, torch::tensor({0, 1, 2, 3, 4}, at::kLong), 5);
   }
 }
 
