@@ -142,7 +142,7 @@ ATTNKIT_KERNEL_ENTRY(row_scores_generic, row_scores_impl,
 // key and the same pairwise tree (lanes j + j+8, then j + j+4, j + j+2, j + j+1) as
 // row_scores_impl, but done for 16 keys together by shuffles across their 16 vectors (4 levels,
 // 15 additions of whole vectors) instead of a shuffle tree per key, so the scores are the same
-// bits as the AVX2 copy's. Other keys and other d: row_scores_impl.
+// bits as the AVX2 copy's. A last 1-3 keys and other d: row_scores_impl.
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void row_scores_avx512_blocks(
     const float* q, const float* k, int64_t ldk, int64_t n, int64_t d, float scale, float* s) {
   int64_t c0 = 0;
@@ -150,13 +150,17 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void row_
     // Lane 4t + u of the last level holds key 4u + t: this puts key c at lane c.
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512 scale_v = _mm512_set1_ps(scale);
-    for (; c0 + 16 <= n; c0 += 16) {
+    // A last block of 4..15 keys repeats its last key in the missing lanes and stores the real
+    // ones (fewer go through row_scores_impl's tree per key).
+    for (; n - c0 >= 4; c0 += 16) {
+      const int64_t real = n - c0 < 16 ? n - c0 : 16;
+      const float* kc[16];
+      for (int c = 0; c < 16; ++c) kc[c] = k + (c0 + (c < real ? c : real - 1)) * ldk;
       __m512 p[16];
       for (int c = 0; c < 16; ++c) p[c] = _mm512_setzero_ps();
       for (int64_t i = 0; i < d; i += 16) {
         const __m512 qv = _mm512_loadu_ps(q + i);
-        for (int c = 0; c < 16; ++c)
-          p[c] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + (c0 + c) * ldk + i), p[c]);
+        for (int c = 0; c < 16; ++c) p[c] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kc[c] + i), p[c]);
       }
       // a_j = p_j + p_{j+8}: keys 2m, 2m+1 in one vector, [a_0..7 of 2m | a_0..7 of 2m+1].
       __m512 a[8];
@@ -178,7 +182,8 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void row_
       // c_0 + c_1: block t = keys t, 4 + t, 8 + t, 12 + t.
       const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                         _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
-      _mm512_storeu_ps(s + c0, _mm512_mul_ps(scale_v, _mm512_permutexvar_ps(order, sums)));
+      const __mmask16 keep = static_cast<__mmask16>((1u << real) - 1u);
+      _mm512_mask_storeu_ps(s + c0, keep, _mm512_mul_ps(scale_v, _mm512_permutexvar_ps(order, sums)));
     }
   }
   if (c0 < n) row_scores_generic_avx512(q, k + c0 * ldk, ldk, n - c0, d, scale, s + c0);
