@@ -99,6 +99,9 @@ TEST(Int8Linear, ProductEqualsIntegerOracleAndBoundsFloatProduct) {
   for (int64_t in : {63, 65, 128, 130, 1000})
     for (int64_t rows : {1, 6, 16, 17})
       check_product(rows, in, 11, rows % 2 == 0);
+  // The panel kernel's L2-sized chunks: 64 KiB panels at in = 4096, so 8 to a chunk; 17 panels
+  // (the last one partial) make two whole chunks and a last one of one panel, 9 rows two blocks.
+  check_product(9, 4096, 16 * 16 + 5, true);
 }
 
 TEST(Int8Linear, ExtremeValuesSumExactly) {
