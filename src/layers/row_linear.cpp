@@ -34,11 +34,8 @@ int64_t few_rows_max() {
 namespace {
 
 // Output rows per task of the parallel gemv: a few tens of KiB of weights at hidden sizes of
-// hundreds, so a 768 × 768 layer still splits over two threads; at least kGemvTaskMacs products
-// per task, so the layers of a tiny model (hidden 128) stay on one thread, where waking a second
-// one costs more than it saves.
+// hundreds, so a 768 × 768 layer still splits over two threads.
 constexpr int64_t kGemvGrain = 64;
-constexpr int64_t kGemvTaskMacs = 32768;
 
 // The number of rows of `x` ([..., in]) when the kernels take it for every layer: 1 to
 // few_rows_max() rows, float32 weights and bias, nothing to differentiate; 0 otherwise.
@@ -91,8 +88,7 @@ std::vector<at::Tensor> kernel_linear(const std::vector<DenseLayer>& layers,
   }
   const float* xp = x.data_ptr<float>();
   // A task's work grows with the rows: fewer output rows per task for more rows of x.
-  const int64_t grain =
-      std::max<int64_t>(16, std::max<int64_t>(kGemvGrain, kGemvTaskMacs / std::max<int64_t>(in, 1)) / rows);
+  const int64_t grain = std::max<int64_t>(16, kGemvGrain / rows);
   ops::cpu::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
     for (const auto& s : segments) {
       const int64_t lo = std::max(begin, s.first) - s.first;
