@@ -17,6 +17,9 @@
 #include <torch/nn/modules/linear.h>
 
 #include <algorithm>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <map>
 
 namespace attnkit::layers {
@@ -292,26 +295,26 @@ int64_t quantize_linears(torch::nn::Module& module, bool values) {
 }
 
 int64_t pack_int8_layers(torch::nn::Module& module) {
-  // Tied layers share one packed weight, as they share one int8 weight.
+  // Tied layers share one packed weight, as they share one int8 weight. Each row-major copy is
+  // released as soon as it is packed, so the process holds one layer twice at most.
   std::map<const c10::TensorImpl*, Int8Weight> done;
-  std::vector<std::pair<torch::nn::LinearImpl*, Int8Weight>> fresh;
+  at::NoGradGuard no_grad;
+  int64_t packed = 0;
   for (auto* layer : dense_layers(module)) {
     const Int8Weight w = int8_weight(*layer);
     if (!w.defined() || w.is_packed() || !ops::cpu::int8_panels_preferred(w.in())) continue;
     auto it = done.find(w.values.unsafeGetTensorImpl());
     if (it == done.end()) it = done.emplace(w.values.unsafeGetTensorImpl(), pack_int8(w)).first;
-    fresh.emplace_back(layer, it->second);
+    layer->register_buffer(int8_panels_name("weight_int8"), it->second.packed);
+    layer->register_buffer(int8_sums_name("weight_int8"), it->second.sums);
+    at::Tensor values = w.values;  // the buffer's tensor: emptied for every layer that holds it
+    values.set_();
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+    ++packed;
   }
-  at::NoGradGuard no_grad;
-  for (auto& [layer, packed] : fresh) {
-    layer->register_buffer(int8_panels_name("weight_int8"), packed.packed);
-    layer->register_buffer(int8_sums_name("weight_int8"), packed.sums);
-  }
-  for (auto& [layer, packed] : fresh) {
-    at::Tensor* values = layer->named_buffers(/*recurse=*/false).find("weight_int8");
-    if (values != nullptr) values->set_();  // the row-major copy's memory goes
-  }
-  return static_cast<int64_t>(fresh.size());
+  return packed;
 }
 
 bool has_packed_int8(const torch::nn::Module& module) {
