@@ -8,6 +8,12 @@
 //   5. `attnkit analyze heads` on validation verses: importance at the three sites, the ablations
 //      (one head kept per layer and site: the paper's Table 3) and the pruning profile with heads
 //      pruned per site (its Figure 6); its section's tables and figures are shown here.
+//   6. Linearizing the trained model (issue 45): the cells of bench/bible_linearize_results.py
+//      (docs/bible-linearize.json: each kind and site converted with `attnkit linearize`, attention
+//      transfer then fine-tuning, test BLEU against the teacher with paired bootstrap intervals)
+//      and the decoding memory and speed before and after (bench/linearized_decode.py,
+//      docs/linearized-decode.json). They take CPU hours, so the stage shows those files' numbers
+//      with their dates instead of repeating them, and says so when one is missing.
 // The model is small and the budget minutes, so its BLEU is low: the stage shows the pipeline and
 // the shape of the result, docs/analysis.md the experiment at a larger budget.
 #include "attnkit/demo/demo.h"
@@ -21,6 +27,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 namespace attnkit::demo {
@@ -41,6 +48,131 @@ std::pair<std::string, std::string> split_pair(const std::string& line) {
   const auto tab = line.find('\t');
   if (tab == std::string::npos) throw Error(fmt::format("translation stage: a pair without a tab: {}", line));
   return {line.substr(0, tab), line.substr(tab + 1)};
+}
+
+std::string signed_points(double fraction) { return fmt::format("{:+.2f}", 100 * fraction); }
+
+// The teacher's and the students' numbers of docs/bible-linearize.json, and the decoding costs of
+// docs/linearized-decode.json, into `section`.
+void add_linearization_results(report::Section& section, const fs::path& docs) {
+  const fs::path cells_file = docs / "bible-linearize.json", decode_file = docs / "linearized-decode.json";
+  if (!fs::exists(cells_file)) {
+    section.blocks.push_back({fmt::format(
+        "{} is missing: the linearization experiment (each attention kind and site of the Bible model converted "
+        "with `attnkit linearize`) is made by scripts/bible_linearize.sh and "
+        "`/usr/bin/python3 bench/bible_linearize_results.py` (CPU hours; docs/analysis.md).",
+        cells_file.string()), {}, {}});
+    return;
+  }
+  const auto j = nlohmann::json::parse(read_file(cells_file.string()), nullptr, false);
+  if (!j.is_object() || !j.contains("cells") || !j["cells"].is_array() || !j.contains("teacher") ||
+      !j["teacher"].is_object())
+    throw Error(fmt::format("{}: not a bench/bible_linearize_results.py summary", cells_file.string()));
+  const auto& teacher = j["teacher"];
+  section.blocks.push_back({fmt::format(
+      "Linearizing the trained model (docs/analysis.md, bench/bible_linearize_results.py, {}): the leak-free "
+      "split's translation model ({} + {} layers, hidden {}, {} heads, {} steps; test BLEU {:.2f} on {} verses) is the "
+      "teacher. `attnkit linearize` replaces the softmax attention at the chosen sites by a linear kind: stage 1 "
+      "trains only the new feature maps to match the teacher's attention outputs (transfer loss on held-out "
+      "batches before and after), stage 2 fine-tunes the whole model on the translation task; then every test "
+      "verse is translated and compared with the teacher's translations by a paired bootstrap (sacreBLEU's, "
+      "1,000 resamples): \"worse\" or \"better\" where the 95% interval of the difference excludes 0, "
+      "\"level\" otherwise. One thread per cell ({}).",
+      j.value("generated", ""), teacher.value("layers", 0), teacher.value("layers", 0), teacher.value("hidden", 0),
+      teacher.value("heads", 0), teacher.value("steps", 0), 100 * teacher.value("bleu", 0.0),
+      j.value("test_verses", 0), j.value("machine", "")), {}, {}});
+  report::Table table{"each cell: kind, sites converted, seed; test BLEU and its difference from the teacher",
+                      {"kind", "sites", "seed", "stage 1: transfer loss before → after (CPU s)",
+                       "stage 2: steps (CPU s)", "test BLEU", "minus teacher [95%]", "verdict"},
+                      {}};
+  report::LinePlot curves{"validation BLEU during fine-tuning against the cell's CPU time",
+                          "CPU seconds (stage 1, then stage 2's share at each evaluation)",
+                          "validation BLEU (100 verses)"};
+  std::string joined;
+  for (const auto& c : j["cells"]) {
+    if (!c.is_object() || !c.contains("stage2") || !c["stage2"].is_object() || !c.contains("test") ||
+        !c["test"].is_object() || !c.contains("vs_teacher") || !c["vs_teacher"].is_object())
+      continue;
+    std::string sites;
+    for (const auto& site : c["sites"]) sites += (sites.empty() ? "" : " + ") + site.get<std::string>();
+    // The softmax control (the teacher fine-tuned alike, nothing converted) has no stage 1.
+    const bool converted = c.contains("stage1") && c["stage1"].is_object();
+    if (sites.empty()) sites = "none";
+    const nlohmann::json s1 = converted ? c["stage1"] : nlohmann::json::object();
+    const auto& s2 = c["stage2"];
+    const auto& v = c["vs_teacher"];
+    const double difference = v.value("difference", 0.0);
+    const std::string verdict = v.value("verdict", "") == "level" ? "level" : difference < 0 ? "worse" : "better";
+    table.rows.push_back(
+        {c.value("kind", ""), sites, std::to_string(c.value("seed", 0)),
+         !converted ? std::string("none: nothing converted (control)")
+         : s1.value("trained", false)
+             ? fmt::format("{:.3f} → {:.3f} ({:.0f})", s1.value("held_out_before", 0.0),
+                           s1.value("held_out_after", 0.0), s1.value("cpu_s", 0.0))
+             : fmt::format("none: no feature map to train ({:.0f})", s1.value("cpu_s", 0.0)),
+         fmt::format("{} ({:.0f})", s2.value("steps", 0), s2.value("cpu_s", 0.0)),
+         fmt::format("{:.2f}", 100 * c["test"].value("bleu", 0.0)),
+         fmt::format("{} [{}, {}]", signed_points(difference), signed_points(v.value("low", 0.0)),
+                     signed_points(v.value("high", 0.0))),
+         verdict});
+    if (c.value("seed", 0) != 0 || !s2.contains("validation_bleu")) continue;
+    // Stage 2's CPU time spread evenly over its steps (the log gives the total only).
+    report::Series series{fmt::format("{} at {}", c.value("kind", ""), sites), {}, {}, "linespoints"};
+    const double steps = std::max(1.0, static_cast<double>(s2.value("steps", 0)));
+    for (const auto& point : s2["validation_bleu"]) {
+      series.x.push_back(s1.value("cpu_s", 0.0) + s2.value("cpu_s", 0.0) * point[0].get<double>() / steps);
+      series.y.push_back(100 * point[1].get<double>());
+    }
+    curves.series.push_back(series);
+  }
+  section.headlines.push_back({"linearization cells measured (bench/bible_linearize_results.py)",
+                               std::to_string(table.rows.size()), {}});
+  section.blocks.push_back({{}, table, {}});
+  if (!curves.series.empty())
+    section.blocks.push_back({{}, {}, report::Figure{curves.title, report::render_svg(curves)}});
+  if (j.contains("over_seeds") && j["over_seeds"].is_array() && !j["over_seeds"].empty()) {
+    report::Table seeds{"one site converted at a time, over seeds: test BLEU minus the teacher's",
+                        {"kind", "site", "seeds", "mean ± sd (BLEU points)", "verdicts"}, {}};
+    for (const auto& g : j["over_seeds"]) {
+      std::string sites, verdicts;
+      for (const auto& site : g["sites"]) sites += (sites.empty() ? "" : " + ") + site.get<std::string>();
+      for (const auto& [name, count] : g["verdicts"].items())
+        verdicts += (verdicts.empty() ? "" : ", ") + fmt::format("{} {}", count.get<int>(), name);
+      seeds.rows.push_back({g.value("kind", ""), sites, std::to_string(g["seeds"].size()),
+                            fmt::format("{} ± {:.2f}", signed_points(g.value("mean", 0.0)), 100 * g.value("sd", 0.0)),
+                            verdicts});
+    }
+    section.blocks.push_back({{}, seeds, {}});
+  }
+  if (!fs::exists(decode_file)) {
+    section.blocks.push_back({fmt::format("{} is missing: decoding before and after linearization is measured by "
+                                          "bench/linearized_decode.py.", decode_file.string()), {}, {}});
+    return;
+  }
+  const auto d = nlohmann::json::parse(read_file(decode_file.string()), nullptr, false);
+  if (!d.is_object() || !d.contains("runs") || !d["runs"].is_object() || !d.contains("prompt_tokens"))
+    throw Error(fmt::format("{}: not a bench/linearized_decode.py summary", decode_file.string()));
+  report::Table decoding{fmt::format("decoding {} new tokens, {} thread(s), best of {} runs (bench/linearized_decode.py, {}, "
+                                     "{}): the softmax model's KV cache grows with the prompt, the linear student's state "
+                                     "does not",
+                                     d.value("new_tokens", 0), d.value("threads", 0), d.value("rounds", 0),
+                                     d.value("date", ""), d.value("isa", "")),
+                         {"model", "prompt (tokens)", "prefill (s)", "ms per new token", "peak memory (MiB)"}, {}};
+  for (const auto& [name, run] : d["runs"].items()) {
+    for (const char* prompt : {"short", "long"}) {
+      if (!run.contains(prompt) || !run[prompt].is_array() || run[prompt].empty()) continue;
+      double prefill = 1e300, decode = 1e300, peak = 1e300;
+      for (const auto& r : run[prompt]) {
+        prefill = std::min(prefill, r.value("prefill_s", 1e300));
+        decode = std::min(decode, r.value("decode_s", 1e300));
+        peak = std::min(peak, r.value("peak_mib", 1e300));
+      }
+      decoding.rows.push_back({name, std::to_string(d["prompt_tokens"].value(prompt, 0)), fmt::format("{:.2f}", prefill),
+                               fmt::format("{:.1f}", 1e3 * decode / std::max(1, d.value("new_tokens", 1))),
+                               fmt::format("{:.0f}", peak)});
+    }
+  }
+  section.blocks.push_back({{}, decoding, {}});
 }
 
 }  // namespace
@@ -165,6 +297,7 @@ report::Section translation_stage(const StageContext& context) {
       "heads each site loses as pruning goes on (their Figure 6).", score_pairs), {}, {}});
   for (const auto& h : heads.headlines) section.headlines.push_back({"heads: " + h.label, h.value, h.met});
   for (const auto& block : heads.blocks) section.blocks.push_back(block);
+  add_linearization_results(section, o.source_dir / "docs");
   return section;
 }
 

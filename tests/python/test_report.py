@@ -2,6 +2,7 @@
 every section has content, whose plots are inline, and that fetches nothing; `attnkit report`
 rebuilds the same page from the run directory."""
 import html.parser
+import json
 import os
 import subprocess
 import tempfile
@@ -96,6 +97,11 @@ class Report(unittest.TestCase):
             self.assertIn("table", page.sections["oracles"]["tags"])
             for sid in ("speed", "training", "lra", "collapse", "translation"):
                 self.assertIn("svg", page.sections[sid]["tags"], f"section {sid} has no inline plot")
+            # The linearization results of docs/bible-linearize.json, with the teacher's test BLEU.
+            self.assertIn("Linearizing the trained model", page.sections["translation"]["text"])
+            with open(os.path.join(ROOT, "docs", "bible-linearize.json"), encoding="utf-8") as f:
+                teacher_bleu = json.load(f)["teacher"]["bleu"]
+            self.assertIn(f"test BLEU {100 * teacher_bleu:.2f}", page.sections["translation"]["text"])
             if os.path.exists(SMOLLM2):
                 self.assertIn("svg", page.sections["pretrained"]["tags"])
                 self.assertIn("SmolLM2-135M-Instruct from its GGUF file", page.sections["pretrained"]["text"])
