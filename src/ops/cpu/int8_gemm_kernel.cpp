@@ -443,7 +443,7 @@ void gemm_int8_panels(const int8_t* packed, const int32_t* sums, int64_t out, in
                       const float* bias, float* Y, int64_t ldy, int64_t panel_begin,
                       int64_t panel_end) {
   const int64_t groups = int8_panel_groups(in);
-  if (cpu_has_avx512_vnni() && groups * 4 <= kInt8PanelMaxIn)
+  if (kernel_isa() == KernelIsa::Avx512 && cpu_has_avx512_vnni() && groups * 4 <= kInt8PanelMaxIn)
     return gemm_int8_panels_vnni(packed, sums, out, groups, wscale, U, xscale, M, bias, Y, ldy,
                                  panel_begin, panel_end);
   // The plain loop: the same exact sums (Σ u · w − 128 · Σ w), the same float step.

@@ -67,8 +67,8 @@ void offset_rows_uint8(const int8_t* X, int64_t rows, int64_t in, uint8_t* U);
 
 // Y[m, r] = float(Σ_i W[r, i] · X[m, i]) · (wscale[r] · xscale[m]) (+ bias[r]), as
 // gemm_int8_rows, for the output rows of panels [panel_begin, panel_end); U from
-// offset_rows_uint8. The VNNI copy where the CPU has AVX-512 VNNI (whatever kernel_isa() says:
-// the layout is that kernel's), else a plain loop with the same bits.
+// offset_rows_uint8. The VNNI copy where the kernels run their AVX-512 copy on a CPU with AVX-512
+// VNNI, else a plain loop with the same bits (what `make test-isa` checks on such a CPU).
 void gemm_int8_panels(const int8_t* packed, const int32_t* sums, int64_t out, int64_t in,
                       const float* wscale, const uint8_t* U, const float* xscale, int64_t M,
                       const float* bias, float* Y, int64_t ldy, int64_t panel_begin,
