@@ -413,11 +413,12 @@ void pack_int8_panels(const int8_t* W, int64_t out, int64_t in, int8_t* packed, 
       if (row >= out) break;
       const int8_t* w = W + row * in;
       int32_t total = 0;
-      for (int64_t i = 0; i < in; ++i) {
-        P[(i / 4) * 64 + r * 4 + i % 4] = w[i];
-        total += w[i];
-      }
+      for (int64_t i = 0; i < in; ++i) total += w[i];
       sums[row] = total * 128;
+      // Whole groups of 4 bytes as one word each, then the last group's bytes.
+      const int64_t whole = in / 4;
+      for (int64_t g = 0; g < whole; ++g) std::memcpy(P + g * 64 + r * 4, w + g * 4, 4);
+      for (int64_t i = whole * 4; i < in; ++i) P[whole * 64 + r * 4 + i % 4] = w[i];
     }
   }
 }
