@@ -52,6 +52,13 @@ std::pair<std::string, std::string> split_pair(const std::string& line) {
 
 std::string signed_points(double fraction) { return fmt::format("{:+.2f}", 100 * fraction); }
 
+// "encoder.self + decoder.self" from a cell's list of sites; "none" for none.
+std::string joined_sites(const nlohmann::json& sites) {
+  std::string out;
+  for (const auto& site : sites) out += (out.empty() ? "" : " + ") + site.get<std::string>();
+  return out.empty() ? "none" : out;
+}
+
 // The teacher's and the students' numbers of docs/bible-linearize.json, and the decoding costs of
 // docs/linearized-decode.json, into `section`.
 void add_linearization_results(report::Section& section, const fs::path& docs) {
@@ -93,11 +100,9 @@ void add_linearization_results(report::Section& section, const fs::path& docs) {
     if (!c.is_object() || !c.contains("stage2") || !c["stage2"].is_object() || !c.contains("test") ||
         !c["test"].is_object() || !c.contains("vs_teacher") || !c["vs_teacher"].is_object())
       continue;
-    std::string sites;
-    for (const auto& site : c["sites"]) sites += (sites.empty() ? "" : " + ") + site.get<std::string>();
+    const std::string sites = joined_sites(c["sites"]);
     // The softmax control (the teacher fine-tuned alike, nothing converted) has no stage 1.
     const bool converted = c.contains("stage1") && c["stage1"].is_object();
-    if (sites.empty()) sites = "none";
     const nlohmann::json s1 = converted ? c["stage1"] : nlohmann::json::object();
     const auto& s2 = c["stage2"];
     const auto& v = c["vs_teacher"];
@@ -134,11 +139,10 @@ void add_linearization_results(report::Section& section, const fs::path& docs) {
     report::Table seeds{"one site converted at a time, over seeds: test BLEU minus the teacher's",
                         {"kind", "site", "seeds", "mean ± sd (BLEU points)", "verdicts"}, {}};
     for (const auto& g : j["over_seeds"]) {
-      std::string sites, verdicts;
-      for (const auto& site : g["sites"]) sites += (sites.empty() ? "" : " + ") + site.get<std::string>();
+      std::string verdicts;
       for (const auto& [name, count] : g["verdicts"].items())
         verdicts += (verdicts.empty() ? "" : ", ") + fmt::format("{} {}", count.get<int>(), name);
-      seeds.rows.push_back({g.value("kind", ""), sites, std::to_string(g["seeds"].size()),
+      seeds.rows.push_back({g.value("kind", ""), joined_sites(g["sites"]), std::to_string(g["seeds"].size()),
                             fmt::format("{} ± {:.2f}", signed_points(g.value("mean", 0.0)), 100 * g.value("sd", 0.0)),
                             verdicts});
     }

@@ -7,6 +7,7 @@
 #include "../ops/cpu/parallel.h"
 #include "attnkit/error.h"
 #include "attnkit/layers/feed_forward.h"
+#include "attnkit/layers/lora.h"
 #include "attnkit/layers/multi_head_attention.h"
 #include "attnkit/strings.h"
 
@@ -215,19 +216,39 @@ at::Tensor int8_linear(const at::Tensor& x, const Int8Weight& w, const at::Tenso
   return int8_linear(x, std::vector<Int8Weight>{w}, std::vector<at::Tensor>{bias})[0];
 }
 
-std::string int8_panels_name(const std::string& name) { return name + "_panels"; }
-std::string int8_sums_name(const std::string& name) { return name + "_sums"; }
+namespace {
+
+// The buffer names of a packed weight beside its row-major one.
+std::string panels_name(const std::string& values_name) { return values_name + "_panels"; }
+std::string sums_name(const std::string& values_name) { return values_name + "_sums"; }
+
+}  // namespace
+
+Int8Weight int8_buffers(const torch::nn::Module& owner, const std::string& values_name,
+                        const std::string& scale_name, int64_t in) {
+  const auto buffers = owner.named_buffers(/*recurse=*/false);
+  const at::Tensor* values = buffers.find(values_name);
+  const at::Tensor* scale = buffers.find(scale_name);
+  if (values == nullptr || scale == nullptr) return {};
+  const at::Tensor* panels = buffers.find(panels_name(values_name));
+  const at::Tensor* sums = buffers.find(sums_name(values_name));
+  if (panels != nullptr && sums != nullptr) return {*scale, *panels, *sums, in};
+  return {*values, *scale};
+}
+
+void store_packed(torch::nn::Module& owner, const std::string& values_name, const Int8Weight& packed) {
+  if (!packed.is_packed()) throw Error("store_packed: the weight is not packed (pack_int8)");
+  auto buffers = owner.named_buffers(/*recurse=*/false);  // handles sharing the buffers' tensors
+  at::Tensor* values = buffers.find(values_name);
+  if (values == nullptr) throw Error(fmt::format("store_packed: no buffer '{}'", values_name));
+  at::NoGradGuard no_grad;
+  owner.register_buffer(panels_name(values_name), packed.packed);
+  owner.register_buffer(sums_name(values_name), packed.sums);
+  values->set_();  // the row-major copy's memory goes (its tensor is shared by tied holders)
+}
 
 Int8Weight int8_weight(const torch::nn::LinearImpl& layer) {
-  const auto buffers = layer.named_buffers(/*recurse=*/false);
-  const at::Tensor* values = buffers.find("weight_int8");
-  const at::Tensor* scale = buffers.find("weight_scale");
-  if (values == nullptr || scale == nullptr) return {};
-  const at::Tensor* panels = buffers.find(int8_panels_name("weight_int8"));
-  const at::Tensor* sums = buffers.find(int8_sums_name("weight_int8"));
-  if (panels != nullptr && sums != nullptr)
-    return {*scale, *panels, *sums, layer.options.in_features()};
-  return {*values, *scale};
+  return int8_buffers(layer, "weight_int8", "weight_scale", layer.options.in_features());
 }
 
 at::Tensor linear(const torch::nn::LinearImpl& layer, const at::Tensor& x) {
@@ -261,9 +282,7 @@ int64_t quantize_linears(torch::nn::Module& module, bool values) {
   // The dense layers of the attentions and feed-forward blocks (their forward and step route every
   // product through `linear` / linear_rows); poolers, task heads and projections stay float.
   // LoRA adapters go into the float weights before they are quantized.
-  if (auto* attention = dynamic_cast<MultiHeadAttentionImpl*>(&module)) attention->merge_lora();
-  for (const auto& child : module.modules(/*include_self=*/false))
-    if (auto* attention = dynamic_cast<MultiHeadAttentionImpl*>(child.get())) attention->merge_lora();
+  merge_lora(module);
   const std::vector<torch::nn::LinearImpl*> layers = dense_layers(module);
   // Quantize every layer before any float weight is released: tied layers share one.
   std::map<const c10::TensorImpl*, Int8Weight> done;
@@ -302,13 +321,14 @@ int64_t pack_int8_layers(torch::nn::Module& module) {
   int64_t packed = 0;
   for (auto* layer : dense_layers(module)) {
     const Int8Weight w = int8_weight(*layer);
-    if (!w.defined() || w.is_packed() || !ops::cpu::int8_panels_preferred(w.in())) continue;
+    if (!w.defined() || w.is_packed()) continue;
+    // A layer tied to one packed before holds the emptied row-major tensor: it takes those panels.
     auto it = done.find(w.values.unsafeGetTensorImpl());
-    if (it == done.end()) it = done.emplace(w.values.unsafeGetTensorImpl(), pack_int8(w)).first;
-    layer->register_buffer(int8_panels_name("weight_int8"), it->second.packed);
-    layer->register_buffer(int8_sums_name("weight_int8"), it->second.sums);
-    at::Tensor values = w.values;  // the buffer's tensor: emptied for every layer that holds it
-    values.set_();
+    if (it == done.end()) {
+      if (!ops::cpu::int8_panels_preferred(w.in())) continue;
+      it = done.emplace(w.values.unsafeGetTensorImpl(), pack_int8(w)).first;
+    }
+    store_packed(*layer, "weight_int8", it->second);
 #if defined(__GLIBC__)
     malloc_trim(0);
 #endif
@@ -319,7 +339,7 @@ int64_t pack_int8_layers(torch::nn::Module& module) {
 
 bool has_packed_int8(const torch::nn::Module& module) {
   for (const auto& item : module.named_buffers(/*recurse=*/true))
-    if (ends_with(item.key(), int8_panels_name("_int8"))) return true;
+    if (ends_with(item.key(), panels_name("_int8"))) return true;
   return false;
 }
 

@@ -13,11 +13,21 @@
 namespace attnkit::layers {
 namespace {
 
+// `module` itself and its descendants (not modules(include_self = true), which needs `module` to
+// be owned by a shared_ptr).
 std::vector<MultiHeadAttentionImpl*> attention_layers(torch::nn::Module& module) {
   std::vector<MultiHeadAttentionImpl*> out;
-  for (const auto& m : module.modules(/*include_self=*/true))
+  if (auto* attention = dynamic_cast<MultiHeadAttentionImpl*>(&module)) out.push_back(attention);
+  for (const auto& m : module.modules(/*include_self=*/false))
     if (auto* attention = dynamic_cast<MultiHeadAttentionImpl*>(m.get())) out.push_back(attention);
   return out;
+}
+
+// "q" / "k" / "v" / "o" -> 0..3; -1 for anything else.
+int projection_index(const std::string& letter) {
+  for (int i = 0; i < 4; ++i)
+    if (letter == MultiHeadAttentionImpl::kProjectionNames[i]) return i;
+  return -1;
 }
 
 }  // namespace
@@ -28,9 +38,7 @@ std::vector<int> lora_projections(const std::string& targets) {
   while (start <= targets.size()) {
     const size_t comma = std::min(targets.find(',', start), targets.size());
     const std::string item = targets.substr(start, comma - start);
-    int which = -1;
-    for (int i = 0; i < 4; ++i)
-      if (item == MultiHeadAttentionImpl::kProjectionNames[i]) which = i;
+    const int which = projection_index(item);
     if (which < 0)
       throw Error(fmt::format("lora.targets: '{}' is not a projection (accepted: q, k, v, o, comma-separated)", item));
     if (std::find(out.begin(), out.end(), which) != out.end())
@@ -77,9 +85,7 @@ int64_t add_lora_of_file(torch::nn::Module& module,
     const size_t dot = name.rfind('.');
     const std::string owner = dot == std::string::npos ? "" : name.substr(0, dot);
     const std::string letter = name.substr(dot == std::string::npos ? 0 : dot + 1, name.size() - (dot + 1) - 7);
-    int which = -1;
-    for (int i = 0; i < 4; ++i)
-      if (letter == MultiHeadAttentionImpl::kProjectionNames[i]) which = i;
+    const int which = projection_index(letter);
     const auto found = by_name.find(owner);
     if (which < 0 || found == by_name.end() || shape.size() != 2)
       throw Error(fmt::format("{}: not a LoRA adapter of an attention projection of this model", name));

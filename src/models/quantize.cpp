@@ -19,25 +19,14 @@ constexpr const char* kHeadValues = "lm_head_int8";
 constexpr const char* kHeadScale = "lm_head_scale";
 
 layers::Int8Weight head_int8(const TransformerModelImpl& model) {
-  const auto buffers = model.named_buffers(/*recurse=*/false);
-  const at::Tensor* values = buffers.find(kHeadValues);
-  const at::Tensor* scale = buffers.find(kHeadScale);
-  if (values == nullptr || scale == nullptr) return {};
-  const at::Tensor* panels = buffers.find(layers::int8_panels_name(kHeadValues));
-  const at::Tensor* sums = buffers.find(layers::int8_sums_name(kHeadValues));
-  if (panels != nullptr && sums != nullptr)
-    return {*scale, *panels, *sums, model.config().hidden};
-  return {*values, *scale};
+  return layers::int8_buffers(model, kHeadValues, kHeadScale, model.config().hidden);
 }
 
 // The head's int8 weight in panels, where the panel kernel runs (layers::pack_int8_layers).
 void pack_head(TransformerModelImpl& model) {
   const layers::Int8Weight w = head_int8(model);
   if (!w.defined() || w.is_packed() || !ops::cpu::int8_panels_preferred(w.in())) return;
-  const layers::Int8Weight packed = layers::pack_int8(w);
-  model.register_buffer(layers::int8_panels_name(kHeadValues), packed.packed);
-  model.register_buffer(layers::int8_sums_name(kHeadValues), packed.sums);
-  model.named_buffers(/*recurse=*/false).find(kHeadValues)->set_();
+  layers::store_packed(model, kHeadValues, layers::pack_int8(w));
 }
 
 void release_freed_memory() {

@@ -1,6 +1,7 @@
 // The int8 scheme (layers/int8_linear.h) against a float64 oracle: the quantization round trip,
 // the product's integer sums exactly, its error within the scheme's bound of the float product,
 // and quantized layers (feed-forward: forward = step).
+#include "../../src/ops/cpu/int8_gemm_kernel.h"
 #include "attnkit/error.h"
 #include "attnkit/layers/feed_forward.h"
 #include "attnkit/layers/int8_linear.h"
@@ -227,6 +228,30 @@ TEST(Int8Linear, QuantizedFeedForwardForwardEqualsStep) {
     EXPECT_TRUE(torch::allclose(y, float_y, 0.05, 0.05)) << (y - float_y).abs().max().item<double>();
     EXPECT_FALSE(torch::equal(y, float_y));
   }
+}
+
+// Two feed-forward blocks whose fc_in share one weight tensor: quantized once, packed once (the
+// second finds the first's panels, though the shared row-major copy is gone by then), the same
+// outputs as before packing.
+TEST(Int8Linear, TiedLayersPackOnce) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(7);
+  struct Pair : torch::nn::Module {
+    layers::FeedForward a{layers::FeedForwardOptions(24, 40)}, b{layers::FeedForwardOptions(24, 40)};
+    Pair() {
+      register_module("a", a);
+      register_module("b", b);
+      b->fc_in->weight = a->fc_in->weight;  // one tensor (what quantize_linears counts as tied)
+    }
+  } pair;
+  EXPECT_EQ(layers::quantize_linears(pair), 4);
+  const at::Tensor x = torch::randn({3, 24});
+  const at::Tensor ya = pair.a->forward(x), yb = pair.b->forward(x);
+  const int64_t packed = layers::pack_int8_layers(pair);
+  EXPECT_EQ(packed, attnkit::ops::cpu::int8_panels_preferred(24) ? 4 : 0);
+  EXPECT_EQ(layers::has_packed_int8(pair), packed > 0);
+  EXPECT_TRUE(torch::equal(pair.a->forward(x), ya));
+  EXPECT_TRUE(torch::equal(pair.b->forward(x), yb));
 }
 
 }  // namespace

@@ -104,9 +104,14 @@ int64_t pack_int8_layers(torch::nn::Module& module);
 // Whether any buffer under `module` holds packed int8 panels (such a model is not saved).
 bool has_packed_int8(const torch::nn::Module& module);
 
-// The buffer names of a packed weight beside its row-major `name` ("weight_int8" ->
-// "weight_int8_panels", "weight_int8_sums").
-std::string int8_panels_name(const std::string& name);
-std::string int8_sums_name(const std::string& name);
+// The int8 weight `owner` holds as its own buffers `values_name` (row-major int8) and
+// `scale_name`, or, once stored packed, as the panels and sums beside them; `in` is the weight's
+// row length (a packed weight's padded shape does not give it). Undefined when they are absent.
+// (int8_weight is this for a layer; models/quantize.cpp's LM head too.)
+Int8Weight int8_buffers(const torch::nn::Module& owner, const std::string& values_name,
+                        const std::string& scale_name, int64_t in);
+// Stores `packed` (pack_int8 of owner's `values_name` weight) as buffers VALUES_panels and
+// VALUES_sums beside it and empties the row-major tensor, for every module that holds it.
+void store_packed(torch::nn::Module& owner, const std::string& values_name, const Int8Weight& packed);
 
 }  // namespace attnkit::layers
