@@ -11,7 +11,7 @@ build (no CLI, no Gloo, no fmt/RE2/utf8proc libraries: fmt comes header-only wit
 Per-file flags, as the CMake build has them:
   src/ops/*.cpp, src/torch_ops/package_*.cpp   -include src/pch.h (torch/torch.h, CMake's
                          precompiled header, which some of these files rely on)
-  src/ops/cpu/*.cpp      -O3 -ffp-contract=fast (each kernel entry point still carries its
+  src/ops/cpu/*.cpp      -O3 -ffp-contract=fast -fno-trapping-math (each kernel entry point still carries its
                          baseline / AVX2 / AVX-512 copies through GCC target attributes,
                          src/ops/cpu/kernel_isa.h, so no -march is needed)
   src/ops/cpu/blas.cpp   -DATTNKIT_GEMM_ATEN: leaves gemm() to src/torch_ops/package_gemm.cpp
@@ -48,7 +48,7 @@ KERNEL_SOURCES = sorted(glob.glob("src/ops/cpu/*.cpp"))
 SOURCES = (["src/torch_ops/package_ops.cpp", "src/torch_ops/package_gemm.cpp"] + OP_SOURCES +
            BASE_SOURCES + KERNEL_SOURCES)
 
-KERNEL_FLAGS = ["-O3", "-ffp-contract=fast"]
+KERNEL_FLAGS = ["-O3", "-ffp-contract=fast", "-fno-trapping-math"]
 
 
 def torch_openmp_runtime():

@@ -64,8 +64,30 @@ def run_or_exit(argv, who, env=None):
     return p.stdout
 
 
+# Issue 44's rule for a speed verdict: "met" only when the ratio of every one of at least this many
+# alternating rounds (attnkit, then the peer, round after round) is on the right side of the target.
+VERDICT_ROUNDS = 5
+
+
+def round_verdict(ours, theirs, target=1.0):
+    """The verdict of paired per-round seconds (ours[i] and theirs[i] from round i): ("met" |
+    "missed" | "not settled" | "too few rounds", min ratio, max ratio), ratio = theirs / ours (> 1:
+    attnkit faster). Met: every round's ratio >= target; missed: every round's < target."""
+    ratios = [t / o for o, t in zip(ours, theirs)]
+    low, high = min(ratios), max(ratios)
+    if len(ratios) < VERDICT_ROUNDS:
+        return "too few rounds", low, high
+    return ("met" if low >= target else "missed" if high < target else "not settled"), low, high
+
+
 def ct2_target_line(row, what):
-    """The docs' line of one decoding cell against issue 43's target (>= 1x CTranslate2): wall-time
-    ratio with PASS / MISS, and the CPU-time ratio beside it."""
+    """The docs' line of one decoding cell against issue 43's target (>= 1x CTranslate2): the ratio
+    of the best times, the CPU-time ratio beside it, and where the row has per-round times
+    (attnkit_rounds, ct2_rounds), the verdict of the rounds' spread (round_verdict); rows of older
+    runs without them keep PASS / MISS of the best times."""
     ratio, cpu = row["ct2"] / row["attnkit"], row["ct2_cpu"] / row["attnkit_cpu"]
+    if "attnkit_rounds" in row and "ct2_rounds" in row:
+        verdict, low, high = round_verdict(row["attnkit_rounds"], row["ct2_rounds"])
+        return (f"- target >= 1x CTranslate2 ({what}): best {ratio:.2f}x, rounds {low:.2f}x-{high:.2f}x "
+                f"over {len(row['attnkit_rounds'])}: {verdict.upper()} (CPU time: {cpu:.2f}x)")
     return f"- target >= 1x CTranslate2 ({what}): {ratio:.2f}x {'PASS' if ratio >= 1 else 'MISS'} (CPU time: {cpu:.2f}x)"

@@ -31,9 +31,15 @@ mkdir -p "$OUT"
 if [ ! -f "$OUT/split/test.tsv" ]; then
   nice -n 19 "$BUILD/attnkit" --quiet data parallel --out "$OUT/split"
 fi
-# One verse per line (the English column), the first VERSES of each file.
-head -n "$VERSES" "$OUT/split/val.tsv" | cut -f1 > "$OUT/importance.txt"
-head -n "$VERSES" "$OUT/split/test.tsv" | cut -f1 > "$OUT/evaluation.txt"
+# One verse per line (the English column), the first VERSES of each file; a file already there
+# with the same text is left as it is (its modification time is part of the pass store's settings,
+# so rewriting it would make a resumed analysis start over).
+text_of() {  # text_of SOURCE DEST
+  head -n "$VERSES" "$1" | cut -f1 > "$2.tmp"
+  if cmp -s "$2.tmp" "$2"; then rm -f "$2.tmp"; else mv -f "$2.tmp" "$2"; fi
+}
+text_of "$OUT/split/val.tsv" "$OUT/importance.txt"
+text_of "$OUT/split/test.tsv" "$OUT/evaluation.txt"
 if [ ! -f "$OUT/heads/heads.json" ]; then
   /usr/bin/time -v nice -n 19 "$BUILD/attnkit" --threads 2 analyze heads --model "$MODEL" \
     --score-data "$OUT/importance.txt" --data "$OUT/evaluation.txt" --max-length 128 \

@@ -113,6 +113,23 @@ class DocsTables(unittest.TestCase):
         doc = region(self.results, lra.BEGIN, lra.END)
         self.assertNotEqual(doc, region(lra.markdown(summary), lra.BEGIN, lra.END))
 
+    def test_speed_verdict_needs_every_round(self):
+        """Issue 44's rule (bench/bench_process.py): a target is met only when every one of >= 5
+        alternating rounds reaches it, missed when none does, else not settled; fewer rounds give
+        no verdict; rows of older runs without rounds keep PASS / MISS of the best times."""
+        import bench_process as bp
+        self.assertEqual(bp.round_verdict([1.0] * 5, [1.1, 1.2, 1.0, 1.3, 1.05])[0], "met")
+        self.assertEqual(bp.round_verdict([1.0] * 5, [0.9, 0.8, 0.99, 0.7, 0.95])[0], "missed")
+        self.assertEqual(bp.round_verdict([1.0] * 5, [1.2, 1.2, 0.98, 1.3, 1.1])[0], "not settled")
+        self.assertEqual(bp.round_verdict([1.0] * 4, [2.0] * 4)[0], "too few rounds")
+        row = {"attnkit": 1.0, "ct2": 1.5, "attnkit_cpu": 1.0, "ct2_cpu": 1.5,
+               "attnkit_rounds": [1.0, 1.1, 1.0, 1.2, 1.0], "ct2_rounds": [1.5, 1.5, 1.6, 1.1, 0.9]}
+        line = bp.ct2_target_line(row, "x")
+        self.assertIn("best 1.50x", line)
+        self.assertIn("rounds 0.90x-1.60x over 5: NOT SETTLED", line)
+        del row["attnkit_rounds"], row["ct2_rounds"]
+        self.assertIn("1.50x PASS", bp.ct2_target_line(row, "x"))
+
 
 if __name__ == "__main__":
     runner.run()

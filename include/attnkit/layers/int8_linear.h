@@ -16,7 +16,7 @@
 // which a model's state holds and attnkit's format saves and loads like any buffer.
 //
 // For decoding, pack_int8_layers replaces `weight_int8` (then an empty tensor) by the layout of
-// the AVX-512 VNNI panel kernel (src/ops/cpu/int8_gemm_kernel.h): buffers `weight_int8_panels`
+// the panel kernels (AVX-512 VNNI and AVX2; src/ops/cpu/int8_gemm_kernel.h): buffers `weight_int8_panels`
 // and `weight_int8_sums`: the same products to the bit, faster (docs/decoding.md, "Panels"). A
 // packed model is for decoding only: saving one is refused.
 #include <ATen/core/Tensor.h>
@@ -97,7 +97,7 @@ bool has_int8_layers(const torch::nn::Module& module);
 
 // For decoding on this process: every quantized dense layer under `module` (as quantize_linears
 // finds them) packed (pack_int8), where ops::cpu::int8_panels_preferred says the panel kernel
-// runs (AVX-512 kernels on a CPU with AVX-512 VNNI); elsewhere nothing. Idempotent. Returns the
+// runs (the AVX-512 or AVX2 kernel copies; not the baseline copy); elsewhere nothing. Idempotent. Returns the
 // number of layers packed.
 int64_t pack_int8_layers(torch::nn::Module& module);
 

@@ -139,19 +139,28 @@ __attribute__((target("avx2,fma"))) inline void block_avx2(const int8_t* W, int6
   }
 }
 
+constexpr int64_t kRowChunkBytes = 256 * 1024;
+
 __attribute__((target("avx2,fma"))) void gemm_int8_rows_avx2(
     const int8_t* W, int64_t in, const float* wscale, const int8_t* X, const float* xscale,
     int64_t M, const float* bias, float* Y, int64_t ldy, int64_t row_begin, int64_t row_end) {
   std::vector<int16_t> X16(static_cast<size_t>(M * in));
   for (int64_t k = 0; k < M * in; ++k) X16[static_cast<size_t>(k)] = X[k];
-  for (int64_t m0 = 0; m0 < M; m0 += 4) {
-    const int16_t* x = X16.data() + m0 * in;
-    float* y = Y + m0 * ldy;
-    switch (M - m0 < 4 ? M - m0 : 4) {
-      case 1: block_avx2<1>(W, in, wscale, x, in, xscale + m0, bias, y, ldy, row_begin, row_end); break;
-      case 2: block_avx2<2>(W, in, wscale, x, in, xscale + m0, bias, y, ldy, row_begin, row_end); break;
-      case 3: block_avx2<3>(W, in, wscale, x, in, xscale + m0, bias, y, ldy, row_begin, row_end); break;
-      default: block_avx2<4>(W, in, wscale, x, in, xscale + m0, bias, y, ldy, row_begin, row_end);
+  // W in chunks of about kRowChunkBytes, every X block across a chunk before the next: W is read
+  // from memory once per call, not once per 4 X rows (the 58101 × 512 head at 64 rows: 16 passes
+  // over its 30 MB otherwise).
+  const int64_t chunk = std::max<int64_t>(4, kRowChunkBytes / std::max<int64_t>(in, 1) / 4 * 4);
+  for (int64_t c0 = row_begin; c0 < row_end; c0 += chunk) {
+    const int64_t c1 = std::min(row_end, c0 + chunk);
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      const int16_t* x = X16.data() + m0 * in;
+      float* y = Y + m0 * ldy;
+      switch (M - m0 < 4 ? M - m0 : 4) {
+        case 1: block_avx2<1>(W, in, wscale, x, in, xscale + m0, bias, y, ldy, c0, c1); break;
+        case 2: block_avx2<2>(W, in, wscale, x, in, xscale + m0, bias, y, ldy, c0, c1); break;
+        case 3: block_avx2<3>(W, in, wscale, x, in, xscale + m0, bias, y, ldy, c0, c1); break;
+        default: block_avx2<4>(W, in, wscale, x, in, xscale + m0, bias, y, ldy, c0, c1);
+      }
     }
   }
 }
@@ -368,6 +377,110 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_int8_p
 
 #pragma GCC diagnostic pop
 
+// The AVX2 panel kernel (also the AVX-512 copy's on a CPU without VNNI): the same panels, half a
+// panel (8 rows × 4 bytes) per 256-bit vector. Per group and X row: the row's 4 bytes broadcast
+// as signed x and as |x|; vpsignb gives w · sign(x) per byte, vpmaddubsw multiplies |x| (unsigned)
+// by it and adds pairs into int16 — exact, since |x|, |w| ≤ 127 make a pair at most 2 · 127² =
+// 32258 < 2^15 (the quantization never gives -128) — and vpmaddwd by ones adds the two pairs
+// into the row's int32 lane: each lane one output row, no reduction at the end, no correction.
+// (vpmaddubsw on x + 128 as VNNI's unsigned operand would saturate: 2 · 255 · 127 > 2^15.) Blocks
+// of 1 panel × MB ≤ 4 X rows: 8 accumulators.
+template <int MB>
+__attribute__((target("avx2,fma"))) inline void panel_block_avx2(
+    const int8_t* P, int64_t groups, int64_t out, const float* wscale, const int8_t* X8,
+    const int8_t* A8, int64_t ldx, const float* xscale, const float* bias, float* Y, int64_t ldy,
+    int64_t r0) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[MB][2];
+  for (int m = 0; m < MB; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
+  for (int64_t g = 0; g < groups; ++g) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + g * 64));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + g * 64 + 32));
+    for (int m = 0; m < MB; ++m) {
+      int32_t x4, a4;
+      std::memcpy(&x4, X8 + m * ldx + 4 * g, sizeof x4);
+      std::memcpy(&a4, A8 + m * ldx + 4 * g, sizeof a4);
+      const __m256i xb = _mm256_set1_epi32(x4), ab = _mm256_set1_epi32(a4);
+      const __m256i p0 = _mm256_maddubs_epi16(ab, _mm256_sign_epi8(w0, xb));
+      const __m256i p1 = _mm256_maddubs_epi16(ab, _mm256_sign_epi8(w1, xb));
+      acc[m][0] = _mm256_add_epi32(acc[m][0], _mm256_madd_epi16(p0, ones));
+      acc[m][1] = _mm256_add_epi32(acc[m][1], _mm256_madd_epi16(p1, ones));
+    }
+  }
+  // The sums to memory once (indexing the accumulators by a loop variable below would keep them
+  // in memory through the loop above).
+  alignas(32) int32_t sums[MB][16];
+  for (int m = 0; m < MB; ++m) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums[m]), acc[m][0]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums[m] + 8), acc[m][1]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    const int64_t rb = r0 + 8 * h;
+    if (rb >= out) break;
+    const int64_t n = out - rb < 8 ? out - rb : 8;
+    alignas(32) float ws[8] = {}, b[8] = {};
+    for (int64_t r = 0; r < n; ++r) {
+      ws[r] = wscale[rb + r];
+      if (bias != nullptr) b[r] = bias[rb + r];
+    }
+    const __m256 wsv = _mm256_load_ps(ws), bv = _mm256_load_ps(b);
+    for (int m = 0; m < MB; ++m) {
+      // scaled_sum's arithmetic, 8 rows at once, each step rounded (the asm keeps the compiler
+      // from fusing them).
+      __m256 scale = _mm256_mul_ps(wsv, _mm256_set1_ps(xscale[m]));
+      asm("" : "+x"(scale));
+      __m256 v = _mm256_mul_ps(
+          _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sums[m] + 8 * h))),
+          scale);
+      asm("" : "+x"(v));
+      if (bias != nullptr) v = _mm256_add_ps(v, bv);
+      float* y = Y + m * ldy + rb;
+      if (n == 8) {
+        _mm256_storeu_ps(y, v);
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, v);
+        for (int64_t r = 0; r < n; ++r) y[r] = tmp[r];
+      }
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) void gemm_int8_panels_avx2(
+    const int8_t* packed, int64_t out, int64_t groups, const float* wscale, const uint8_t* U,
+    const float* xscale, int64_t M, const float* bias, float* Y, int64_t ldy, int64_t panel_begin,
+    int64_t panel_end) {
+  const int64_t panel_bytes = groups * 64, ldx = groups * 4;
+  // x = u - 128 (the padding's 128 gives 0) and |x|, once per call.
+  std::vector<int8_t> X8(static_cast<size_t>(M * ldx)), A8(X8.size());
+  for (size_t k = 0; k < X8.size(); ++k) {
+    const int v = static_cast<int>(U[k]) - 128;
+    X8[k] = static_cast<int8_t>(v);
+    A8[k] = static_cast<int8_t>(v < 0 ? -v : v);
+  }
+  // Chunks of panels as the VNNI copy's (L2-resident), every block of 4 X rows across a chunk.
+  const int64_t chunk = std::max<int64_t>(1, kPanelChunkBytes / panel_bytes);
+  for (int64_t c0 = panel_begin; c0 < panel_end; c0 += chunk) {
+    const int64_t c1 = std::min(panel_end, c0 + chunk);
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      const int8_t* x = X8.data() + m0 * ldx;
+      const int8_t* a = A8.data() + m0 * ldx;
+      const float* xs = xscale + m0;
+      float* y = Y + m0 * ldy;
+      for (int64_t p = c0; p < c1; ++p) {
+        const int8_t* P = packed + p * panel_bytes;
+        const int64_t r0 = p * kInt8PanelRows;
+        switch (M - m0 < 4 ? M - m0 : 4) {
+          case 1: panel_block_avx2<1>(P, groups, out, wscale, x, a, ldx, xs, bias, y, ldy, r0); break;
+          case 2: panel_block_avx2<2>(P, groups, out, wscale, x, a, ldx, xs, bias, y, ldy, r0); break;
+          case 3: panel_block_avx2<3>(P, groups, out, wscale, x, a, ldx, xs, bias, y, ldy, r0); break;
+          default: panel_block_avx2<4>(P, groups, out, wscale, x, a, ldx, xs, bias, y, ldy, r0);
+        }
+      }
+    }
+  }
+}
+
 bool cpu_has_avx512_vnni() {
   static const bool has = [] {
     __builtin_cpu_init();
@@ -398,8 +511,7 @@ void gemm_int8_rows(const int8_t* W, int64_t in, const float* wscale, const int8
 }
 
 bool int8_panels_preferred(int64_t in) {
-  return kernel_isa() == KernelIsa::Avx512 && cpu_has_avx512_vnni() &&
-         int8_panel_groups(in) * 4 <= kInt8PanelMaxIn;
+  return kernel_isa() != KernelIsa::Baseline && int8_panel_groups(in) * 4 <= kInt8PanelMaxIn;
 }
 
 void pack_int8_panels(const int8_t* W, int64_t out, int64_t in, int8_t* packed, int32_t* sums,
@@ -446,6 +558,9 @@ void gemm_int8_panels(const int8_t* packed, const int32_t* sums, int64_t out, in
   const int64_t groups = int8_panel_groups(in);
   if (kernel_isa() == KernelIsa::Avx512 && cpu_has_avx512_vnni() && groups * 4 <= kInt8PanelMaxIn)
     return gemm_int8_panels_vnni(packed, sums, out, groups, wscale, U, xscale, M, bias, Y, ldy,
+                                 panel_begin, panel_end);
+  if (kernel_isa() != KernelIsa::Baseline && groups * 4 <= kInt8PanelMaxIn)
+    return gemm_int8_panels_avx2(packed, out, groups, wscale, U, xscale, M, bias, Y, ldy,
                                  panel_begin, panel_end);
   // The plain loop: the same exact sums (Σ u · w − 128 · Σ w), the same float step.
   const int64_t ldu = groups * 4;

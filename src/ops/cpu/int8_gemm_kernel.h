@@ -30,7 +30,7 @@ void gemm_int8_rows(const int8_t* W, int64_t in, const float* wscale, const int8
                     const float* xscale, int64_t M, const float* bias, float* Y, int64_t ldy,
                     int64_t row_begin, int64_t row_end);
 
-// Panels: W in the layout of the AVX-512 VNNI panel kernel, for decoding (a layer's row-major
+// Panels: W in the layout of the panel kernels (AVX-512 VNNI and AVX2), for decoding (a layer's row-major
 // int8 weight is replaced by it after loading; layers/int8_linear.h, pack_int8). Panel p holds
 // output rows 16p.. 16p + 15; for each group g of 4 input values, 64 bytes: row r's
 // W[16p + r, 4g.. 4g + 3] at bytes 4r.. 4r + 3 (zeros past `out` and past `in`). One vpdpbusd
@@ -49,9 +49,9 @@ inline int64_t int8_panel_bytes(int64_t out, int64_t in) {
   return int8_panel_count(out) * int8_panel_groups(in) * 4 * kInt8PanelRows;
 }
 
-// Whether layers should be packed into panels on this process: the kernels run their AVX-512
-// copy (kernel_isa.h) on a CPU with AVX-512 VNNI, and in ≤ kInt8PanelMaxIn. (Elsewhere the row
-// kernels are faster than the panels' plain-loop copy.)
+// Whether layers should be packed into panels on this process: the kernels run their AVX-512 or
+// AVX2 copy (kernel_isa.h), and in ≤ kInt8PanelMaxIn. (With the baseline copy the row kernels'
+// plain loop is faster than the panels'.)
 bool int8_panels_preferred(int64_t in);
 
 // W [out, in] (contiguous) -> panels [panel_begin, panel_end) of `packed` (int8_panel_bytes in
@@ -68,7 +68,9 @@ void offset_rows_uint8(const int8_t* X, int64_t rows, int64_t in, uint8_t* U);
 // Y[m, r] = float(Σ_i W[r, i] · X[m, i]) · (wscale[r] · xscale[m]) (+ bias[r]), as
 // gemm_int8_rows, for the output rows of panels [panel_begin, panel_end); U from
 // offset_rows_uint8. The VNNI copy where the kernels run their AVX-512 copy on a CPU with AVX-512
-// VNNI, else a plain loop with the same bits (what `make test-isa` checks on such a CPU).
+// VNNI; the AVX2 copy (vpsignb, vpmaddubsw on |x|, vpmaddwd: exact int32 sums without the
+// correction) where they run AVX2, or AVX-512 without VNNI; else a plain loop. All give the same
+// bits (what `make test-isa` checks).
 void gemm_int8_panels(const int8_t* packed, const int32_t* sums, int64_t out, int64_t in,
                       const float* wscale, const uint8_t* U, const float* xscale, int64_t M,
                       const float* bias, float* Y, int64_t ldy, int64_t panel_begin,
