@@ -79,6 +79,12 @@ def summarize(name, run):
                 summary["window"] = int(parts[parts.index("--max-length") + 1])
     cpu, wall, peak = read_gnu_time(os.path.join(run, "heads.time"))
     summary["cpu_s"], summary["wall_s"], summary["peak_mib"] = cpu, wall, peak
+    # An analysis resumed across sessions: the processes killed at a session's end left no time
+    # report, so the CPU time is the passes' own (each pass of passes.jsonl records its cpu_s).
+    passes = [json.loads(line) for line in open(os.path.join(run, "heads", "passes.jsonl"))][1:]
+    if passes:
+        summary["passes"] = len(passes)
+        summary["passes_cpu_s"] = sum(p.get("cpu_s", 0.0) for p in passes)
     for field in ("importance_data", "evaluation_data"):
         path = summary[field]
         if path and os.path.exists(path):
@@ -112,7 +118,11 @@ def markdown(results):
         s = results[name]
         imp, ev = s["importance_data"], s["evaluation_data"]
         out += [f"#### {s['model']}", "",
-                f"Run {s['date']} on {s['machine']}: `{s['command']}` ({s['wall_s'] / 60:.0f} min wall, "
+                f"Run {s['date']} on {s['machine']}: `{s['command']}` ("
+                + (f"{s['passes']} metric passes, {s['passes_cpu_s'] / 60:.0f} CPU min in them (passes.jsonl; "
+                   f"resumed across sessions, so no whole-process wall time); the last process "
+                   if s.get("passes_cpu_s", 0) > 1.5 * s["cpu_s"] else "")
+                + f"{s['wall_s'] / 60:.0f} min wall, "
                 f"{s['cpu_s'] / 60:.0f} CPU min, peak {s['peak_mib']:,.0f} MiB, niced beside other work). "
                 f"Importance from {imp['lines']} verses of the validation books ({imp['path']}), every number "
                 f"below on {ev['lines']} verses of the test books ({ev['path']}), windows of {s.get('window', 128)} tokens. "
@@ -124,6 +134,12 @@ def markdown(results):
         for unit, label in (("head", "query heads"), ("group", "key/value groups")):
             u = s["units"].get(unit)
             if not u:
+                continue
+            if unit == "group" and all(r["pruned"] == 0 for r in u["rows"]):
+                # One key/value head per layer: a group is a whole layer's attention, which the
+                # group profile does not remove; say so instead of a table of zeros.
+                out += ["Key/value groups: every layer has one key/value head, so a group is a whole layer's "
+                        "attention; the group profile removes none (its steps keep every group).", ""]
                 continue
             out += [f"Pruning {label}, least important first ({u['random_orders']} random orders beside it):", "",
                     f"| {label} pruned | perplexity | change [95% interval] | random orders: perplexity "

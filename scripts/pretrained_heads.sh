@@ -41,7 +41,7 @@ text_of() {  # text_of SOURCE DEST
 text_of "$OUT/split/val.tsv" "$OUT/importance.txt"
 text_of "$OUT/split/test.tsv" "$OUT/evaluation.txt"
 if [ ! -f "$OUT/heads/heads.json" ]; then
-  /usr/bin/time -v nice -n 19 "$BUILD/attnkit" --threads 2 analyze heads --model "$MODEL" \
+  /usr/bin/time -a -v nice -n 19 "$BUILD/attnkit" --threads 2 analyze heads --model "$MODEL" \
     --score-data "$OUT/importance.txt" --data "$OUT/evaluation.txt" --max-length 128 \
     --batch-size 8 --no-ablation --fractions "$FRACTIONS" --random-orders "$ORDERS" \
     --out "$OUT/heads" > "$OUT/heads.log" 2> "$OUT/heads.time"
