@@ -38,7 +38,7 @@ const std::vector<Stage>& stages() {
        "WEB -> Reina-Valera 1909 verse pairs, a small encoder-decoder for a CPU budget, test translations, "
        "head importance and pruning per attention site",
        translation_stage},
-      {"pretrained", "A pretrained model: SmolLM2-135M's heads, key/value groups and rank collapse", 57,
+      {"pretrained", "Pretrained models: SmolLM2-135M's and Gemma 3 270M's heads, key/value groups and rank collapse", 57,
        "SmolLM2-135M-Instruct from its GGUF file (scripts/setup.sh): importance of query heads and key/value "
        "groups on validation verses, pruning profiles on test verses, rank collapse of its paths",
        pretrained_stage},

@@ -25,7 +25,9 @@
 #include "cli_runner.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -54,11 +56,93 @@ std::string english_verses(const fs::path& tsv, size_t count) {
   return out;
 }
 
+std::string pretrained_percent(double fraction) { return fmt::format("{:+.1f}%", 100 * fraction); }
+
+// The larger-budget runs of scripts/pretrained_heads.sh (SmolLM2, Gemma 3 270M), as
+// bench/pretrained_heads_results.py summarised them in docs/pretrained-heads.json: per model the
+// pruning profiles by importance with their intervals against the unpruned model and against the
+// random orders, and the 5% perplexity budget. They take CPU hours, so the report shows the file.
+void add_pretrained_results(report::Section& section, const fs::path& docs) {
+  const fs::path file = docs / "pretrained-heads.json";
+  if (!fs::exists(file)) {
+    section.blocks.push_back({fmt::format(
+        "{} is missing: the larger-budget head experiment on the pretrained models is made by "
+        "scripts/pretrained_heads.sh and `/usr/bin/python3 bench/pretrained_heads_results.py` (CPU hours; "
+        "docs/analysis.md).", file.string()), {}, {}});
+    return;
+  }
+  const auto j = nlohmann::json::parse(read_file(file.string()), nullptr, false);
+  if (!j.is_object()) throw Error(fmt::format("{}: not a bench/pretrained_heads_results.py summary", file.string()));
+  for (const auto& [name, m] : j.items()) {
+    if (!m.is_object() || !m.contains("units") || !m["units"].is_object())
+      throw Error(fmt::format("{}: model '{}' has no units", file.string(), name));
+    const auto lines = [&](const char* field) {
+      return m.contains(field) && m[field].is_object() ? m[field].value("lines", 0) : 0;
+    };
+    section.blocks.push_back({fmt::format(
+        "At a larger budget (docs/analysis.md; scripts/pretrained_heads.sh, {} on {}): {}. Importance from {} "
+        "verses of the validation books, every number on {} verses of the test books; unpruned perplexity {:.2f}. "
+        "Intervals: 95% paired bootstrap over the evaluation windows against the unpruned model; random orders as "
+        "mean ± sd; importance minus random by the two-stage bootstrap, \"level\" where it covers 0.",
+        m.value("date", ""), m.value("machine", ""), m.value("model", name), lines("importance_data"),
+        lines("evaluation_data"), m.value("baseline_perplexity", 0.0)), {}, {}});
+    for (const auto& [unit, label] : {std::pair<std::string, std::string>{"head", "query heads"},
+                                      {"group", "key/value groups"}}) {
+      if (!m["units"].contains(unit) || !m["units"][unit].is_object()) continue;
+      const auto& u = m["units"][unit];
+      if (!u.contains("rows") || !u["rows"].is_array()) continue;
+      const bool any = std::any_of(u["rows"].begin(), u["rows"].end(),
+                                   [](const nlohmann::json& r) { return r.value("pruned", 0) > 0; });
+      if (!any) {
+        section.blocks.push_back({fmt::format("{}: every layer has one key/value head, so the group profile removes "
+                                              "none.", name), {}, {}});
+        continue;
+      }
+      report::Table table{fmt::format("{}: {} pruned least important first", name, label),
+                          {label + " pruned", "perplexity", "change [95%]", "random orders: mean ± sd",
+                           "importance − random [95%]", "verdict"},
+                          {}};
+      for (const auto& r : u["rows"]) {
+        const auto interval = [&](const char* field, auto format) {
+          if (!r.contains(field) || !r[field].is_object()) return std::string("—");
+          const auto& x = r[field];
+          return fmt::format("{} [{}, {}]", format(x.value("score", 0.0)), format(x.value("low", 0.0)),
+                             format(x.value("high", 0.0)));
+        };
+        const auto plain = [](double x) { return fmt::format("{:+.2f}", x); };
+        table.rows.push_back(
+            {fmt::format("{} ({:.1f}%)", r.value("pruned", 0), 100 * r.value("fraction", 0.0)),
+             fmt::format("{:.2f}", r.value("perplexity", 0.0)), interval("relative", [](double x) { return pretrained_percent(x); }),
+             r.contains("random_perplexity") && r["random_perplexity"].is_object()
+                 ? fmt::format("{:.2f} ± {:.2f}", r["random_perplexity"].value("mean", 0.0),
+                               r["random_perplexity"].value("sd", 0.0))
+                 : std::string("—"),
+             interval("importance_minus_random", plain), r.value("verdict", std::string("—"))});
+      }
+      section.blocks.push_back({{}, table, {}});
+      if (u.contains("budget") && u["budget"].is_object()) {
+        const auto& b = u["budget"];
+        const double fraction = b.value("fraction", 0.0);
+        const int pruned = b.value("pruned", 0);
+        const std::string total = fraction > 0 ? fmt::format(" of {}", std::lround(pruned / fraction)) : "";
+        section.headlines.push_back(
+            {fmt::format("{}: {} that go at ≤ 5% perplexity increase (larger budget)", name, label),
+             b.value("step", 0) == 0
+                 ? std::string("none: the first step already exceeds 5%")
+                 : fmt::format("{}{} ({} [{}, {}])", pruned, total, pretrained_percent(b.value("increase", 0.0)),
+                               pretrained_percent(b.value("low", 0.0)), pretrained_percent(b.value("high", 0.0))),
+             std::nullopt});
+      }
+    }
+  }
+}
+
 }  // namespace
 
 report::Section pretrained_stage(const StageContext& context) {
   const auto& o = context.options;
   report::Section section;
+  add_pretrained_results(section, o.source_dir / "docs");
   const fs::path weights = smollm2_weights();
   if (!fs::exists(weights)) {
     section.blocks.push_back({fmt::format("Skipped: no {} (bash scripts/setup.sh fetches SmolLM2-135M-Instruct "

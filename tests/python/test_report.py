@@ -102,6 +102,13 @@ class Report(unittest.TestCase):
             with open(os.path.join(ROOT, "docs", "bible-linearize.json"), encoding="utf-8") as f:
                 teacher_bleu = json.load(f)["teacher"]["bleu"]
             self.assertIn(f"test BLEU {100 * teacher_bleu:.2f}", page.sections["translation"]["text"])
+            # The larger-budget head profiles of docs/pretrained-heads.json, every model's, weights or not.
+            with open(os.path.join(ROOT, "docs", "pretrained-heads.json"), encoding="utf-8") as f:
+                pretrained = json.load(f)
+            for name, summary in pretrained.items():
+                self.assertIn(f"{name}: query heads pruned least important first", page.sections["pretrained"]["text"])
+                self.assertIn(f"unpruned perplexity {summary['baseline_perplexity']:.2f}",
+                              page.sections["pretrained"]["text"])
             if os.path.exists(SMOLLM2):
                 self.assertIn("svg", page.sections["pretrained"]["tags"])
                 self.assertIn("SmolLM2-135M-Instruct from its GGUF file", page.sections["pretrained"]["text"])

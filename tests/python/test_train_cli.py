@@ -148,6 +148,41 @@ class TrainCli(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("task.eval_split = test needs test files", err)
 
+    def test_lm_test_split_reads_the_test_file(self):
+        """`eval --split test` of an lm run: the blocks of the file named like task.data with
+        'train' -> 'test', all of them with --examples 0, and not the validation blocks."""
+        words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+        vocab = os.path.join(self.dir, "vocab.txt")
+        with open(vocab, "w") as f:
+            f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
+        train, test = os.path.join(self.dir, "lm-train.txt"), os.path.join(self.dir, "lm-test.txt")
+        with open(train, "w") as f:  # a cycle the model can learn
+            f.write("\n".join(" ".join(words) for _ in range(200)) + "\n")
+        with open(test, "w") as f:  # another order: a different, higher perplexity
+            f.write("\n".join(" ".join(reversed(words)) for _ in range(40)) + "\n")
+        run = os.path.join(self.dir, "lm")
+        rc, _, err = attnkit("train", "--task.name", "lm", "--task.data", train, "--task.tokenizer", vocab,
+                             "--task.truncate", "16", "--task.batch_size", "8", "--model.hidden", "16",
+                             "--model.layers", "1", "--model.heads", "2", "--run.steps", "30",
+                             "--optimizer.lr", "3e-3", "--run.dir", run)
+        self.assertEqual(rc, 0, err)
+        rc, val, err = attnkit("eval", "--run", run)
+        self.assertEqual(rc, 0, err)
+        rc, out, err = attnkit("eval", "--run", run, "--split", "test", "--examples", "0")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"^step 30 split test ")
+        metric = lambda text, name: float(text.split(name + "=")[1].split()[0])  # noqa: E731
+        self.assertGreater(metric(out, "perplexity"), 2 * metric(val, "perplexity"), (val, out))
+        # 40 lines of 6 words (and the line ends) in blocks of 16 tokens, every block: more than
+        # the validation's every 20th block of the training file.
+        rc, few, err = attnkit("eval", "--run", run, "--split", "test", "--examples", "2")
+        self.assertEqual(rc, 0, err)
+        self.assertNotEqual(few, out)
+        os.remove(test)
+        rc, _, err = attnkit("eval", "--run", run, "--split", "test")
+        self.assertEqual(rc, 2)
+        self.assertIn("lm-test.txt", err)
+
 
 if __name__ == "__main__":
     BUILD_DIR = runner.build_dir()

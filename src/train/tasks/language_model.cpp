@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <sstream>
+
 namespace attnkit::train::detail {
 
 std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config) {
@@ -26,6 +28,26 @@ std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config) {
   if (val.empty()) {
     val.push_back(train.back());
     train.pop_back();
+  }
+  if (t.eval_split == "test") {
+    // Evaluated on the test files instead: each task.data file with 'train' replaced by 'test' in
+    // its name, every block of them (the first eval_examples when that is > 0). The training
+    // blocks stay as above, so a run's model is the same whichever split it reports.
+    std::string files;
+    std::istringstream list(t.data);
+    for (std::string path; std::getline(list, path, ',');)
+      if (!path.empty()) files += (files.empty() ? "" : ",") + evaluation_path(path, "test");
+    RunConfig test_config = config;
+    test_config.task.data = files;
+    const auto test = read_text_files(test_config, tokenizer, static_cast<size_t>(t.truncate));
+    val.clear();
+    for (const auto& b : test.blocks) {
+      if (t.eval_examples > 0 && static_cast<int64_t>(val.size()) >= t.eval_examples) break;
+      val.push_back(LmRow{Ids(b.begin(), b.end() - 1), Ids(b.begin() + 1, b.end())});
+    }
+    if (val.empty())
+      throw Error(fmt::format("task 'lm': the test files {} hold {} tokens, no block of {}", files, test.tokens,
+                              t.truncate));
   }
   models::HeadsConfig heads;
   heads.causal_lm = true;

@@ -36,7 +36,7 @@ const std::vector<TaskInfo>& task_registry() {
        "UniLM source -> target (corpus BLEU of greedy decodes)", make_seq2seq},
       {"translation", kRequired, "the training TSV: source<TAB>target", true, true,
        "encoder-decoder source -> target (sacreBLEU of greedy or beam decodes)", make_translation},
-      {"lm", kRequired, "text files separated by commas", false, true,
+      {"lm", kRequired, "text files separated by commas", true, true,
        "causal LM over text files in blocks of task.truncate tokens (perplexity)", make_text_lm},
       {"mlm", kRequired, "text files separated by commas", false, true,
        "masked-LM pretraining (RoBERTa: dynamic 80/10/10 masking, packed blocks; perplexity)", make_mlm},
