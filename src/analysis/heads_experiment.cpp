@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 
 namespace attnkit::analysis {
 namespace {
@@ -26,12 +28,31 @@ std::unique_ptr<ProgressReporter> phase(const HeadsProgress& progress, const std
   return reporter;
 }
 
-// What a file, or each file of a directory, is now: names, sizes and modification times (a
-// PassStore's settings: a model or data file changed in place makes its stored passes stale).
+// Files up to this size are fingerprinted by their content, larger ones by their modification time.
+constexpr uintmax_t kHashedFileBytes = uintmax_t(64) << 20;
+
+// What a file, or each file of a directory, is now (a PassStore's settings: a model or data file
+// changed in place makes its stored passes stale): name, size, and for a file of at most
+// kHashedFileBytes (data files, small models) a 64-bit FNV-1a hash of its bytes, so a script that
+// writes the same text again does not make an analysis start over; for a larger one (a model's
+// weights, read whole anyway only by the load) its modification time.
 std::string fingerprint(const std::string& path) {
   const auto one = [](const fs::path& p) {
-    return fmt::format("{}:{}:{}", p.filename().string(), fs::file_size(p),
-                       fs::last_write_time(p).time_since_epoch().count());
+    const uintmax_t size = fs::file_size(p);
+    if (size > kHashedFileBytes)
+      return fmt::format("{}:{}:{}", p.filename().string(), size, fs::last_write_time(p).time_since_epoch().count());
+    std::ifstream in(p, std::ios::binary);
+    uint64_t hash = 0xcbf29ce484222325ull;
+    std::vector<char> buffer(1 << 16);
+    while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+      for (std::streamsize i = 0; i < in.gcount(); ++i) {
+        hash ^= static_cast<unsigned char>(buffer[static_cast<size_t>(i)]);
+        hash *= 0x100000001b3ull;
+      }
+      if (!in) break;
+    }
+    if (in.bad()) throw Error(fmt::format("{}: cannot be read", p.string()));
+    return fmt::format("{}:{}:fnv1a-{:016x}", p.filename().string(), size, hash);
   };
   if (!fs::is_directory(path)) return one(path);
   std::vector<std::string> files;

@@ -139,6 +139,27 @@ class HeadsCli(TrainedRun, unittest.TestCase):
         self.assertIn(f"resumed: {stored} of the {stored} metric passes were done by an earlier process", stdout)
         with open(os.path.join(out, "heads.json")) as f:
             self.assertEqual(json.load(f), j)
+        # The data file written again with the same text (a script's rerun: a new modification
+        # time) keeps the passes; other text makes them stale, a one-line error.
+        val = os.path.join(self.tmp.name, "val.tsv")
+        with open(val) as f:
+            text = f.read()
+        os.utime(val, (0, 0))
+        with open(val, "w") as f:
+            f.write(text)
+        rc, stdout, err = attnkit("analyze", "heads", "--model", self.checkpoint(40), "--tokenizer", self.base,
+                                  "--data", val, "--data2", self.other_tsv, "--fractions", "25,50,75", "--out", out)
+        self.assertEqual(rc, 0, err)
+        self.assertIn(f"resumed: {stored} of the {stored} metric passes", stdout)
+        with open(val, "w") as f:
+            f.write(text.replace("\t1\n", "\t0\n", 1) if "\t1\n" in text else text + text.splitlines()[0] + "\n")
+        rc, _, err = attnkit("analyze", "heads", "--model", self.checkpoint(40), "--tokenizer", self.base,
+                             "--data", val, "--data2", self.other_tsv, "--fractions", "25,50,75", "--out", out)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("its passes were computed with other settings", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        with open(val, "w") as f:
+            f.write(text)
         rc, _, err = attnkit("report", self.tmp.name)
         self.assertEqual(rc, 0, err)
         # Prune half the heads by that importance; the smaller model loads and runs.
