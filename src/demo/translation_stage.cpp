@@ -59,6 +59,78 @@ std::string joined_sites(const nlohmann::json& sites) {
   return out.empty() ? "none" : out;
 }
 
+// Michel et al.'s experiment on the leak-free split at a larger budget (docs/bible-heads.json from
+// scripts/bible_heads.sh and bench/bible_heads_results.py: heads chosen on validation verses, every
+// number on the test verses with paired intervals): one head kept per layer and site, and the
+// global pruning profile against the random orders, into `section`.
+void add_bible_heads_results(report::Section& section, const fs::path& docs) {
+  const fs::path file = docs / "bible-heads.json";
+  if (!fs::exists(file)) {
+    section.blocks.push_back({fmt::format(
+        "{} is missing: Michel et al.'s experiment on the leak-free split at a larger budget is made by "
+        "scripts/bible_heads.sh and `/usr/bin/python3 bench/bible_heads_results.py` (CPU hours; docs/analysis.md).",
+        file.string()), {}, {}});
+    return;
+  }
+  const auto j = nlohmann::json::parse(read_file(file.string()), nullptr, false);
+  if (!j.is_object() || !j.contains("profile") || !j["profile"].is_array() || !j.contains("keep_one") ||
+      !j["keep_one"].is_array() || !j.contains("baseline") || !j["baseline"].is_object())
+    throw Error(fmt::format("{}: not a bench/bible_heads_results.py summary", file.string()));
+  const auto& base = j["baseline"];
+  section.blocks.push_back({fmt::format(
+      "At a larger budget (docs/analysis.md; scripts/bible_heads.sh, {} on {}): the same question on the leak-free "
+      "split's model with {} heads at each site and layer ({} layers), importance and orders chosen on {} "
+      "validation verses, every number on {} test verses: unpruned test BLEU {:.2f} [{:.2f}, {:.2f}]; changes with "
+      "95% paired bootstrap intervals (sacreBLEU's, {} resamples), \"level\" where an interval covers 0; {} random "
+      "orders as mean ± sd.",
+      j.value("date", ""), j.value("machine", ""), j.value("heads_per_layer", 0), j.value("layers", 0),
+      j.value("validation_verses", 0), j.value("test_verses", 0), 100 * base.value("bleu", 0.0),
+      100 * base.value("low", 0.0), 100 * base.value("high", 0.0), j.value("bootstrap_samples", 0),
+      j.value("random_orders", 0)), {}, {}});
+  report::Table keep{"one head kept per layer and site (the most important on validation), the layer's others masked",
+                     {"site", "layer", "head kept", "test BLEU", "change [95%]", "verdict"}, {}};
+  for (const auto& k : j["keep_one"]) {
+    if (!k.is_object()) continue;
+    keep.rows.push_back({k.value("site", ""), std::to_string(k.value("layer", 0) + 1), std::to_string(k.value("head", 0)),
+                         fmt::format("{:.2f}", 100 * k.value("bleu", 0.0)),
+                         fmt::format("{} [{}, {}]", signed_points(k.value("score", 0.0)),
+                                     signed_points(k.value("low", 0.0)), signed_points(k.value("high", 0.0))),
+                         k.value("verdict", "")});
+  }
+  section.blocks.push_back({{}, keep, {}});
+  report::Table profile{"global pruning, least important first, against the random orders",
+                        {"pruned", "test BLEU", "change [95%]", "random orders: mean ± sd", "importance − random [95%]",
+                         "verdict"},
+                        {}};
+  int level_until = 0;
+  bool losing = false;
+  for (const auto& r : j["profile"]) {
+    if (!r.is_object() || !r.contains("change") || !r["change"].is_object()) continue;
+    const auto& c = r["change"];
+    const auto interval = [&](const char* field) {
+      if (!r.contains(field) || !r[field].is_object()) return std::string("—");
+      const auto& x = r[field];
+      return fmt::format("{} [{}, {}]", signed_points(x.value("score", 0.0)), signed_points(x.value("low", 0.0)),
+                         signed_points(x.value("high", 0.0)));
+    };
+    if (!losing && c.value("high", 0.0) >= 0) level_until = r.value("pruned", 0);
+    if (c.value("high", 0.0) < 0) losing = true;
+    profile.rows.push_back(
+        {fmt::format("{} ({:.0f}%)", r.value("pruned", 0), 100 * r.value("fraction", 0.0)),
+         fmt::format("{:.2f}", 100 * r.value("bleu", 0.0)), interval("change"),
+         r.contains("random") && r["random"].is_object()
+             ? fmt::format("{:.2f} ± {:.2f}", 100 * r["random"].value("mean", 0.0), 100 * r["random"].value("sd", 0.0))
+             : std::string("—"),
+         interval("importance_minus_random"), r.value("verdict", "")});
+  }
+  section.blocks.push_back({{}, profile, {}});
+  section.headlines.push_back({"leak-free split, larger budget: heads pruned with test BLEU level with the unpruned "
+                               "model (docs/bible-heads.json)",
+                               fmt::format("{} of {}", level_until,
+                                           3 * j.value("layers", 0) * j.value("heads_per_layer", 0)),
+                               std::nullopt});
+}
+
 // The teacher's and the students' numbers of docs/bible-linearize.json, and the decoding costs of
 // docs/linearized-decode.json, into `section`.
 void add_linearization_results(report::Section& section, const fs::path& docs) {
@@ -301,6 +373,7 @@ report::Section translation_stage(const StageContext& context) {
       "heads each site loses as pruning goes on (their Figure 6).", score_pairs), {}, {}});
   for (const auto& h : heads.headlines) section.headlines.push_back({"heads: " + h.label, h.value, h.met});
   for (const auto& block : heads.blocks) section.blocks.push_back(block);
+  add_bible_heads_results(section, o.source_dir / "docs");
   add_linearization_results(section, o.source_dir / "docs");
   return section;
 }

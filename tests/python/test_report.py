@@ -102,6 +102,12 @@ class Report(unittest.TestCase):
             with open(os.path.join(ROOT, "docs", "bible-linearize.json"), encoding="utf-8") as f:
                 teacher_bleu = json.load(f)["teacher"]["bleu"]
             self.assertIn(f"test BLEU {100 * teacher_bleu:.2f}", page.sections["translation"]["text"])
+            # Michel et al.'s experiment on the leak-free split, from docs/bible-heads.json.
+            with open(os.path.join(ROOT, "docs", "bible-heads.json"), encoding="utf-8") as f:
+                bible = json.load(f)
+            self.assertIn(f"unpruned test BLEU {100 * bible['baseline']['bleu']:.2f}", page.sections["translation"]["text"])
+            self.assertIn("global pruning, least important first, against the random orders",
+                          page.sections["translation"]["text"])
             # The larger-budget head profiles of docs/pretrained-heads.json, every model's, weights or not.
             with open(os.path.join(ROOT, "docs", "pretrained-heads.json"), encoding="utf-8") as f:
                 pretrained = json.load(f)
