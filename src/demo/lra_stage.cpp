@@ -9,6 +9,7 @@
 //    with its date and budget instead of training them again, and says so when it is missing.
 #include "attnkit/demo/demo.h"
 #include "bench_output.h"
+#include "docs_summary.h"
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/process.h"
@@ -67,16 +68,13 @@ std::string percent(const nlohmann::json& cell) {
 
 // The table and curves of docs/lra-results.json (bench/lra_results.py).
 void add_measured_table(report::Section& section, const fs::path& file) {
-  if (!fs::exists(file)) {
-    section.blocks.push_back({fmt::format(
-        "{} is missing: the LRA table (every kind on the five tasks at an equal CPU budget) is made by "
-        "`/usr/bin/python3 bench/lra_results.py` (CPU hours; it writes that file and docs/results.md).",
-        file.string()), {}, {}});
-    return;
-  }
-  const auto j = nlohmann::json::parse(read_file(file.string()), nullptr, false);
-  if (!j.is_object() || !j.contains("cells") || !j.contains("tasks"))
-    throw Error(fmt::format("{}: not a bench/lra_results.py summary", file.string()));
+  const auto summary = read_docs_summary(
+      section, file,
+      "the LRA table (every kind on the five tasks at an equal CPU budget) is made by "
+      "`/usr/bin/python3 bench/lra_results.py` (CPU hours; it writes that file and docs/results.md).",
+      "bench/lra_results.py", {{"cells", SummaryField::kAny}, {"tasks", SummaryField::kAny}});
+  if (!summary) return;
+  const auto& j = *summary;
   const auto tasks = j["tasks"].get<std::vector<std::string>>();
   const auto kinds = j["kinds"].get<std::vector<std::string>>();
   const auto& labels = j["task_labels"];

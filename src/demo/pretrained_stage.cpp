@@ -23,6 +23,7 @@
 #include "attnkit/report/plot.h"
 #include "attnkit/text/token_windows.h"
 #include "cli_runner.h"
+#include "docs_summary.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -64,15 +65,13 @@ std::string pretrained_percent(double fraction) { return fmt::format("{:+.1f}%",
 // random orders, and the 5% perplexity budget. They take CPU hours, so the report shows the file.
 void add_pretrained_results(report::Section& section, const fs::path& docs) {
   const fs::path file = docs / "pretrained-heads.json";
-  if (!fs::exists(file)) {
-    section.blocks.push_back({fmt::format(
-        "{} is missing: the larger-budget head experiment on the pretrained models is made by "
-        "scripts/pretrained_heads.sh and `/usr/bin/python3 bench/pretrained_heads_results.py` (CPU hours; "
-        "docs/analysis.md).", file.string()), {}, {}});
-    return;
-  }
-  const auto j = nlohmann::json::parse(read_file(file.string()), nullptr, false);
-  if (!j.is_object()) throw Error(fmt::format("{}: not a bench/pretrained_heads_results.py summary", file.string()));
+  const auto summary = read_docs_summary(
+      section, file,
+      "the larger-budget head experiment on the pretrained models is made by scripts/pretrained_heads.sh and "
+      "`/usr/bin/python3 bench/pretrained_heads_results.py` (CPU hours; docs/analysis.md).",
+      "bench/pretrained_heads_results.py");
+  if (!summary) return;
+  const auto& j = *summary;
   for (const auto& [name, m] : j.items()) {
     if (!m.is_object() || !m.contains("units") || !m["units"].is_object())
       throw Error(fmt::format("{}: model '{}' has no units", file.string(), name));

@@ -5,6 +5,7 @@
 // Each run is a run directory under RUN_DIR/training/ (config.toml, metrics.jsonl, checkpoints/);
 // the collapse stage analyses their best checkpoints.
 #include "attnkit/demo/demo.h"
+#include "docs_summary.h"
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
@@ -177,17 +178,15 @@ void permutation_lm(const StageContext& context, report::Section& section) {
 // steps and CPU time, validation perplexity at the equal budget, fine-tuning from the MLM
 // checkpoints vs from scratch, and the training objectives side by side.
 void add_pretraining_results(report::Section& section, const fs::path& file) {
-  if (!fs::exists(file)) {
-    section.blocks.push_back({fmt::format(
-        "{} is missing: the pretraining experiments (MLM per attention kind, fine-tuning, permutation LM) are made by "
-        "`/usr/bin/python3 bench/pretrain_results.py` (CPU hours; it writes that file and docs/results.md).",
-        file.string()), {}, {}});
-    return;
-  }
-  const auto j = nlohmann::json::parse(read_file(file.string()), nullptr, false);
-  if (!j.is_object() || !j.contains("cells") || !j.contains("kinds") || !j.contains("budget_cpu_s") ||
-      !j.contains("finetune_budget_cpu_s") || !j.contains("model") || !j["cells"].is_object() || !j["model"].is_object())
-    throw Error(fmt::format("{}: not a bench/pretrain_results.py summary", file.string()));
+  const auto summary = read_docs_summary(
+      section, file,
+      "the pretraining experiments (MLM per attention kind, fine-tuning, permutation LM) are made by "
+      "`/usr/bin/python3 bench/pretrain_results.py` (CPU hours; it writes that file and docs/results.md).",
+      "bench/pretrain_results.py",
+      {{"cells", SummaryField::kObject}, {"kinds", SummaryField::kAny}, {"budget_cpu_s", SummaryField::kAny},
+       {"finetune_budget_cpu_s", SummaryField::kAny}, {"model", SummaryField::kObject}});
+  if (!summary) return;
+  const auto& j = *summary;
   if (j.value("smoke", false)) return;  // a pipeline check, not results
   const auto& cells = j["cells"];
   const auto kinds = j["kinds"].get<std::vector<std::string>>();

@@ -23,6 +23,7 @@
 #include "attnkit/process.h"
 #include "attnkit/report/plot.h"
 #include "cli_runner.h"
+#include "docs_summary.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -64,18 +65,14 @@ std::string joined_sites(const nlohmann::json& sites) {
 // number on the test verses with paired intervals): one head kept per layer and site, and the
 // global pruning profile against the random orders, into `section`.
 void add_bible_heads_results(report::Section& section, const fs::path& docs) {
-  const fs::path file = docs / "bible-heads.json";
-  if (!fs::exists(file)) {
-    section.blocks.push_back({fmt::format(
-        "{} is missing: Michel et al.'s experiment on the leak-free split at a larger budget is made by "
-        "scripts/bible_heads.sh and `/usr/bin/python3 bench/bible_heads_results.py` (CPU hours; docs/analysis.md).",
-        file.string()), {}, {}});
-    return;
-  }
-  const auto j = nlohmann::json::parse(read_file(file.string()), nullptr, false);
-  if (!j.is_object() || !j.contains("profile") || !j["profile"].is_array() || !j.contains("keep_one") ||
-      !j["keep_one"].is_array() || !j.contains("baseline") || !j["baseline"].is_object())
-    throw Error(fmt::format("{}: not a bench/bible_heads_results.py summary", file.string()));
+  const auto summary = read_docs_summary(
+      section, docs / "bible-heads.json",
+      "Michel et al.'s experiment on the leak-free split at a larger budget is made by scripts/bible_heads.sh and "
+      "`/usr/bin/python3 bench/bible_heads_results.py` (CPU hours; docs/analysis.md).",
+      "bench/bible_heads_results.py",
+      {{"profile", SummaryField::kArray}, {"keep_one", SummaryField::kArray}, {"baseline", SummaryField::kObject}});
+  if (!summary) return;
+  const auto& j = *summary;
   const auto& base = j["baseline"];
   section.blocks.push_back({fmt::format(
       "At a larger budget (docs/analysis.md; scripts/bible_heads.sh, {} on {}): the same question on the leak-free "
@@ -134,19 +131,14 @@ void add_bible_heads_results(report::Section& section, const fs::path& docs) {
 // The teacher's and the students' numbers of docs/bible-linearize.json, and the decoding costs of
 // docs/linearized-decode.json, into `section`.
 void add_linearization_results(report::Section& section, const fs::path& docs) {
-  const fs::path cells_file = docs / "bible-linearize.json", decode_file = docs / "linearized-decode.json";
-  if (!fs::exists(cells_file)) {
-    section.blocks.push_back({fmt::format(
-        "{} is missing: the linearization experiment (each attention kind and site of the Bible model converted "
-        "with `attnkit linearize`) is made by scripts/bible_linearize.sh and "
-        "`/usr/bin/python3 bench/bible_linearize_results.py` (CPU hours; docs/analysis.md).",
-        cells_file.string()), {}, {}});
-    return;
-  }
-  const auto j = nlohmann::json::parse(read_file(cells_file.string()), nullptr, false);
-  if (!j.is_object() || !j.contains("cells") || !j["cells"].is_array() || !j.contains("teacher") ||
-      !j["teacher"].is_object())
-    throw Error(fmt::format("{}: not a bench/bible_linearize_results.py summary", cells_file.string()));
+  const auto summary = read_docs_summary(
+      section, docs / "bible-linearize.json",
+      "the linearization experiment (each attention kind and site of the Bible model converted with `attnkit "
+      "linearize`) is made by scripts/bible_linearize.sh and `/usr/bin/python3 bench/bible_linearize_results.py` "
+      "(CPU hours; docs/analysis.md).",
+      "bench/bible_linearize_results.py", {{"cells", SummaryField::kArray}, {"teacher", SummaryField::kObject}});
+  if (!summary) return;
+  const auto& j = *summary;
   const auto& teacher = j["teacher"];
   section.blocks.push_back({fmt::format(
       "Linearizing the trained model (docs/analysis.md, bench/bible_linearize_results.py, {}): the leak-free "
@@ -220,14 +212,12 @@ void add_linearization_results(report::Section& section, const fs::path& docs) {
     }
     section.blocks.push_back({{}, seeds, {}});
   }
-  if (!fs::exists(decode_file)) {
-    section.blocks.push_back({fmt::format("{} is missing: decoding before and after linearization is measured by "
-                                          "bench/linearized_decode.py.", decode_file.string()), {}, {}});
-    return;
-  }
-  const auto d = nlohmann::json::parse(read_file(decode_file.string()), nullptr, false);
-  if (!d.is_object() || !d.contains("runs") || !d["runs"].is_object() || !d.contains("prompt_tokens"))
-    throw Error(fmt::format("{}: not a bench/linearized_decode.py summary", decode_file.string()));
+  const auto decode_summary = read_docs_summary(
+      section, docs / "linearized-decode.json",
+      "decoding before and after linearization is measured by bench/linearized_decode.py.",
+      "bench/linearized_decode.py", {{"runs", SummaryField::kObject}, {"prompt_tokens", SummaryField::kAny}});
+  if (!decode_summary) return;
+  const auto& d = *decode_summary;
   report::Table decoding{fmt::format("decoding {} new tokens, {} thread(s), best of {} runs (bench/linearized_decode.py, {}, "
                                      "{}): the softmax model's KV cache grows with the prompt, the linear student's state "
                                      "does not",
