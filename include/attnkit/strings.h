@@ -1,5 +1,6 @@
 #pragma once
 // String helpers of the base layer (no LibTorch), shared by text/ and metrics/.
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,6 +30,17 @@ inline void replace_all(std::string& s, std::string_view from, std::string_view 
 }
 inline void replace_all(std::u32string& s, std::u32string_view from, std::u32string_view to) {
   detail::replace_all<char32_t>(s, from, to);
+}
+
+// 64-bit FNV-1a of the bytes (a fingerprint, not a cryptographic hash), from FNV's offset basis
+// unless `basis` names another start.
+inline uint64_t fnv1a64(std::string_view bytes, uint64_t basis = 14695981039346656037ull) {
+  uint64_t h = basis;
+  for (const unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
 }
 
 // Whether `text` ends with `suffix`.

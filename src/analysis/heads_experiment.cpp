@@ -3,6 +3,7 @@
 #include "attnkit/error.h"
 #include "attnkit/file.h"
 #include "attnkit/progress.h"
+#include "attnkit/strings.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,7 +13,6 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 
 namespace attnkit::analysis {
 namespace {
@@ -41,18 +41,7 @@ std::string fingerprint(const std::string& path) {
     const uintmax_t size = fs::file_size(p);
     if (size > kHashedFileBytes)
       return fmt::format("{}:{}:{}", p.filename().string(), size, fs::last_write_time(p).time_since_epoch().count());
-    std::ifstream in(p, std::ios::binary);
-    uint64_t hash = 0xcbf29ce484222325ull;
-    std::vector<char> buffer(1 << 16);
-    while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
-      for (std::streamsize i = 0; i < in.gcount(); ++i) {
-        hash ^= static_cast<unsigned char>(buffer[static_cast<size_t>(i)]);
-        hash *= 0x100000001b3ull;
-      }
-      if (!in) break;
-    }
-    if (in.bad()) throw Error(fmt::format("{}: cannot be read", p.string()));
-    return fmt::format("{}:{}:fnv1a-{:016x}", p.filename().string(), size, hash);
+    return fmt::format("{}:{}:fnv1a-{:016x}", p.filename().string(), size, fnv1a64(read_file(p.string())));
   };
   if (!fs::is_directory(path)) return one(path);
   std::vector<std::string> files;

@@ -3,6 +3,7 @@
 
 #include "attnkit/error.h"
 #include "attnkit/io/atomic_file.h"
+#include "attnkit/strings.h"
 #include "attnkit/text/unicode.h"
 
 #include <fmt/format.h>
@@ -35,14 +36,6 @@ std::string rtrim(std::string s) {
   return s;
 }
 
-uint64_t fnv1a64(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 }  // namespace
 
@@ -130,7 +123,9 @@ std::vector<std::string> corpus_source_files(const std::string& source, const st
 }
 
 bool in_validation_split(const std::string& text, double valid_fraction) {
-  return static_cast<double>(fnv1a64(text) % 1000000ull) < valid_fraction * 1e6;
+  // The split has always started FNV-1a from 1469598103934665603 (FNV's offset basis with its last
+  // digit missing); kept, so that every corpus keeps its split.
+  return static_cast<double>(fnv1a64(text, 1469598103934665603ull) % 1000000ull) < valid_fraction * 1e6;
 }
 
 CorpusSummary write_corpus(const CorpusOptions& options, const std::string& out_dir) {

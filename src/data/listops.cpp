@@ -12,6 +12,7 @@
 
 #include "attnkit/error.h"
 #include "attnkit/file.h"
+#include "attnkit/strings.h"
 #include "uniform_draws.h"
 
 namespace attnkit::data {
@@ -71,12 +72,7 @@ int apply_operator(int64_t op, std::vector<int>& arguments) {
 }
 
 uint64_t fingerprint(const std::vector<uint8_t>& tokens) {
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a
-  for (uint8_t t : tokens) {
-    hash ^= t;
-    hash *= 1099511628211ull;
-  }
-  return hash;
+  return fnv1a64(std::string_view(reinterpret_cast<const char*>(tokens.data()), tokens.size()));
 }
 
 // One draw of LRA's generate_tree, as token ids in prefix order ("[OP args... ]"). Stops early
