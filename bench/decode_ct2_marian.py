@@ -258,31 +258,25 @@ def run(argv, env=None):
     return run_or_exit(argv, "decode_ct2_marian", env)
 
 
-def attnkit_cell(a, threads, cell, sources_file, repeats=1):
-    """attnkit generate as a user runs it: its in-process seconds and CPU seconds (--json timing:
-    prefill + decode), the process's wall time (best of `repeats` each) and the JSON it prints.
-    (The driver calls it once per round: repeats 1.)"""
+def attnkit_cell(a, threads, cell, sources_file):
+    """One `attnkit generate` as a user runs it (the driver calls it once per round): its
+    in-process seconds and CPU seconds (--json timing: prefill + decode), the process's wall time
+    and the JSON it prints."""
     argv = [os.path.join(a.build, "attnkit"), "--threads", str(threads), "--quiet", "generate",
             "--model", os.path.join(a.model_dir, "hf"), "--sources", sources_file, "--json",
             "--strategy", "greedy" if cell["beams"] == 1 else "beam", "--beams", str(cell["beams"]),
             "--max-new-tokens", str(cell["new_tokens"]), "--min-new-tokens", str(cell["new_tokens"]),
             "--no-repeat-ngram-size", str(cell.get("no_repeat", 0)),
             "--compute-type", cell.get("compute_type", "float32")]
-    best, best_cpu, best_wall, doc = None, None, None, None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        env = thread_env(threads, ISA_ENV[a.isa])
-        if a.few_rows_max >= 0:
-            env["ATTNKIT_DECODE_FEW_ROWS_MAX"] = str(a.few_rows_max)
-        doc = json.loads(run(argv, env))
-        wall = time.perf_counter() - t0
-        timing = doc["timing"]
-        seconds = timing["prefill_s"] + timing["decode_s"]
-        cpu = timing["prefill_cpu_s"] + timing["decode_cpu_s"]
-        best = seconds if best is None else min(best, seconds)
-        best_cpu = cpu if best_cpu is None else min(best_cpu, cpu)
-        best_wall = wall if best_wall is None else min(best_wall, wall)
-    return best, best_cpu, best_wall, doc
+    env = thread_env(threads, ISA_ENV[a.isa])
+    if a.few_rows_max >= 0:
+        env["ATTNKIT_DECODE_FEW_ROWS_MAX"] = str(a.few_rows_max)
+    t0 = time.perf_counter()
+    doc = json.loads(run(argv, env))
+    wall = time.perf_counter() - t0
+    timing = doc["timing"]
+    return (timing["prefill_s"] + timing["decode_s"], timing["prefill_cpu_s"] + timing["decode_cpu_s"], wall,
+            doc)
 
 
 
