@@ -5,8 +5,6 @@
 
 #include <fmt/format.h>
 
-#include <sstream>
-
 namespace attnkit::train::detail {
 
 std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config) {
@@ -17,11 +15,12 @@ std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config) {
   if (data.blocks.size() < 2)
     throw Error(fmt::format("task 'lm': {} tokens make {} block(s) of {}; need at least 2 (one for "
                             "validation)", data.tokens, data.blocks.size(), t.truncate));
+  // A block of truncate + 1 tokens: the inputs, and the next tokens as targets.
+  const auto row_of = [](const auto& b) { return LmRow{Ids(b.begin(), b.end() - 1), Ids(b.begin() + 1, b.end())}; };
   // Every 20th block (at most eval_examples of them) is held out for validation.
   std::vector<LmRow> train, val;
   for (size_t i = 0; i < data.blocks.size(); ++i) {
-    const auto& b = data.blocks[i];
-    LmRow row{Ids(b.begin(), b.end() - 1), Ids(b.begin() + 1, b.end())};
+    LmRow row = row_of(data.blocks[i]);
     const bool held_out = i % 20 == 19 && static_cast<int64_t>(val.size()) < t.eval_examples;
     (held_out ? val : train).push_back(std::move(row));
   }
@@ -33,20 +32,14 @@ std::unique_ptr<TrainingTask> make_text_lm(const RunConfig& config) {
     // Evaluated on the test files instead: each task.data file with 'train' replaced by 'test' in
     // its name, every block of them (the first eval_examples when that is > 0). The training
     // blocks stay as above, so a run's model is the same whichever split it reports.
-    std::string files;
-    std::istringstream list(t.data);
-    for (std::string path; std::getline(list, path, ',');)
-      if (!path.empty()) files += (files.empty() ? "" : ",") + evaluation_path(path, "test");
-    RunConfig test_config = config;
-    test_config.task.data = files;
-    const auto test = read_text_files(test_config, tokenizer, static_cast<size_t>(t.truncate));
+    const auto test = read_text_files(config, tokenizer, static_cast<size_t>(t.truncate), std::nullopt, nullptr, "test");
     val.clear();
     for (const auto& b : test.blocks) {
       if (t.eval_examples > 0 && static_cast<int64_t>(val.size()) >= t.eval_examples) break;
-      val.push_back(LmRow{Ids(b.begin(), b.end() - 1), Ids(b.begin() + 1, b.end())});
+      val.push_back(row_of(b));
     }
     if (val.empty())
-      throw Error(fmt::format("task 'lm': the test files {} hold {} tokens, no block of {}", files, test.tokens,
+      throw Error(fmt::format("task 'lm': the test files of {} hold {} tokens, no block of {}", t.data, test.tokens,
                               t.truncate));
   }
   models::HeadsConfig heads;

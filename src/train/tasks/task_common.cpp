@@ -214,13 +214,13 @@ std::string evaluation_path(const std::string& train_path, const std::string& sp
 }
 
 data::LanguageModelData read_text_files(const RunConfig& config, const text::Tokenizer& tokenizer, size_t block,
-                                  std::optional<int64_t> separator, size_t* files) {
+                                  std::optional<int64_t> separator, size_t* files, const std::string& split) {
   const auto& t = config.task;
   std::vector<std::string> paths;
   std::string path;
   std::istringstream list(t.data);
   while (std::getline(list, path, ','))
-    if (!path.empty()) paths.push_back(path);
+    if (!path.empty()) paths.push_back(split.empty() ? path : evaluation_path(path, split));
   if (files) *files = paths.size();
   data::LanguageModelDataOptions options;
   options.block_size = block;

@@ -287,9 +287,11 @@ std::unique_ptr<TrainingTask> make_conditional_lm(const RunConfig& config);     
 
 // The text files of task.data (separated by commas) through read_language_model_data with blocks
 // of `block` (+ 1) tokens and `separator` after each file when set (task.skip_bad_lines applied and
-// reported); `files` receives how many files were named.
+// reported); `files` receives how many files were named. With `split` ("val", "test") each file's
+// evaluation_path for it instead.
 data::LanguageModelData read_text_files(const RunConfig& config, const text::Tokenizer& tokenizer, size_t block,
-                                  std::optional<int64_t> separator = std::nullopt, size_t* files = nullptr);
+                                  std::optional<int64_t> separator = std::nullopt, size_t* files = nullptr,
+                                  const std::string& split = "");
 
 // Pretraining text (mlm, plm): the files of task.data (separated by commas) tokenised without
 // special tokens, `separator` after each file (a document) when set, and the stream of N tokens
