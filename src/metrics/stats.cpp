@@ -476,4 +476,60 @@ nlohmann::json result_json(const PairedBootstrap& result, std::string_view a_nam
           {"verdict_text", v.text}};
 }
 
+nlohmann::json item_statistics_json(const ItemStatistics& statistics) {
+  return {{"metric", metric_name(statistics.metric)},
+          {"width", statistics.width},
+          {"items", statistics.items()},
+          {"values", statistics.values}};
+}
+
+ItemStatistics item_statistics_from_json(const nlohmann::json& json, std::string_view source) {
+  auto fail = [&](const std::string& why) {
+    return Error(fmt::format("{}: not per-item statistics ({})", source, why));
+  };
+  if (!json.is_object()) throw fail("not a JSON object");
+  for (const char* key : {"metric", "width", "values"})
+    if (!json.contains(key)) throw fail(fmt::format("no \"{}\"", key));
+  if (!json["metric"].is_string()) throw fail("\"metric\" is not a string");
+  if (!json["width"].is_number_unsigned()) throw fail("\"width\" is not a count");
+  if (!json["values"].is_array()) throw fail("\"values\" is not an array");
+  const std::string metric = json["metric"].get<std::string>();
+  const size_t width = json["width"].get<size_t>();
+  const size_t expected_width = metric == "bleu" ? 10 : 2;
+  if (metric != "bleu" && metric != "accuracy" && metric != "perplexity")
+    throw fail(fmt::format("metric '{}' is none of bleu, accuracy, perplexity", metric));
+  if (width != expected_width) throw fail(fmt::format("width {} for {} (need {})", width, metric, expected_width));
+  std::vector<double> values;
+  values.reserve(json["values"].size());
+  for (const auto& value : json["values"]) {
+    if (!value.is_number()) throw fail("a value is not a number");
+    values.push_back(value.get<double>());
+  }
+  if (values.empty() || values.size() % width != 0)
+    throw fail(fmt::format("{} values are not a positive multiple of width {}", values.size(), width));
+  if (json.contains("items") && (!json["items"].is_number_unsigned() ||
+                                 json["items"].get<size_t>() != values.size() / width))
+    throw fail(fmt::format("\"items\" is not the {} items the values hold", values.size() / width));
+  if (metric == "bleu") {
+    for (double v : values)
+      if (!(v >= 0) || v > 9007199254740992.0 || v != std::floor(v))
+        throw fail("a BLEU count is not a whole number in [0, 2^53]");
+    ItemStatistics s;
+    s.metric = SummedMetric::kBleu;
+    s.width = width;
+    s.values = std::move(values);
+    return s;
+  }
+  std::vector<double> first, second;
+  for (size_t i = 0; i < values.size(); i += 2) {
+    first.push_back(values[i]);
+    second.push_back(values[i + 1]);
+  }
+  try {
+    return metric == "accuracy" ? accuracy_item_statistics(first, second) : perplexity_item_statistics(first, second);
+  } catch (const Error& e) {
+    throw fail(e.what());
+  }
+}
+
 }  // namespace attnkit::metrics

@@ -296,6 +296,9 @@ void Trainer::set_step_callback(std::function<void(const StepRecord&)> callback)
 }
 
 std::map<std::string, double> Trainer::evaluate() { return state_->evaluate(); }
+std::optional<metrics::ItemStatistics> Trainer::evaluation_items() const {
+  return state_->task.evaluation_items();
+}
 int64_t Trainer::step() const { return state_->step; }
 torch::optim::Optimizer& Trainer::optimizer() { return *state_->optimizer; }
 ExponentialMovingAverage* Trainer::ema() { return state_->ema.get(); }

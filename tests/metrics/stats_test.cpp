@@ -274,5 +274,43 @@ TEST(PairedBootstrap, RejectsMismatchedOrBadStatistics) {
   EXPECT_NE(error_of([&] { paired_bootstrap(accuracy_of({1, 0}), ppl); }).find("differ"), std::string::npos);
 }
 
+TEST(ItemStatisticsJson, RoundTripsEveryMetricExactly) {
+  const auto ppl = perplexity_item_statistics({0.1, 2.0 / 3.0, 1e-300}, {3, 4, 7});
+  const auto acc = accuracy_item_statistics({1, 0, 2}, {1, 1, 5});
+  const auto bleu = sacrebleu_item_statistics({"a b c", "d e"}, {{"a b c"}, {"d f"}});
+  for (const ItemStatistics* s : {&ppl, &acc, &bleu}) {
+    // through text, as the files hold them: every double comes back bit for bit
+    const auto text = item_statistics_json(*s).dump();
+    const auto back = item_statistics_from_json(nlohmann::json::parse(text), "f.json");
+    EXPECT_EQ(back.metric, s->metric);
+    EXPECT_EQ(back.width, s->width);
+    EXPECT_EQ(back.values, s->values);
+    EXPECT_EQ(nlohmann::json::parse(text)["items"], s->items());
+  }
+}
+
+TEST(ItemStatisticsJson, RejectsMalformedFilesNamingThem) {
+  auto from = [](const char* text) {
+    return error_of([&] { item_statistics_from_json(nlohmann::json::parse(text), "base.json"); });
+  };
+  EXPECT_NE(from("[1, 2]").find("base.json: not per-item statistics (not a JSON object)"), std::string::npos);
+  EXPECT_NE(from(R"({"width": 2, "values": [1, 2]})").find("no \"metric\""), std::string::npos);
+  EXPECT_NE(from(R"({"metric": "loss", "width": 2, "values": [1, 2]})").find("none of bleu"), std::string::npos);
+  EXPECT_NE(from(R"({"metric": "perplexity", "width": 3, "values": [1, 2, 3]})").find("width 3 for perplexity (need 2)"),
+            std::string::npos);
+  EXPECT_NE(from(R"({"metric": "perplexity", "width": -2, "values": [1, 2]})").find("not a count"), std::string::npos);
+  EXPECT_NE(from(R"({"metric": "perplexity", "width": 2, "values": []})").find("not a positive multiple"),
+            std::string::npos);
+  EXPECT_NE(from(R"({"metric": "perplexity", "width": 2, "values": [1, "2"]})").find("not a number"), std::string::npos);
+  EXPECT_NE(from(R"({"metric": "perplexity", "width": 2, "items": 2, "values": [1, 2]})").find("not the 1 items"),
+            std::string::npos);
+  EXPECT_NE(from(R"({"metric": "perplexity", "width": 2, "values": [-1, 2]})").find("item 0"), std::string::npos);
+  EXPECT_NE(from(R"({"metric": "accuracy", "width": 2, "values": [3, 2]})").find("3 correct of 2"), std::string::npos);
+  EXPECT_NE(from(R"({"metric": "bleu", "width": 10, "values": [1, 1, 1, 1, 1, 1, 1, 1, 1, -1]})").find("whole number"),
+            std::string::npos);
+  EXPECT_NE(from(R"({"metric": "bleu", "width": 10, "values": [1, 1, 1, 1, 1, 1, 1, 1, 1, 0.5]})").find("whole number"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace attnkit::metrics

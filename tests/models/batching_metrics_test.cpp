@@ -60,6 +60,42 @@ TEST(PredictionMetrics, CountsOnlyLabelledPositions) {
   EXPECT_DOUBLE_EQ(metrics.mean_loss(), loss);
 }
 
+TEST(PredictionMetrics, RecordedRowsSumEachRowsCountedLosses) {
+  // Three rows of four positions over five classes, float32 logits as a model gives them; row 1
+  // has no counted position and is left out. Oracle: float64 log-softmax written out.
+  torch::manual_seed(3);
+  const at::Tensor logits = torch::randn({3, 4, 5}) * 2.0;
+  const at::Tensor labels = torch::tensor(std::vector<int64_t>{4, 0, kIgnoreLabel, 2, kIgnoreLabel, kIgnoreLabel,
+                                                               kIgnoreLabel, kIgnoreLabel, 1, 1, 3, kIgnoreLabel})
+                                .view({3, 4});
+  PredictionMetrics metrics;
+  metrics.record_rows();
+  metrics.add(logits, labels);
+  metrics.add_predictions(logits, labels);  // no loss: no rows either
+  const at::Tensor log_p = logits.to(torch::kDouble).log_softmax(-1);
+  std::vector<double> expected_sums, expected_counts;
+  for (int64_t row : {0, 2}) {
+    double sum = 0, count = 0;
+    for (int64_t t = 0; t < 4; ++t) {
+      const int64_t label = labels[row][t].item<int64_t>();
+      if (label == kIgnoreLabel) continue;
+      sum -= log_p[row][t][label].item<double>();
+      count += 1;
+    }
+    expected_sums.push_back(sum);
+    expected_counts.push_back(count);
+  }
+  ASSERT_EQ(metrics.row_loss_sums().size(), 2u);
+  EXPECT_EQ(metrics.row_counts(), expected_counts);
+  for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(metrics.row_loss_sums()[i], expected_sums[i], 1e-5);
+  // Their corpus score is the printed perplexity's.
+  EXPECT_NEAR((metrics.row_loss_sums()[0] + metrics.row_loss_sums()[1]) / 6.0, metrics.mean_loss(), 1e-6);
+  // Not recorded unless asked.
+  PredictionMetrics plain;
+  plain.add(logits, labels);
+  EXPECT_TRUE(plain.row_loss_sums().empty());
+}
+
 TEST(PredictionMetrics, ClassificationRowsAreOnePositionEach) {
   const at::Tensor logits = torch::tensor({{2.0, 0.0}, {0.0, 1.0}, {3.0, 0.0}});
   PredictionMetrics metrics;

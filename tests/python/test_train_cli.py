@@ -3,6 +3,7 @@
 and checkpoints; `--resume` continues bit-identically to an uninterrupted run; `--nproc 2`
 trains data-parallel over Gloo; bad settings are one-line errors."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -148,9 +149,9 @@ class TrainCli(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("task.eval_split = test needs test files", err)
 
-    def test_lm_test_split_reads_the_test_file(self):
-        """`eval --split test` of an lm run: the blocks of the file named like task.data with
-        'train' -> 'test', all of them with --examples 0, and not the validation blocks."""
+    def train_tiny_lm(self):
+        """A 30-step lm run (checkpoints at steps 10, 20, 30) on a cycle of six words, with a test
+        file of the reversed cycle; returns (run, test file)."""
         words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
         vocab = os.path.join(self.dir, "vocab.txt")
         with open(vocab, "w") as f:
@@ -164,8 +165,14 @@ class TrainCli(unittest.TestCase):
         rc, _, err = attnkit("train", "--task.name", "lm", "--task.data", train, "--task.tokenizer", vocab,
                              "--task.truncate", "16", "--task.batch_size", "8", "--model.hidden", "16",
                              "--model.layers", "1", "--model.heads", "2", "--run.steps", "30",
-                             "--optimizer.lr", "3e-3", "--run.dir", run)
+                             "--optimizer.lr", "3e-3", "--run.checkpoint_every", "10", "--run.dir", run)
         self.assertEqual(rc, 0, err)
+        return run, test
+
+    def test_lm_test_split_reads_the_test_file(self):
+        """`eval --split test` of an lm run: the blocks of the file named like task.data with
+        'train' -> 'test', all of them with --examples 0, and not the validation blocks."""
+        run, test = self.train_tiny_lm()
         rc, val, err = attnkit("eval", "--run", run)
         self.assertEqual(rc, 0, err)
         rc, out, err = attnkit("eval", "--run", run, "--split", "test", "--examples", "0")
@@ -182,6 +189,77 @@ class TrainCli(unittest.TestCase):
         rc, _, err = attnkit("eval", "--run", run, "--split", "test")
         self.assertEqual(rc, 2)
         self.assertIn("lm-test.txt", err)
+
+    def test_eval_items_and_paired_bootstrap(self):
+        """`eval --items` writes each test block's negative log-likelihood and tokens (their corpus
+        perplexity is the one printed); `--paired-bs` of another checkpoint against them gives the
+        paired bootstrap (difference = system - baseline, verdict from its interval), of the same
+        checkpoint a difference of exactly 0 and "level"; bad baselines and tasks without items
+        are one-line errors."""
+        run, _ = self.train_tiny_lm()
+        metric = lambda text, name: float(text.split(name + "=")[1].split()[0])  # noqa: E731
+        base = ["eval", "--run", run, "--split", "test", "--examples", "0"]
+        items = os.path.join(self.dir, "items-30.json")
+        rc, out, err = attnkit(*base, "--items", items)
+        self.assertEqual(rc, 0, err)
+        with open(items) as f:
+            saved = json.load(f)
+        self.assertEqual((saved["metric"], saved["width"], saved["step"], saved["split"]),
+                         ("perplexity", 2, 30, "test"))
+        nll, tokens = saved["values"][0::2], saved["values"][1::2]
+        self.assertEqual(saved["items"], len(tokens))
+        self.assertGreater(len(tokens), 10)
+        self.assertTrue(all(t > 0 for t in tokens) and all(v >= 0 for v in nll))
+        perplexity = metric(out, "perplexity")
+        self.assertAlmostEqual(math.exp(sum(nll) / sum(tokens)) / perplexity, 1.0, delta=1e-5)
+
+        paired = os.path.join(self.dir, "paired.json")
+        rc, out10, err = attnkit(*base, "--checkpoint", "step-00000010", "--paired-bs", items,
+                                 "--bs-samples", "200", "--json", paired)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("paired bootstrap, perplexity over %d items (200 resamples" % len(tokens), out10)
+        with open(paired) as f:
+            result = json.load(f)
+        self.assertAlmostEqual(result["a"]["score"], metric(out10, "perplexity"), delta=1e-4 * perplexity)
+        self.assertAlmostEqual(result["b"]["score"], perplexity, delta=1e-4 * perplexity)
+        difference = result["difference"]
+        self.assertAlmostEqual(difference["score"], result["a"]["score"] - result["b"]["score"], places=9)
+        self.assertLessEqual(difference["low"], difference["high"])
+        expected = "b" if difference["low"] > 0 else "a" if difference["high"] < 0 else "level"
+        self.assertEqual(result["verdict"], expected)  # lower perplexity is better
+
+        rc, out, err = attnkit(*base, "--paired-bs", items, "--bs-samples", "50", "--json", paired)
+        self.assertEqual(rc, 0, err)
+        with open(paired) as f:
+            result = json.load(f)
+        self.assertEqual((result["difference"]["low"], result["difference"]["high"], result["verdict"]),
+                         (0.0, 0.0, "level"))
+
+        bad = os.path.join(self.dir, "bad.json")
+        for content, message in (("{", "not JSON"), ('{"metric": "perplexity", "width": 2, "values": [1, 2, 3]}',
+                                                     "not a positive multiple of width 2"),
+                                 ('{"metric": "perplexity", "width": 2, "values": [1, 0]}', "tokens > 0"),
+                                 ('{"metric": "loss", "width": 2, "values": [1, 2]}', "none of bleu")):
+            with open(bad, "w") as f:
+                f.write(content)
+            rc, _, err = attnkit(*base, "--paired-bs", bad)
+            self.assertEqual(rc, 2, err)
+            self.assertIn(message, err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+        rc, _, err = attnkit(*base, "--checkpoint", "step-00000010", "--paired-bs", items[:-5] + "-none.json")
+        self.assertEqual(rc, 2)
+        self.assertIn("items-30-none.json", err)
+        rc, _, err = attnkit(*base, "--json", paired)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("--json requires --paired-bs", err)
+
+        copy_run = os.path.join(self.dir, "copy")
+        rc, _, err = attnkit("train", *TINY, "--run.steps", "3", "--run.dir", copy_run)
+        self.assertEqual(rc, 0, err)
+        rc, _, err = attnkit("eval", "--run", copy_run, "--items", os.path.join(self.dir, "copy-items.json"))
+        self.assertEqual(rc, 2)
+        self.assertIn("task 'copy' gives no per-item statistics", err)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "copy-items.json")))
 
 
 if __name__ == "__main__":

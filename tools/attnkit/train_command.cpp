@@ -2,7 +2,9 @@
 // command line. A run directory holds config.toml (the resolved settings), metrics.jsonl and
 // checkpoints/; see docs/training.md.
 #include "attnkit/error.h"
+#include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
+#include "attnkit/metrics/stats.h"
 #include "attnkit/train/checkpoint.h"
 #include "attnkit/train/distributed.h"
 #include "attnkit/data/listops.h"
@@ -125,12 +127,36 @@ struct EvalArguments {
   std::string split = "val";
   int64_t examples = -1;  // -1: the run's task.eval_examples
   std::string checkpoint = "newest";  // newest | best | step-N | a checkpoint directory
+  std::string items;                  // --items: write the evaluation's per-item statistics here
+  std::string baseline;               // --paired-bs: a baseline's per-item statistics (from --items)
+  metrics::PairedBootstrapOptions bootstrap;
+  std::string json;                   // --json: the paired bootstrap's result
 };
+
+nlohmann::json read_json(const std::string& path) {
+  nlohmann::json parsed = nlohmann::json::parse(read_file(path), nullptr, false);
+  if (parsed.is_discarded()) throw Error(fmt::format("{}: not JSON", path));
+  return parsed;
+}
+
+// The per-item statistics of the evaluation just run; Error when the task has none.
+metrics::ItemStatistics evaluation_items(const train::Trainer& trainer, const train::RunConfig& config) {
+  auto items = trainer.evaluation_items();
+  if (!items)
+    throw Error(fmt::format("eval --items / --paired-bs: task '{}' gives no per-item statistics (the lm task "
+                            "gives its rows' perplexity)",
+                            config.task.name));
+  return *items;
+}
 
 int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
   const std::string& run_directory = eval.run;
   TrainArguments args;
   args.resume = run_directory;
+  // The baseline is read and checked before the model is built.
+  std::optional<metrics::ItemStatistics> baseline;
+  if (!eval.baseline.empty())
+    baseline = metrics::item_statistics_from_json(read_json(eval.baseline), eval.baseline);
   auto config = resolve(args, global);
   config.trainer.quiet = true;
   config.task.eval_split = eval.split;
@@ -158,6 +184,29 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
   fmt::print("step {} split {}", step, eval.split);
   for (const auto& [k, v] : metrics) fmt::print(" {}={:.6g}", k, v);
   fmt::print("\n");
+  if (!eval.items.empty()) {
+    nlohmann::json out = metrics::item_statistics_json(evaluation_items(trainer, config));
+    out["run"] = run_directory;
+    out["checkpoint"] = path.string();
+    out["step"] = step;
+    out["split"] = eval.split;
+    io::write_file_atomically(eval.items, out.dump() + "\n");
+  }
+  if (baseline) {
+    const auto r = metrics::paired_bootstrap(evaluation_items(trainer, config), *baseline, eval.bootstrap);
+    auto line = [](const char* name, const metrics::BootstrapEstimate& e) {
+      fmt::print("  {:<18} {:10.4f} (mean {:.4f} ± {:.4f}, 95% [{:.4f}, {:.4f}])\n", name, e.score, e.mean,
+                 e.half_width, e.interval.low, e.interval.high);
+    };
+    fmt::print("paired bootstrap, {} over {} items ({} resamples, seed {}):\n", metrics::metric_name(r.metric),
+               r.items, r.samples, r.seed);
+    line("system", r.a);
+    line("baseline", r.b);
+    line("system - baseline", r.difference);
+    fmt::print("  p = {:.4f}: {}\n", r.p_value, metrics::verdict(r, "system", "baseline").text);
+    if (!eval.json.empty())
+      io::write_file_atomically(eval.json, metrics::result_json(r, "system", "baseline").dump(2) + "\n");
+  }
   return 0;
 }
 
@@ -199,6 +248,22 @@ void register_train_commands(CLI::App& app, GlobalOptions& global) {
   eval_cmd->add_option("--examples", eval_args->examples,
                        "examples to evaluate (0 = all; default: the run's task.eval_examples)")
       ->check(at_least(0));
+  eval_cmd->add_option("--items", eval_args->items,
+                       "write the evaluation's per-item statistics here (JSON; the lm task: each row's "
+                       "negative log-likelihood and tokens) for --paired-bs of another model");
+  auto* paired = eval_cmd->add_option(
+      "--paired-bs", eval_args->baseline,
+      "a baseline's --items file from the same data: the paired bootstrap of this checkpoint against it "
+      "(sacreBLEU's resampling, metrics/stats.h); 'level' unless the difference's interval excludes 0");
+  eval_cmd->add_option("--bs-samples", eval_args->bootstrap.samples, "bootstrap resamples")
+      ->capture_default_str()
+      ->check(at_least(1))
+      ->needs(paired);
+  eval_cmd->add_option("--bs-seed", eval_args->bootstrap.seed, "bootstrap seed (sacreBLEU's default)")
+      ->capture_default_str()
+      ->needs(paired);
+  eval_cmd->add_option("--json", eval_args->json, "write the paired bootstrap's result here (metrics/stats.h)")
+      ->needs(paired);
   eval_cmd->callback([eval_args, &global] {
     global.action = [eval_args, &global] { return run_eval(*eval_args, global); };
   });

@@ -179,4 +179,11 @@ nlohmann::json result_json(const SeedComparison& result, bool higher_is_better, 
                        std::string_view b_name);
 nlohmann::json result_json(const PairedBootstrap& result, std::string_view a_name, std::string_view b_name);
 
+// Per-item statistics as a file: {"metric": "perplexity" | "accuracy" | "bleu", "width", "items",
+// "values": [items × width numbers, row by row]}, and back. Reading checks what the constructors
+// above check (perplexity: nll finite >= 0, tokens > 0; accuracy: 0 <= correct <= total; bleu:
+// finite counts >= 0) and that width and values fit the metric; Error naming `source` otherwise.
+nlohmann::json item_statistics_json(const ItemStatistics& statistics);
+ItemStatistics item_statistics_from_json(const nlohmann::json& json, std::string_view source);
+
 }  // namespace attnkit::metrics

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include "attnkit/metrics/stats.h"
 #include "attnkit/models/model.h"
 
 #include <memory>
@@ -49,6 +50,10 @@ class TrainingTask {
   virtual MicroBatchLoss train_loss(int64_t index, int rank, int world) = 0;
   // Validation metrics (called in eval mode under NoGradGuard by the trainer).
   virtual std::map<std::string, double> evaluate() = 0;
+  // The per-item statistics of the last evaluate() (a language model's rows: summed negative
+  // log-likelihood and tokens), for paired comparisons of two models on the same data (`attnkit
+  // eval --items / --paired-bs`); nullopt for a task without them or before any evaluation.
+  virtual std::optional<metrics::ItemStatistics> evaluation_items() const { return std::nullopt; }
   virtual std::string primary_metric() const = 0;   // e.g. "accuracy"
   virtual bool higher_is_better() const = 0;
   // Saved as safetensors metadata of the model file (e.g. the model config JSON).
@@ -147,6 +152,7 @@ class Trainer {
 
   // The task's metrics in eval mode under NoGradGuard, with the EMA weights when enabled.
   std::map<std::string, double> evaluate();
+  std::optional<metrics::ItemStatistics> evaluation_items() const;  // the task's, of the last evaluate()
 
   int64_t step() const;
   torch::optim::Optimizer& optimizer();

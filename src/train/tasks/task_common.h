@@ -176,11 +176,14 @@ class LanguageModelTask : public ModelTask {
 
   std::map<std::string, double> evaluate() override {
     models::PredictionMetrics metrics;
+    if (!sequence_metric_) metrics.record_rows();
     for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const LmRow*>& rows) {
       auto [logits, targets, mask] = run(rows);
       metrics.add(logits, targets);
     });
     if (metrics.counted() == 0) throw Error("evaluation data has no target tokens");
+    if (!sequence_metric_)
+      items_ = attnkit::metrics::perplexity_item_statistics(metrics.row_loss_sums(), metrics.row_counts());
     const double loss = metrics.mean_loss();
     std::map<std::string, double> out{{"loss", loss},
                                       {"perplexity", std::exp(loss)},
@@ -191,6 +194,7 @@ class LanguageModelTask : public ModelTask {
           static_cast<double>(metrics.rows_all_right()) / static_cast<double>(val_.size());
     return out;
   }
+  std::optional<metrics::ItemStatistics> evaluation_items() const override { return items_; }
   std::string primary_metric() const override {
     return sequence_metric_ ? "sequence_accuracy" : "perplexity";
   }
@@ -218,6 +222,7 @@ class LanguageModelTask : public ModelTask {
   int64_t pad_;
   bool sequence_metric_;
   BatchOrder order_;
+  std::optional<metrics::ItemStatistics> items_;  // of the last evaluate() (perplexity rows)
 };
 
 // model.init's checks of one stack of the model at `path` against the task: the tokenizer's
