@@ -198,8 +198,8 @@ def markdown(s):
              "Each cell: `attnkit linearize` of every layer (stage 1, attention transfer of the feature maps "
              "alone; held-out loss on the validation books, summed over the layers), then `attnkit train --init` "
              "(stage 2, every weight, lr 3e-4 cosine, 16 blocks per step; the best checkpoint by validation "
-             "perplexity); the softmax control is the teacher fine-tuned the same way. One thread per process "
-             f"({s['machine']}); a stand-in for a pretrained LM at this machine's budget. Differences are "
+             "perplexity); the softmax control is the teacher fine-tuned the same way. Machine: "
+             f"{s['machine']}; a stand-in for a pretrained LM at this machine's budget. Differences are "
              "student − baseline in test perplexity with the paired bootstrap over the test blocks "
              "(`attnkit eval --paired-bs`, 1,000 resamples, 95%); \"level\" where the interval covers 0. "
              f"Generated {s['generated']} by `bench/lm_linearize_results.py`.", "",

@@ -14,6 +14,10 @@
 //      and the decoding memory and speed before and after (bench/linearized_decode.py,
 //      docs/linearized-decode.json). They take CPU hours, so the stage shows those files' numbers
 //      with their dates instead of repeating them, and says so when one is missing.
+//   7. Linearizing a language model (issue 45): the cells of bench/lm_linearize_results.py
+//      (docs/lm-linearize.json: a softmax LM on the split's English training books, each kind
+//      converted and fine-tuned, test perplexity against the softmax control and the teacher with
+//      paired bootstrap intervals), shown the same way.
 // The model is small and the budget minutes, so its BLEU is low: the stage shows the pipeline and
 // the shape of the result, docs/analysis.md the experiment at a larger budget.
 #include "attnkit/demo/demo.h"
@@ -148,7 +152,7 @@ void add_linearization_results(report::Section& section, const fs::path& docs) {
       "batches before and after), stage 2 fine-tunes the whole model on the translation task; then every test "
       "verse is translated and compared with the teacher's translations by a paired bootstrap (sacreBLEU's, "
       "1,000 resamples): \"worse\" or \"better\" where the 95% interval of the difference excludes 0, "
-      "\"level\" otherwise. One thread per cell ({}).",
+      "\"level\" otherwise. Machine: {}.",
       j.value("generated", ""), teacher.value("layers", 0), teacher.value("layers", 0), teacher.value("hidden", 0),
       teacher.value("heads", 0), teacher.value("steps", 0), 100 * teacher.value("bleu", 0.0),
       j.value("test_verses", 0), j.value("machine", "")), {}, {}});
@@ -239,6 +243,98 @@ void add_linearization_results(report::Section& section, const fs::path& docs) {
     }
   }
   section.blocks.push_back({{}, decoding, {}});
+}
+
+// A paired result of student − baseline in test perplexity (lower is better): "+1.23 [+0.90,
+// +1.60] (+3.4%), worse".
+std::string perplexity_difference(const nlohmann::json& p) {
+  const double difference = p.value("difference", 0.0);
+  const std::string word = p.value("verdict", "") == "level" ? "level" : difference > 0 ? "worse" : "better";
+  return fmt::format("{:+.2f} [{:+.2f}, {:+.2f}] ({:+.1f}%), {}", difference, p.value("low", 0.0),
+                     p.value("high", 0.0), 100 * p.value("relative", 0.0), word);
+}
+
+// The language-model cells of docs/lm-linearize.json (bench/lm_linearize_results.py): a softmax LM
+// trained on the English side of the same split, linearized kind by kind, into `section`.
+void add_lm_linearization_results(report::Section& section, const fs::path& docs) {
+  const auto summary = read_docs_summary(
+      section, docs / "lm-linearize.json",
+      "linearizing a language model (a softmax LM on the split's English training books, each kind converted "
+      "with `attnkit linearize` and fine-tuned) is made by scripts/lm_linearize.sh and `/usr/bin/python3 "
+      "bench/lm_linearize_results.py` (CPU hours; docs/analysis.md).",
+      "bench/lm_linearize_results.py", {{"cells", SummaryField::kArray}, {"teacher", SummaryField::kObject}});
+  if (!summary) return;
+  const auto& j = *summary;
+  const auto& teacher = j["teacher"];
+  section.blocks.push_back({fmt::format(
+      "Linearizing a language model (docs/analysis.md, bench/lm_linearize_results.py, {}): a GPT-2-shaped softmax "
+      "LM ({} layers, hidden {}, {} heads) trained {} steps on the English training books of the same split is the "
+      "teacher (test perplexity {:.2f} on {} blocks of the held-out test books). Each kind: `attnkit linearize` of "
+      "every layer (stage 1), then fine-tuning of every weight (stage 2); the softmax control is the teacher "
+      "fine-tuned the same way. Test perplexity against the control of the same seed and against the teacher by "
+      "a paired bootstrap over the test blocks (`attnkit eval --paired-bs`, 1,000 resamples): \"worse\" or "
+      "\"better\" where the 95% interval excludes 0, \"level\" otherwise. Machine: {}.",
+      j.value("generated", ""), teacher.value("layers", 0), teacher.value("hidden", 0), teacher.value("heads", 0),
+      teacher.value("steps", 0), teacher.value("test_perplexity", 0.0), teacher.value("test_blocks", 0),
+      j.value("machine", "")), {}, {}});
+  report::Table table{"each cell: kind and seed; test perplexity and its differences",
+                      {"kind", "seed", "stage 1: transfer loss before → after (CPU s)", "stage 2: steps (CPU s)",
+                       "test perplexity", "minus softmax control [95%]", "minus teacher [95%]"},
+                      {}};
+  report::LinePlot curves{"validation perplexity during fine-tuning against the cell's CPU time (seed 0)",
+                          "CPU seconds (stage 1, then stage 2 at each evaluation)", "validation perplexity"};
+  for (const auto& c : j["cells"]) {
+    if (!c.is_object() || !c.contains("stage2") || !c["stage2"].is_object() || !c.contains("vs_teacher") ||
+        !c["vs_teacher"].is_object())
+      continue;
+    const bool converted = c.contains("stage1") && c["stage1"].is_object();
+    const nlohmann::json s1 = converted ? c["stage1"] : nlohmann::json::object();
+    const auto& s2 = c["stage2"];
+    table.rows.push_back(
+        {c.value("kind", ""), std::to_string(c.value("seed", 0)),
+         !converted ? std::string("none: nothing converted (control)")
+         : s1.value("trained", false)
+             ? fmt::format("{:.4g} → {:.4g} ({:.0f})", s1.value("held_out_before", 0.0),
+                           s1.value("held_out_after", 0.0), s1.value("cpu_s", 0.0))
+             : fmt::format("none: no feature map to train ({:.0f})", s1.value("cpu_s", 0.0)),
+         fmt::format("{} ({:.0f})", s2.value("steps", 0), s2.value("cpu_s", 0.0)),
+         fmt::format("{:.2f}", c.value("test_perplexity", 0.0)),
+         c.contains("vs_control") && c["vs_control"].is_object() ? perplexity_difference(c["vs_control"])
+                                                                   : std::string("—"),
+         perplexity_difference(c["vs_teacher"])});
+    if (c.value("seed", 0) != 0 || !s2.contains("curve") || !s2["curve"].is_array()) continue;
+    report::Series series{c.value("kind", ""), {}, {}, "linespoints"};
+    for (const auto& point : s2["curve"]) {
+      if (!point.is_array() || point.size() != 3) continue;
+      series.x.push_back(point[1].get<double>());
+      series.y.push_back(point[2].get<double>());
+    }
+    curves.series.push_back(series);
+  }
+  section.headlines.push_back({"language-model linearization cells measured (bench/lm_linearize_results.py)",
+                               std::to_string(table.rows.size()), {}});
+  section.blocks.push_back({{}, table, {}});
+  if (!curves.series.empty())
+    section.blocks.push_back({{}, {}, report::Figure{curves.title, report::render_svg(curves)}});
+  if (j.contains("over_seeds") && j["over_seeds"].is_array() && !j["over_seeds"].empty()) {
+    report::Table seeds{"over seeds: test perplexity, and the difference from the control of each seed",
+                        {"kind", "seeds", "test perplexity, mean ± sd", "minus control, mean ± sd", "verdicts"}, {}};
+    for (const auto& g : j["over_seeds"]) {
+      std::string difference = "—", verdicts = "—";
+      if (g.contains("vs_control") && g["vs_control"].is_object()) {
+        const auto& v = g["vs_control"];
+        difference = fmt::format("{:+.2f} ± {:.2f}", v.value("mean", 0.0), v.value("sd", 0.0));
+        verdicts.clear();
+        if (v.contains("verdicts") && v["verdicts"].is_object())
+          for (const auto& [name, count] : v["verdicts"].items())
+            verdicts += (verdicts.empty() ? "" : ", ") + fmt::format("{} {}", count.get<int>(), name);
+      }
+      seeds.rows.push_back({g.value("kind", ""), std::to_string(g.value("seeds", nlohmann::json::array()).size()),
+                            fmt::format("{:.2f} ± {:.2f}", g.value("mean", 0.0), g.value("sd", 0.0)), difference,
+                            verdicts});
+    }
+    section.blocks.push_back({{}, seeds, {}});
+  }
 }
 
 }  // namespace
@@ -365,6 +461,7 @@ report::Section translation_stage(const StageContext& context) {
   for (const auto& block : heads.blocks) section.blocks.push_back(block);
   add_bible_heads_results(section, o.source_dir / "docs");
   add_linearization_results(section, o.source_dir / "docs");
+  add_lm_linearization_results(section, o.source_dir / "docs");
   return section;
 }
 

@@ -102,6 +102,16 @@ class Report(unittest.TestCase):
             with open(os.path.join(ROOT, "docs", "bible-linearize.json"), encoding="utf-8") as f:
                 teacher_bleu = json.load(f)["teacher"]["bleu"]
             self.assertIn(f"test BLEU {100 * teacher_bleu:.2f}", page.sections["translation"]["text"])
+            # The language-model linearization of docs/lm-linearize.json, or the line naming its maker.
+            lm_json = os.path.join(ROOT, "docs", "lm-linearize.json")
+            if os.path.exists(lm_json):
+                with open(lm_json, encoding="utf-8") as f:
+                    lm = json.load(f)
+                self.assertIn("Linearizing a language model", page.sections["translation"]["text"])
+                self.assertIn(f"test perplexity {lm['teacher']['test_perplexity']:.2f} on "
+                              f"{lm['teacher']['test_blocks']} blocks", page.sections["translation"]["text"])
+            else:
+                self.assertIn("lm-linearize.json is missing", page.sections["translation"]["text"])
             # Michel et al.'s experiment on the leak-free split, from docs/bible-heads.json.
             with open(os.path.join(ROOT, "docs", "bible-heads.json"), encoding="utf-8") as f:
                 bible = json.load(f)
