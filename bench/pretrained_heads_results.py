@@ -6,9 +6,11 @@ scripts/pretrained_heads.sh, and their numbers in docs/pretrained-heads.json.
     bash scripts/pretrained_heads.sh smollm2 build runs/smollm2-heads 128 5      # hours, niced
     /usr/bin/python3 bench/pretrained_heads_results.py --model smollm2 --run runs/smollm2-heads
     /usr/bin/python3 bench/pretrained_heads_results.py --report-only              # re-render
+    /usr/bin/python3 bench/pretrained_heads_results.py --model smollm2 --run runs/smollm2-heads --collapse-only
 
 Each model's summary (from RUN/heads/heads.json, RUN/heads.time and, when there,
-RUN/collapse/collapse.json) replaces that model's entry of docs/pretrained-heads.json; the
+RUN/collapse/collapse.json and RUN/collapse-random/collapse.json: the trained paths and random
+weights of the same shape) replaces that model's entry of docs/pretrained-heads.json; the
 markdown is rendered from the whole JSON, so a doc table is never edited by hand
 (tests/python/test_docs_tables.py checks that it equals markdown(json))."""
 import argparse
@@ -89,22 +91,50 @@ def summarize(name, run):
         path = summary[field]
         if path and os.path.exists(path):
             summary[field] = {"path": path, "lines": sum(1 for _ in open(path))}
-    collapse = os.path.join(run, "collapse", "collapse.json")
-    if os.path.exists(collapse):
-        c = json.load(open(collapse))
-        result = c["results"][0]
-        last = {}
-        vanished = []
-        for curve in result["variants"]:
-            layer = curve["layers"][-1] if curve.get("layers") else None
-            rel = layer["relative_composite"] if layer else None
-            if layer and layer.get("vanished"):  # X itself is 0 on these inputs: no relative residual
-                vanished.append([curve["name"], layer["vanished"]])
-            # geometric mean over inputs = 10^(mean of log10), over the inputs where X did not vanish
-            last[curve["name"]] = (10 ** rel["log10_mean"] if rel and rel.get("count") and
-                                   rel.get("log10_mean") is not None else None)
-        summary["collapse"] = {"inputs": c["inputs"], "last_layer": last, "vanished": vanished}
+    summary.update(collapse_summaries(run))
     return summary
+
+
+def collapse_summary(path):
+    """The last layer of an `analyze collapse` collapse.json: per variant the geometric mean of the
+    relative composite residual over the inputs (where X did not vanish) and its [min, max]; the
+    variants whose X vanished on some inputs; the inputs and the number of models (random draws)."""
+    c = json.load(open(path))
+    result = c["results"][0]
+    last, spread, vanished = {}, {}, []
+    for curve in result["variants"]:
+        layer = curve["layers"][-1] if curve.get("layers") else None
+        rel = layer["relative_composite"] if layer else None
+        if layer and layer.get("vanished"):  # X itself is 0 on these inputs: no relative residual
+            vanished.append([curve["name"], layer["vanished"]])
+        # geometric mean over inputs = 10^(mean of log10), over the inputs where X did not vanish
+        ok = rel and rel.get("count") and rel.get("log10_mean") is not None
+        last[curve["name"]] = 10 ** rel["log10_mean"] if ok else None
+        spread[curve["name"]] = [rel["min"], rel["max"]] if ok else None
+    return {"inputs": c["inputs"], "models": result.get("models", 1), "last_layer": last, "range": spread,
+            "vanished": vanished}
+
+
+def collapse_summaries(run):
+    """{"collapse": trained, "collapse_random": random weights of its shape} from RUN/collapse and
+    RUN/collapse-random, each when there."""
+    out = {}
+    for key, folder in (("collapse", "collapse"), ("collapse_random", "collapse-random")):
+        path = os.path.join(run, folder, "collapse.json")
+        if os.path.exists(path):
+            out[key] = collapse_summary(path)
+    return out
+
+
+def collapse_comparison(trained, random):
+    """Per variant with both ranges: "below" / "above" when every trained input's residual lies
+    below / above every random draw's input, else "overlap"."""
+    out = {}
+    for variant, t in trained.get("range", {}).items():
+        r = random.get("range", {}).get(variant)
+        if t and r:
+            out[variant] = "below" if t[1] < r[0] else "above" if t[0] > r[1] else "overlap"
+    return out
 
 
 def pct(x):
@@ -182,6 +212,23 @@ def markdown(results):
                     f"relative residual after the last layer, geometric mean over inputs: {cells}"
                     + (f"; the path's output X itself is 0 at the last layer (no relative residual) for "
                        f"{', '.join(gone)}" if gone else "") + ".", ""]
+            r = s.get("collapse_random")
+            if r:
+                rl = r["last_layer"]
+                random_cells = ", ".join(f"{label.get(v, v)} {rl[v]:.2e}" for v in rl if rl[v] is not None)
+                compared = collapse_comparison(c, r)
+                words = {w: [label.get(v, v) for v, x in compared.items() if x == w] for w in ("below", "above", "overlap")}
+                verdict = "; ".join(f"{what} for {', '.join(words[w])}" for w, what in (
+                    ("below", "every trained input below every random one"),
+                    ("above", "every trained input above every random one"),
+                    ("overlap", "the ranges overlap")) if words[w])
+                rgone = [f"{label.get(v, v)} on {n} of the {r['models'] * r['inputs']['samples']} inputs"
+                         for v, n in r.get("vanished", [])]
+                out += [f"The same windows through random weights of its shape (`analyze collapse --random MODEL "
+                        f"--no-short-paths`, {r['models']} draws at init std 0.02): {random_cells}"
+                        + (f"; X itself is 0 at the last layer for {', '.join(rgone)}" if rgone else "")
+                        + f". Per input (relative composite residual after the last layer, [min, max] over the "
+                        f"inputs): {verdict}.", ""]
     out.append(END)
     return "\n".join(out) + "\n"
 
@@ -196,13 +243,25 @@ def main():
     p.add_argument("--model", choices=sorted(MODELS))
     p.add_argument("--run", help="the OUT folder of scripts/pretrained_heads.sh")
     p.add_argument("--report-only", action="store_true", help="re-render docs from docs/pretrained-heads.json")
+    p.add_argument("--collapse-only", action="store_true",
+                   help="refresh only the model's rank-collapse entries (RUN/collapse, RUN/collapse-random), "
+                        "keeping its head profiles")
     args = p.parse_args()
     path = os.path.join(ROOT, "docs", "pretrained-heads.json")
     results = json.load(open(path)) if os.path.exists(path) else {}
     if not args.report_only:
         if not args.model or not args.run:
             p.error("--model and --run (or --report-only)")
-        results[args.model] = summarize(args.model, args.run)
+        if args.collapse_only:
+            if args.model not in results:
+                sys.exit(f"pretrained_heads_results: --collapse-only needs {args.model}'s entry in "
+                         "docs/pretrained-heads.json (run without it first)")
+            found = collapse_summaries(args.run)
+            if not found:
+                sys.exit(f"pretrained_heads_results: no {args.run}/collapse*/collapse.json")
+            results[args.model].update(found)
+        else:
+            results[args.model] = summarize(args.model, args.run)
     write_docs(results)
     print(f"pretrained_heads_results.py: wrote docs/pretrained-heads.json and docs/analysis.md ({len(results)} models)")
 

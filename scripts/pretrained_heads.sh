@@ -7,7 +7,8 @@
 # books), every metric on another (its test books): the baseline, the head profiles (ascending
 # importance, RANDOM_ORDERS random orders, descending) and, where a layer has several key/value
 # groups, the group profiles, each step with paired bootstrap intervals against the unpruned model
-# over the evaluation windows. Then the rank collapse of the model's paths on the evaluation text.
+# over the evaluation windows. Then the rank collapse of the model's paths on the evaluation text,
+# and of random weights of its shape on the same windows.
 # Niced; each stage is skipped when its output is there (resumable).
 # Usage: bash scripts/pretrained_heads.sh MODEL [BUILD] [OUT] [VERSES] [RANDOM_ORDERS]
 #   MODEL: smollm2 | gemma3; OUT: default runs/MODEL-heads; VERSES: verses of each text (default
@@ -51,4 +52,12 @@ if [ ! -f "$OUT/collapse/collapse.json" ]; then
     --data "$OUT/evaluation.txt" --seq-len 64 --samples 32 --out "$OUT/collapse" 2> "$OUT/collapse.time" || \
     echo "pretrained_heads.sh: analyze collapse failed (see $OUT/collapse.time)" >&2
 fi
-echo "pretrained_heads.sh: $OUT/heads/heads.json, $OUT/collapse/"
+# The same windows through random weights of the model's shape (3 draws, init std 0.02): what the
+# trained paths' residuals are compared with (minutes: no short-path experiment).
+if [ ! -f "$OUT/collapse-random/collapse.json" ]; then
+  /usr/bin/time -v nice -n 19 "$BUILD/attnkit" --threads 2 analyze collapse --random "$MODEL" --seeds 3 \
+    --data "$OUT/evaluation.txt" --seq-len 64 --samples 32 --no-short-paths --out "$OUT/collapse-random" \
+    2> "$OUT/collapse-random.time" || \
+    echo "pretrained_heads.sh: analyze collapse --random failed (see $OUT/collapse-random.time)" >&2
+fi
+echo "pretrained_heads.sh: $OUT/heads/heads.json, $OUT/collapse/, $OUT/collapse-random/"

@@ -65,26 +65,26 @@ const std::vector<std::string>& all_attention_kinds() {
 
 TransformerConfig random_stack_config(const std::string& preset_or_file, const StackSizes& sizes,
                                       int64_t seq_len) {
-  TransformerConfig config;
-  if (models::is_preset(preset_or_file)) {
-    const models::ModelFamily family = models::parse_model_family(preset_or_file);
-    models::PresetSizes preset;
-    if (sizes.hidden > 0) preset.hidden = sizes.hidden;
-    if (sizes.layers > 0) preset.layers = sizes.layers;
-    if (sizes.heads > 0) preset.heads = sizes.heads;
-    if (sizes.vocab_size > 0) preset.vocab_size = sizes.vocab_size;
-    preset.intermediate = sizes.intermediate;
-    // A factorised embedding, as ALBERT's own configs have (E < H).
-    if (family == models::ModelFamily::Albert) preset.embedding_size = std::max<int64_t>(preset.hidden / 2, 8);
-    config = models::preset(family, preset);
-  } else {
-    config = config_file(preset_or_file);
-    if (sizes.layers > 0) config.layers = sizes.layers;
-    if (sizes.heads > 0) config.heads = sizes.heads;
-    if (sizes.hidden > 0) config.hidden = sizes.hidden;
-    if (sizes.intermediate > 0) config.intermediate = sizes.intermediate;
-    if (sizes.vocab_size > 0) config.vocab_size = sizes.vocab_size;
-  }
+  if (!models::is_preset(preset_or_file)) return random_stack_config(config_file(preset_or_file), sizes, seq_len);
+  const models::ModelFamily family = models::parse_model_family(preset_or_file);
+  models::PresetSizes preset;
+  if (sizes.hidden > 0) preset.hidden = sizes.hidden;
+  if (sizes.layers > 0) preset.layers = sizes.layers;
+  if (sizes.heads > 0) preset.heads = sizes.heads;
+  if (sizes.vocab_size > 0) preset.vocab_size = sizes.vocab_size;
+  preset.intermediate = sizes.intermediate;
+  // A factorised embedding, as ALBERT's own configs have (E < H).
+  if (family == models::ModelFamily::Albert) preset.embedding_size = std::max<int64_t>(preset.hidden / 2, 8);
+  // The preset has the sizes already; the overload adds no dropout and the lengths.
+  return random_stack_config(models::preset(family, preset), {}, seq_len);
+}
+
+TransformerConfig random_stack_config(TransformerConfig config, const StackSizes& sizes, int64_t seq_len) {
+  if (sizes.layers > 0) config.layers = sizes.layers;
+  if (sizes.heads > 0) config.heads = sizes.heads;
+  if (sizes.hidden > 0) config.hidden = sizes.hidden;
+  if (sizes.intermediate > 0) config.intermediate = sizes.intermediate;
+  if (sizes.vocab_size > 0) config.vocab_size = sizes.vocab_size;
   config.dropout = 0.0;
   config.max_positions = std::max(config.max_positions, seq_len);
   config.attention.max_length = std::max(config.attention.max_length, seq_len);

@@ -237,6 +237,48 @@ class RankCollapseOnHuggingFaceDirectories(unittest.TestCase):
         result = self.run_model("albert", num_hidden_layers=3)
         self.assertEqual(result["layers"], 3)
 
+    def test_random_weights_of_a_models_shape(self):
+        """--random MODEL: random weights drawn for the model's own config, the same draws as
+        --random with that config as a JSON file (not the model's weights), and the model's
+        tokenizer for --data."""
+        with tempfile.TemporaryDirectory() as tmp:
+            model_dir = os.path.join(tmp, "model")
+            hf.make_model_dir("gpt2", model_dir, seed=4, n_layer=3)
+            words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "alpha", "beta", "gamma", "delta"]
+            with open(os.path.join(model_dir, "vocab.txt"), "w") as f:
+                f.write("\n".join(words) + "\n")
+            data = os.path.join(tmp, "data.txt")
+            with open(data, "w") as f:
+                f.write("\n".join("alpha beta gamma delta " * 4 for _ in range(6)) + "\n")
+            converted = os.path.join(tmp, "attnkit")
+            r = attnkit("--quiet", "convert", "--from", model_dir, "--to", converted, "--format", "attnkit")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(converted, "config.json")) as f:
+                config = json.load(f)["model"]
+            config_file = os.path.join(tmp, "config.json")
+            with open(config_file, "w") as f:
+                json.dump(config, f)
+            reports = {}
+            for name, args in (("model", ["--random", model_dir]),
+                               ("config", ["--random", config_file, "--tokenizer", model_dir]),
+                               ("trained", ["--model", model_dir])):
+                out = os.path.join(tmp, name)
+                r = attnkit("--quiet", "--seed", "3", "analyze", "collapse", *args, "--seeds", "2"
+                            if name != "trained" else "1", "--samples", "3", "--seq-len", "8", "--data", data,
+                            "--no-short-paths", "--out", out)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                with open(os.path.join(out, "collapse.json")) as f:
+                    reports[name] = json.load(f)
+        self.assertEqual(reports["model"]["results"], reports["config"]["results"])
+        self.assertEqual(reports["model"]["results"][0]["models"], 2)
+        self.assertEqual((reports["model"]["results"][0]["layers"], reports["model"]["results"][0]["heads"]),
+                         (3, reports["trained"]["results"][0]["heads"]))
+        self.assertIn(f"tokenizer {model_dir}", reports["model"]["inputs"]["source"])
+        self.assertEqual(reports["model"]["inputs"]["source"], reports["trained"]["inputs"]["source"])
+        pure = lambda rep: next(v for v in rep["results"][0]["variants"]  # noqa: E731
+                                if v["name"] == "pure_attention")["layers"][-1]["relative_frobenius"]["max"]
+        self.assertNotEqual(pure(reports["model"]), pure(reports["trained"]))
+
     def test_gpt2_is_causal_so_no_bound(self):
         result = self.run_model("gpt2", n_layer=3)
         self.assertFalse(result["bound"]["available"])

@@ -58,13 +58,21 @@ std::vector<std::string> split(const std::string& text, char separator) {
 }
 
 // --data: the file's lines tokenised and cut into at most --samples windows of --seq-len tokens.
+// --random names a model directory (Hugging Face or attnkit, a run or checkpoint) or a .gguf file
+// rather than a preset or a config JSON file.
+bool random_names_a_model(const CollapseCommand& c) {
+  return !c.random.empty() && !models::is_preset(c.random) &&
+         (fs::is_directory(c.random) || io::is_gguf_file(c.random));
+}
+
 void read_data_windows(const CollapseCommand& c, analysis::CollapseExperimentOptions& options) {
   const std::string tokenizer_path =
       !c.tokenizer.empty() ? c.tokenizer
-      : c.model_dir.empty() ? std::string()
-                            : io::resolve_model_path(c.model_dir);
+      : !c.model_dir.empty() ? io::resolve_model_path(c.model_dir)
+      : random_names_a_model(c) ? io::resolve_model_path(c.random)
+                                : std::string();
   if (tokenizer_path.empty())
-    throw Error("--data needs a tokenizer: give --model DIR (its tokenizer) or --tokenizer PATH");
+    throw Error("--data needs a tokenizer: give --model DIR (its tokenizer), --random MODEL or --tokenizer PATH");
   const text::Tokenizer tokenizer = io::load_tokenizer(tokenizer_path);
   text::TokenWindows windows;
   try {
@@ -134,9 +142,16 @@ int run_collapse(const CollapseCommand& c, const GlobalOptions& global) {
   options.analysis.short_paths = !c.no_short_paths;
   options.analysis.keep_layer_outputs = !c.save_layer_outputs.empty();
   if (!c.random.empty()) {
+    const analysis::StackSizes sizes{c.layers, c.heads, c.hidden, c.intermediate, c.vocab};
     try {
-      options.config = analysis::random_stack_config(
-          c.random, {c.layers, c.heads, c.hidden, c.intermediate, c.vocab}, c.seq_len);
+      if (random_names_a_model(c)) {
+        // Random weights of a model's shape: its (first) stack's config, its weights left alone.
+        const auto loaded = io::load_model(c.random);
+        options.config = analysis::random_stack_config(loaded.model->attention_sites().front().stack->config(),
+                                                       sizes, c.seq_len);
+      } else {
+        options.config = analysis::random_stack_config(c.random, sizes, c.seq_len);
+      }
     } catch (const Error& e) {
       throw Error(fmt::format("--random {}", e.what()));
     }
@@ -196,7 +211,9 @@ void register_analyze_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--model", c->model_dir, "a trained model directory (Hugging Face or attnkit; an encoder-decoder's encoder), a .gguf file, checkpoint or run directory");
   cmd->add_option("--random", c->random,
                   "a random stack: preset bert|albert|gpt2 (sizes from --layers --heads --hidden "
-                  "--intermediate --vocab) or a TransformerConfig JSON file (those options override it)");
+                  "--intermediate --vocab), a TransformerConfig JSON file, or a model (directory or .gguf "
+                  "file: random weights of its shape, its tokenizer for --data); those options override "
+                  "a file's or model's sizes");
   cmd->add_option("--layers", c->layers, "layers of the random stack (default 12)")->check(at_least(1));
   cmd->add_option("--heads", c->heads, "heads per layer (default 4)")->check(at_least(1));
   cmd->add_option("--hidden", c->hidden, "hidden width (default 64)")->check(at_least(1));

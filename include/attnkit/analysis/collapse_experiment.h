@@ -39,6 +39,9 @@ struct StackSizes {
 // invalid JSON, an invalid config).
 models::TransformerConfig random_stack_config(const std::string& preset_or_file, const StackSizes& sizes,
                                               int64_t seq_len);
+// The same from a config in hand (e.g. a loaded model's stack: random weights of its shape).
+models::TransformerConfig random_stack_config(models::TransformerConfig config, const StackSizes& sizes,
+                                              int64_t seq_len);
 
 struct CollapseExperimentOptions {
   // Either a loaded model, analysed once as it is ...
