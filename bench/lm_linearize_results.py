@@ -91,6 +91,63 @@ def curve(run, offset):
     return out
 
 
+COLLAPSE_VARIANTS = (("pure_attention", "pure attention"), ("attention_skip", "attention + skip"),
+                     ("full_block", "full block"))
+COLLAPSE_INPUTS = ["--samples", "16", "--seq-len", "64", "--no-short-paths"]
+
+
+def analyze_collapse(build, out, source, data):
+    """collapse.json of `attnkit analyze collapse` (float64) on 16 windows of 64 test-book tokens
+    (made once); source: ["--model", DIR] or a random stack's flags."""
+    path = os.path.join(out, "collapse.json")
+    if not os.path.exists(path):
+        run_or_exit([os.path.join(build, "attnkit"), "--threads", "1", "--seed", "0", "--quiet", "analyze", "collapse",
+                     *source, "--data", data, *COLLAPSE_INPUTS, "--out", out], "lm_linearize_results")
+    return json.load(open(path))
+
+
+def last_layer(collapse):
+    """{variant: {median, q25, q75, min, max, inputs}} of the relative composite residual after the
+    last layer over every input (and every model of a random stack)."""
+    out = {}
+    for v in collapse["results"][0]["variants"]:
+        if v["name"] not in dict(COLLAPSE_VARIANTS):
+            continue
+        last = v["layers"][-1]
+        r = last.get("relative_composite")
+        out[v["name"]] = None if r is None else {
+            "median": r["median"], "q25": r["q25"], "q75": r["q75"], "min": r["min"], "max": r["max"],
+            "inputs": r["count"], "vanished": last.get("vanished", 0)}
+    return out
+
+
+def collapse_rows(build, out_dir, teacher_run, cells):
+    """Rank collapse of the teacher and every seed-0 cell's best checkpoint against 3 random draws
+    of its shape and kind (`--random MODEL`, init std 0.02): after the last layer, per variant, the trained
+    model's inputs against the random stacks' inputs; "below" / "above" only when every trained input
+    lies below / above every random one, else "overlap"."""
+    data = os.path.join(out_dir, "data", "test.txt")
+    rows = []
+    models = [("teacher", "softmax", teacher_run)] + [
+        (c["cell"], c["stage1"]["kind"] if c["stage1"] else "softmax", os.path.join(out_dir, c["cell"], "run"))
+        for c in cells if c["seed"] == 0]
+    for name, kind, run in models:
+        where = os.path.join(run if name == "teacher" else os.path.dirname(run), "collapse")
+        trained = last_layer(analyze_collapse(build, os.path.join(where, "trained"),
+                                              ["--model", os.path.join(run, "checkpoints", "best")], data))
+        random = last_layer(analyze_collapse(build, os.path.join(where, "random"),
+                                             ["--random", os.path.join(run, "checkpoints", "best"), "--seeds", "3"],
+                                             data))
+        row = {"model": name, "kind": kind, "variants": {}}
+        for variant, _ in COLLAPSE_VARIANTS:
+            t, r = trained.get(variant), random.get(variant)
+            verdict = ("—" if t is None or r is None else "below" if t["max"] < r["min"] else
+                       "above" if t["min"] > r["max"] else "overlap")
+            row["variants"][variant] = {"trained": t, "random": r, "verdict": verdict}
+        rows.append(row)
+    return rows
+
+
 def summarize(out_dir, build):
     teacher_run = os.path.join(out_dir, "teacher")
     if not os.path.exists(os.path.join(teacher_run, "done")):
@@ -142,7 +199,8 @@ def summarize(out_dir, build):
     if not cells:
         sys.exit(f"lm_linearize_results: no finished cell under {out_dir}: nothing to report (the docs are kept)")
     return {"generated": f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC", "machine": machine(),
-            "teacher": teacher, "cells": cells, "over_seeds": over_seeds(cells)}
+            "teacher": teacher, "cells": cells, "over_seeds": over_seeds(cells),
+            "collapse": collapse_rows(build, out_dir, teacher_run, cells)}
 
 
 def over_seeds(cells):
@@ -229,6 +287,22 @@ def markdown(s):
                          f"{' / '.join(f'{p:.2f}' for p in g['test_perplexity'])} | {g['mean']:.2f} ± {g['sd']:.2f} | "
                          + (f"{v['mean']:+.2f} ± {v['sd']:.2f} | "
                             + ", ".join(f"{n} {w}" for w, n in v["verdicts"].items()) if v else "— | —") + " |")
+    if s.get("collapse"):
+        lines += ["", "Rank collapse of these trained models (issue 44: checkpoints past the unigram stage) against "
+                  "3 random draws of each model's shape and kind at init std 0.02 (`attnkit analyze collapse --random "
+                  "MODEL`), in float64 on 16 windows of 64 tokens of the test books; the relative composite residual "
+                  "after the last layer, median [min, max] over the inputs (16 trained, 48 random). \"below\" / "
+                  "\"above\": every trained input lies below / above every random one; \"overlap\" otherwise.", "",
+                  "| model | kind | " + " | ".join(f"{label}: trained | random | verdict" for _, label in COLLAPSE_VARIANTS)
+                  + " |",
+                  "|---|---|" + "---|---|---|" * len(COLLAPSE_VARIANTS)]
+        spread = lambda x: "—" if x is None else f"{x['median']:.3g} [{x['min']:.3g}, {x['max']:.3g}]"  # noqa: E731
+        for row in s["collapse"]:
+            cells = []
+            for variant, _ in COLLAPSE_VARIANTS:
+                v = row["variants"][variant]
+                cells += [spread(v["trained"]), spread(v["random"]), v["verdict"]]
+            lines.append(f"| {row['model']} | `{row['kind']}` | " + " | ".join(cells) + " |")
     lines += ["", END, ""]
     return "\n".join(lines)
 

@@ -23,8 +23,10 @@ namespace {
 
 using models::TransformerConfig;
 
+// `kind` for every layer (a hybrid's per-layer overrides give way to it).
 TransformerConfig with_kind(TransformerConfig config, const std::string& kind) {
   const auto spec = layers::AttentionSpec::parse(kind);
+  config.layer_attention_specs.clear();
   config.attention.kind = spec.kind;
   config.attention.feature_map = spec.feature_map;
   config.attention.mixture = spec.mixture;
@@ -109,7 +111,7 @@ CollapseExperiment run_collapse_experiment(const CollapseExperimentOptions& o, P
   const bool loaded = static_cast<bool>(o.model);
   const TransformerConfig base = loaded ? o.model->config() : o.config;
   std::vector<TransformerConfig> configs;
-  if (loaded || o.kinds.empty()) configs.push_back(loaded ? base : with_kind(base, base.attention.to_string()));
+  if (loaded || o.kinds.empty()) configs.push_back(base);  // its own attention, a hybrid's layers included
   else
     for (const auto& kind : o.kinds) configs.push_back(with_kind(base, kind));
   const int64_t model_count = loaded ? 1 : o.seeds;

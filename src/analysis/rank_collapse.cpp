@@ -194,7 +194,18 @@ std::vector<at::Tensor> layer_outputs(models::TransformerModel& model, const at:
 
 namespace {
 
+// The attention of every layer: the stack's, or a hybrid's per-layer overrides (a linearized model).
+std::vector<layers::AttentionSpec> layer_specs(const models::TransformerConfig& config) {
+  std::vector<layers::AttentionSpec> specs;
+  for (int64_t layer = 0; layer < config.layers; ++layer) specs.push_back(config.layer_attention(layer));
+  return specs;
+}
+
 std::string bound_unavailable_reason(const models::TransformerConfig& config) {
+  const auto specs = layer_specs(config);
+  for (const auto& layer : specs)
+    if (layer.kind != AttentionKind::Softmax)
+      return fmt::format("'{}' attention: the bound of Dong et al. is for softmax attention", layer.to_string());
   const auto& spec = config.attention;
   if (spec.kind != AttentionKind::Softmax)
     return fmt::format("'{}' attention: the bound of Dong et al. is for softmax attention",
@@ -203,6 +214,21 @@ std::string bound_unavailable_reason(const models::TransformerConfig& config) {
   if (spec.talking_heads) return "talking-heads softmax: the bound assumes independent heads";
   return "";
 }
+
+}  // namespace
+
+std::string stack_kind_label(const models::TransformerConfig& config) {
+  const auto specs = layer_specs(config);
+  std::vector<std::string> names;
+  for (const auto& spec : specs) names.push_back(spec.to_string());
+  if (names.empty() || std::all_of(names.begin(), names.end(), [&](const std::string& n) { return n == names[0]; }))
+    return names.empty() ? config.attention.to_string() : names[0];
+  std::string label = "hybrid";
+  for (size_t layer = 0; layer < names.size(); ++layer) label += fmt::format("{}L{} {}", layer ? ", " : ": ", layer, names[layer]);
+  return label;
+}
+
+namespace {
 
 std::vector<int64_t> layer_range(int64_t count) {
   std::vector<int64_t> v(static_cast<size_t>(count));
@@ -460,7 +486,7 @@ CollapseResult analyze_collapse(models::TransformerModel& model, const at::Tenso
     throw Error(fmt::format("rank collapse: subsets must be >= 1 (got {})", options.subsets));
   if (!(options.gamma > 0)) throw Error(fmt::format("rank collapse: gamma must be > 0 (got {})", options.gamma));
   CollapseResult result;
-  result.kind = config.attention.to_string();
+  result.kind = stack_kind_label(config);
   result.layers = config.layers;
   result.heads = config.heads;
   result.hidden = config.hidden;

@@ -98,6 +98,30 @@ TEST(CollapseExperiment, OneMergedResultPerKind) {
   EXPECT_TRUE(e.layer_outputs.empty());
 }
 
+// A hybrid (a linearized model's per-layer overrides): without --kind the stack keeps its layers,
+// named by them, and the softmax bound is not claimed for its linear layers; with a kind every
+// layer takes it.
+TEST(CollapseExperiment, HybridStacksKeepTheirLayersUnlessAKindIsGiven) {
+  auto o = tiny(1);
+  o.kinds.clear();
+  o.config.layer_attention_specs[1] = attnkit::layers::AttentionSpec::parse("linear:elu");
+  const auto hybrid = run_collapse_experiment(o);
+  ASSERT_EQ(hybrid.results.size(), 1u);
+  EXPECT_EQ(hybrid.results[0].kind, "hybrid: L0 softmax, L1 linear:elu");
+  EXPECT_FALSE(hybrid.results[0].bound.available);
+  EXPECT_NE(hybrid.results[0].bound.reason.find("'linear:elu' attention"), std::string::npos);
+  o.config.layer_attention_specs[0] = attnkit::layers::AttentionSpec::parse("linear:elu");
+  EXPECT_EQ(run_collapse_experiment(o).results[0].kind, "linear:elu");  // every layer alike
+  o.kinds = {"softmax"};
+  const auto replaced = run_collapse_experiment(o);
+  EXPECT_EQ(replaced.results[0].kind, "softmax");
+  EXPECT_TRUE(replaced.results[0].bound.available);
+  // The same draws as a plain softmax stack of this shape.
+  o.config.layer_attention_specs.clear();
+  const auto plain = run_collapse_experiment(o);
+  EXPECT_EQ(to_json(plain.results[0]).dump(), to_json(replaced.results[0]).dump());
+}
+
 TEST(CollapseExperiment, DeterministicForASeed) {
   const auto a = to_json(run_collapse_experiment(tiny(1)));
   const auto b = to_json(run_collapse_experiment(tiny(1)));

@@ -171,7 +171,7 @@ struct CollapseOptions {
 };
 
 struct CollapseResult {
-  std::string kind;  // the model's attention spec, e.g. "softmax"
+  std::string kind;  // stack_kind_label of the model, e.g. "softmax"
   int64_t layers = 0, heads = 0, hidden = 0, models = 0, inputs = 0, seq_len = 0;
   double round_off_floor = 0;  // the floor used (see CollapseOptions)
   std::vector<VariantCurve> curves;  // in options.variants order
@@ -180,6 +180,11 @@ struct CollapseResult {
   // Appends another model's (seed's) samples: same kind, sizes and options.
   void merge(const CollapseResult& other);
 };
+
+// The attention of a stack as results name it: its spec ("softmax", "linear:hedgehog:64"), the one
+// kind every layer has when a hybrid's per-layer overrides (a linearized model) cover every layer
+// alike, else "hybrid: L0 KIND, L1 KIND, ...".
+std::string stack_kind_label(const models::TransformerConfig& config);
 
 // Forward passes analyze_collapse makes for a model of this config (for a progress bar).
 int64_t forward_passes(const models::TransformerConfig& config, const CollapseOptions& options);
