@@ -123,6 +123,7 @@ def summarize(bible, build):
             "vs_teacher": {"difference": p["difference"]["score"], "low": p["difference"]["low"],
                            "high": p["difference"]["high"], "p_value": p["p_value"], "verdict": p["verdict"]},
         })
+    cells += kept_cells({c["cell"] for c in cells}, work, teacher_bleu)
     if not cells:
         sys.exit(f"bible_linearize_results: no finished cell under {work}: nothing to report (the docs are kept)")
     return {
@@ -133,6 +134,23 @@ def summarize(bible, build):
                     "steps": training_summary(os.path.join(bible, "run"))["steps"]},
         "test_verses": sum(1 for _ in open(ref)), "truncate": truncate, "cells": cells,
     }
+
+
+def kept_cells(found, work, teacher_bleu):
+    """The cells of the docs/bible-linearize.json written before whose folders are not under `work`
+    (run on another machine, whose runs/ did not come along), so that a later seed adds to them
+    instead of replacing them. Only when that JSON's teacher is this one (same test BLEU); each kept
+    cell says so ("kept_from": the date of the run that measured it)."""
+    if not os.path.exists(JSON_PATH):
+        return []
+    before = json.load(open(JSON_PATH))
+    if abs(before.get("teacher", {}).get("bleu", -1) - teacher_bleu) > 1e-9:
+        return []
+    kept = []
+    for c in before.get("cells", []):
+        if c["cell"] not in found and not os.path.exists(os.path.join(work, c["cell"])):
+            kept.append(dict(c, kept_from=c.get("kept_from", before.get("generated", "an earlier run"))))
+    return kept
 
 
 def over_seeds(cells):
@@ -193,7 +211,8 @@ def markdown(s):
     for c in sorted(s["cells"], key=lambda c: (c["stage1"] is not None, c["kind"], len(c["sites"]) < 3, c["sites"],
                                                c.get("seed", 0))):
         sites = site_text(c["sites"])
-        layers = (f" ({c['layers']})" if c["sites"] else "") + (f", seed {c['seed']}" if c.get("seed") else "")
+        layers = ((f" ({c['layers']})" if c["sites"] else "") + (f", seed {c['seed']}" if c.get("seed") else "")
+                  + (f"; measured {c['kept_from']}" if c.get("kept_from") else ""))
         st1 = c["stage1"] or {"cpu_s": 0.0}
         loss = ("—" if c["stage1"] is None else f"{st1['held_out_before']:.3f} → {st1['held_out_after']:.3f}"
                 if st1["trained"] else f"{st1['held_out_before']:.3f} (no map to train)")
