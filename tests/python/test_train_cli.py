@@ -249,6 +249,17 @@ class TrainCli(unittest.TestCase):
         rc, _, err = attnkit(*base, "--checkpoint", "step-00000010", "--paired-bs", items[:-5] + "-none.json")
         self.assertEqual(rc, 2)
         self.assertIn("items-30-none.json", err)
+        # Items of other data: another split named in the file, or other token counts per item.
+        with open(items) as f:
+            other = json.load(f)
+        for change, message in ((("split", "val"), "items of the \"val\" split"),
+                                (("values", [v + (1 if i == 1 else 0) for i, v in enumerate(other["values"])]),
+                                 "item 0 counts")):
+            with open(bad, "w") as f:
+                json.dump(dict(other, **{change[0]: change[1]}), f)
+            rc, _, err = attnkit(*base, "--paired-bs", bad)
+            self.assertEqual(rc, 2, err)
+            self.assertIn(message, err)
         rc, _, err = attnkit(*base, "--json", paired)
         self.assertNotEqual(rc, 0)
         self.assertIn("--json requires --paired-bs", err)

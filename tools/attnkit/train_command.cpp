@@ -155,8 +155,13 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
   args.resume = run_directory;
   // The baseline is read and checked before the model is built.
   std::optional<metrics::ItemStatistics> baseline;
-  if (!eval.baseline.empty())
-    baseline = metrics::item_statistics_from_json(read_json(eval.baseline), eval.baseline);
+  if (!eval.baseline.empty()) {
+    const nlohmann::json file = read_json(eval.baseline);
+    baseline = metrics::item_statistics_from_json(file, eval.baseline);
+    if (file.contains("split") && file["split"] != eval.split)
+      throw Error(fmt::format("--paired-bs {}: items of the {} split, this evaluation is of the {} split",
+                              eval.baseline, file["split"].dump(), eval.split));
+  }
   auto config = resolve(args, global);
   config.trainer.quiet = true;
   config.task.eval_split = eval.split;
@@ -193,7 +198,16 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
     io::write_file_atomically(eval.items, out.dump() + "\n");
   }
   if (baseline) {
-    const auto r = metrics::paired_bootstrap(evaluation_items(trainer, config), *baseline, eval.bootstrap);
+    const auto items = evaluation_items(trainer, config);
+    // The same data gives every item the same count (tokens, or a sentence's length) on both sides.
+    if (items.metric == baseline->metric && items.width == baseline->width && items.items() == baseline->items() &&
+        items.metric != metrics::SummedMetric::kBleu)
+      for (size_t i = 0; i < items.items(); ++i)
+        if (items.values[i * items.width + 1] != baseline->values[i * items.width + 1])
+          throw Error(fmt::format("--paired-bs {}: item {} counts {} there and {} here: not the same data",
+                                  eval.baseline, i, baseline->values[i * items.width + 1],
+                                  items.values[i * items.width + 1]));
+    const auto r = metrics::paired_bootstrap(items, *baseline, eval.bootstrap);
     auto line = [](const char* name, const metrics::BootstrapEstimate& e) {
       fmt::print("  {:<18} {:10.4f} (mean {:.4f} ± {:.4f}, 95% [{:.4f}, {:.4f}])\n", name, e.score, e.mean,
                  e.half_width, e.interval.low, e.interval.high);
