@@ -105,6 +105,47 @@ def metrics(run):
     return records
 
 
+def pilot_curve(run):
+    """[(step, CPU seconds of training steps up to it, validation accuracy)] of a cell's evaluations."""
+    cpu_at, out = {}, []
+    for r in metrics(run):
+        if "cpu_seconds" in r:  # a budgeted run's count goes on across resumes (its checkpoints keep it)
+            cpu_at[r["step"]] = r["cpu_seconds"]
+        if "eval" in r and "accuracy" in r["eval"]:
+            known = [s for s in cpu_at if s <= r["step"]]
+            out.append([r["step"], cpu_at[max(known)] if known else 0.0, r["eval"]["accuracy"]])
+    return out
+
+
+def write_pilot(args):
+    """runs/lra-pilot-bBUDGET/pilot.json: each finished or running cell's validation curve, the
+    task's chance level and its test accuracy when finished; printed too."""
+    cells = {}
+    for task in args.tasks:
+        for kind in args.kinds:
+            run = cell_dir(args, task, kind)
+            if not os.path.isfile(os.path.join(run, "metrics.jsonl")):
+                continue
+            result = os.path.join(run, "result.json")
+            cells[f"{task}/{kind}"] = {"task": task, "kind": kind, "chance": CHANCE[task],
+                                       "curve": pilot_curve(run),
+                                       "result": json.load(open(result)) if os.path.isfile(result) else None}
+            for step, cpu, accuracy in cells[f"{task}/{kind}"]["curve"]:
+                print(f"{task} {kind} step {step} cpu_s {cpu:.0f} validation accuracy {100 * accuracy:.1f}% "
+                      f"(chance {CHANCE[task]:g}%)")
+    write_json(os.path.join(args.runs, "pilot.json"),
+               {"budget_cpu_s": args.budget, "eval_every": args.eval_every, "machine": machine(),
+                "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "cells": cells})
+
+
+def common(args):
+    """COMMON, with a pilot's validation evaluations every --eval-every steps."""
+    flags = list(COMMON)
+    if getattr(args, "pilot", False):
+        flags[flags.index("--run.eval_every") + 1] = str(args.eval_every)
+    return flags
+
+
 def run_cell(args, attnkit, task, kind):
     spec = TASKS[task]
     run = cell_dir(args, task, kind)
@@ -119,7 +160,7 @@ def run_cell(args, attnkit, task, kind):
     else:
         command = [*base, "train", "--task.name", spec.get("task", task), "--task.data", spec["data"],
                    "--model.attention", kind, "--run.dir", run, "--run.cpu_budget", str(args.budget),
-                   *COMMON, *spec["flags"]]
+                   *common(args), *spec["flags"]]
     log(f"{task} / {kind}: {'resuming' if resuming else 'training'} ({args.budget} CPU s)")
     with open(os.path.join(run, f"train-{part}.log"), "w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -295,10 +336,25 @@ def main():
     p.add_argument("--cells", type=int, default=0, help="run at most N cells, then write the docs (0 = all)")
     p.add_argument("--report-only", action="store_true")
     p.add_argument("--no-pathfinder-x", action="store_true")
+    p.add_argument("--pilot", action="store_true",
+                   help="a learning-curve pilot (issue 44: the budget a verdict needs): the cells evaluate on "
+                        "validation every --eval-every steps, run under runs/lra-pilot-bBUDGET, and their curves "
+                        "(validation accuracy against CPU seconds) go to its pilot.json and stdout; no docs")
+    p.add_argument("--eval-every", type=int, default=200, help="with --pilot: steps between validation evaluations")
     args = p.parse_args()
     os.chdir(ROOT)
-    args.runs = os.path.join("runs", f"lra-b{args.budget:g}")
+    args.runs = os.path.join("runs", f"lra-{'pilot-' if args.pilot else ''}b{args.budget:g}")
     attnkit = os.path.join(args.build, "attnkit")
+    if args.pilot:
+        if args.report_only:
+            p.error("--pilot runs cells; --report-only renders the docs of a full run")
+        make_data(attnkit)
+        for task in args.tasks:
+            for kind in args.kinds:
+                if not os.path.isfile(os.path.join(cell_dir(args, task, kind), "result.json")):
+                    run_cell(args, attnkit, task, kind)
+        write_pilot(args)
+        return
     summary_path = os.path.join(args.runs, "summary.json")
     previous = json.load(open(summary_path)) if os.path.isfile(summary_path) else {}
     px = previous.get("pathfinder_x")
