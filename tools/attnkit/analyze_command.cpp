@@ -57,7 +57,6 @@ std::vector<std::string> split(const std::string& text, char separator) {
   return parts;
 }
 
-// --data: the file's lines tokenised and cut into at most --samples windows of --seq-len tokens.
 // --random names a model directory (Hugging Face or attnkit, a run or checkpoint) or a .gguf file
 // rather than a preset or a config JSON file.
 bool random_names_a_model(const CollapseCommand& c) {
@@ -65,6 +64,7 @@ bool random_names_a_model(const CollapseCommand& c) {
          (fs::is_directory(c.random) || io::is_gguf_file(c.random));
 }
 
+// --data: the file's lines tokenised and cut into at most --samples windows of --seq-len tokens.
 void read_data_windows(const CollapseCommand& c, analysis::CollapseExperimentOptions& options) {
   const std::string tokenizer_path =
       !c.tokenizer.empty() ? c.tokenizer
