@@ -27,21 +27,32 @@ JSON_PATH = os.path.join(ROOT, "docs", "bible-heads.json")
 SITES = {"encoder.self": "encoder self", "decoder.self": "decoder self", "decoder.cross": "cross"}
 
 
-def training_summary(run):
-    """Steps, the best checkpoint by validation BLEU and the CPU seconds of every training process
-    (metrics.jsonl's cpu_seconds restart at each resume: the sum of each process's last value,
-    steps redone after a resume included)."""
-    cpu_total, last_cpu, best, steps = 0.0, 0.0, None, 0
+def cpu_seconds_by_step(run):
+    """{step: CPU seconds of training steps up to it, every process counted} from RUN/metrics.jsonl
+    (cpu_seconds restart at each resume of a run without a CPU budget: earlier processes' last
+    values are added, steps redone after a resume included)."""
+    cpu_at, base, last = {}, 0.0, 0.0
     for line in open(os.path.join(run, "metrics.jsonl")):
         d = json.loads(line)
         if "cpu_seconds" in d:
-            if d["cpu_seconds"] < last_cpu:  # a new process (resumed)
-                cpu_total += last_cpu
-            last_cpu = d["cpu_seconds"]
-            steps = max(steps, d.get("step", 0))
+            if d["cpu_seconds"] < last:  # a new process (resumed)
+                base += last
+            last = d["cpu_seconds"]
+            cpu_at[d.get("step", 0)] = base + last
+    return cpu_at
+
+
+def training_summary(run):
+    """Steps, the best checkpoint by validation BLEU and the CPU seconds of every training process
+    (cpu_seconds_by_step's last value)."""
+    best = None
+    for line in open(os.path.join(run, "metrics.jsonl")):
+        d = json.loads(line)
         if "best" in d:
             best = d["best"]
-    return {"steps": steps, "cpu_s": cpu_total + last_cpu, "best": best}
+    cpu_at = cpu_seconds_by_step(run)
+    steps = max(cpu_at, default=0)
+    return {"steps": steps, "cpu_s": cpu_at.get(steps, 0.0), "best": best}
 
 
 def read_settings(run):

@@ -27,7 +27,8 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_process import run_or_exit  # noqa: E402
-from bible_heads_results import read_settings  # noqa: E402
+from bible_heads_results import cpu_seconds_by_step, read_settings  # noqa: E402
+from pretrained_heads_results import range_verdict  # noqa: E402
 from gnu_time import machine, read_gnu_time, render_from_json, replace_region, write_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,31 +64,15 @@ def paired(build, run, baseline_items, out):
             "p_value": p["p_value"], "verdict": p["verdict"]}
 
 
-def cpu_seconds_by_step(run):
-    """{step: CPU seconds of training steps up to it} from metrics.jsonl (cpu_seconds restart at
-    each resume: earlier processes' last values are added), and the validation evaluations as
-    [(step, perplexity)]."""
-    cpu_at, evals = {}, []
-    base, last = 0.0, 0.0
-    for line in open(os.path.join(run, "metrics.jsonl")):
-        d = json.loads(line)
-        if "cpu_seconds" in d:
-            if d["cpu_seconds"] < last:  # a resumed process
-                base += last
-            last = d["cpu_seconds"]
-            cpu_at[d["step"]] = base + last
-        if "eval" in d:
-            evals.append((d["step"], d["eval"]["perplexity"]))
-    return cpu_at, evals
-
-
 def curve(run, offset):
     """[(step, CPU seconds including `offset`, validation perplexity)] of every evaluation."""
-    cpu_at, evals = cpu_seconds_by_step(run)
+    cpu_at = cpu_seconds_by_step(run)
     out = []
-    for step, ppl in evals:
-        known = [s for s in cpu_at if s <= step]
-        out.append([step, offset + (cpu_at[max(known)] if known else 0.0), ppl])
+    for line in open(os.path.join(run, "metrics.jsonl")):
+        d = json.loads(line)
+        if "eval" in d:
+            known = [s for s in cpu_at if s <= d["step"]]
+            out.append([d["step"], offset + (cpu_at[max(known)] if known else 0.0), d["eval"]["perplexity"]])
     return out
 
 
@@ -141,8 +126,8 @@ def collapse_rows(build, out_dir, teacher_run, cells):
         row = {"model": name, "kind": kind, "variants": {}}
         for variant, _ in COLLAPSE_VARIANTS:
             t, r = trained.get(variant), random.get(variant)
-            verdict = ("—" if t is None or r is None else "below" if t["max"] < r["min"] else
-                       "above" if t["min"] > r["max"] else "overlap")
+            verdict = ("—" if t is None or r is None else
+                       range_verdict([t["min"], t["max"]], [r["min"], r["max"]]))
             row["variants"][variant] = {"trained": t, "random": r, "verdict": verdict}
         rows.append(row)
     return rows
@@ -155,7 +140,7 @@ def summarize(out_dir, build):
     settings = read_settings(teacher_run)
     teacher_items_path = os.path.join(teacher_run, "test-items.json")
     teacher_items, teacher_ppl = test_items(build, teacher_run, teacher_items_path)
-    cpu_at, _ = cpu_seconds_by_step(teacher_run)
+    cpu_at = cpu_seconds_by_step(teacher_run)
     teacher = {"layers": int(settings["model.layers"]), "hidden": int(settings["model.hidden"]),
                "heads": int(settings["model.heads"]), "steps": max(cpu_at), "cpu_s": cpu_at[max(cpu_at)],
                "curve": curve(teacher_run, 0.0), "test_perplexity": teacher_ppl,
@@ -182,7 +167,7 @@ def summarize(out_dir, build):
                       "layers": len(transfer["layers"]),
                       "cpu_s": read_gnu_time(os.path.join(cell, "linearize.time"))[0]}
         offset = stage1["cpu_s"] if stage1 else 0.0
-        run_cpu, _ = cpu_seconds_by_step(run)
+        run_cpu = cpu_seconds_by_step(run)
         entry = {"cell": name, "kind": stage1["kind"] if stage1 else "softmax", "seed": seed,
                  "stage1": stage1,
                  "stage2": {"steps": max(run_cpu), "cpu_s": run_cpu[max(run_cpu)], "curve": curve(run, offset)},

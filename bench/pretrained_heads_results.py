@@ -126,14 +126,19 @@ def collapse_summaries(run):
     return out
 
 
+def range_verdict(trained, random):
+    """"below" / "above" when the [min, max] of the trained inputs' residuals lies wholly below /
+    above that of the random draws' inputs, else "overlap"."""
+    return "below" if trained[1] < random[0] else "above" if trained[0] > random[1] else "overlap"
+
+
 def collapse_comparison(trained, random):
-    """Per variant with both ranges: "below" / "above" when every trained input's residual lies
-    below / above every random draw's input, else "overlap"."""
+    """range_verdict per variant with both ranges."""
     out = {}
     for variant, t in trained.get("range", {}).items():
         r = random.get("range", {}).get(variant)
         if t and r:
-            out[variant] = "below" if t[1] < r[0] else "above" if t[0] > r[1] else "overlap"
+            out[variant] = range_verdict(t, r)
     return out
 
 
