@@ -202,14 +202,11 @@ std::vector<layers::AttentionSpec> layer_specs(const models::TransformerConfig& 
 }
 
 std::string bound_unavailable_reason(const models::TransformerConfig& config) {
-  const auto specs = layer_specs(config);
-  for (const auto& layer : specs)
+  // Every layer's kind (a hybrid's overrides included; the stack's own where none).
+  for (const auto& layer : layer_specs(config))
     if (layer.kind != AttentionKind::Softmax)
       return fmt::format("'{}' attention: the bound of Dong et al. is for softmax attention", layer.to_string());
   const auto& spec = config.attention;
-  if (spec.kind != AttentionKind::Softmax)
-    return fmt::format("'{}' attention: the bound of Dong et al. is for softmax attention",
-                       spec.to_string());
   if (spec.causal) return "causal softmax: the bound of Dong et al. is for unmasked attention";
   if (spec.talking_heads) return "talking-heads softmax: the bound assumes independent heads";
   return "";

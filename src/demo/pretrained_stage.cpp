@@ -208,8 +208,9 @@ report::Section pretrained_stage(const StageContext& context) {
   const auto experiment = analysis::run_collapse_experiment(collapse, &progress);
   analysis::write_collapse_json(experiment, (context.dir / "collapse.json").string());
   const auto& result = experiment.results.front();
-  auto last = [&](analysis::Variant v) {
-    for (const auto& curve : result.curves)
+  // A variant's relative residual after the last layer (geometric mean over the inputs).
+  auto last = [](const analysis::CollapseResult& r, analysis::Variant v) {
+    for (const auto& curve : r.curves)
       if (curve.variant == v) return analysis::geometric_means(curve).back();
     return double(NAN);
   };
@@ -223,10 +224,8 @@ report::Section pretrained_stage(const StageContext& context) {
   say("rank collapse of random weights of SmolLM2's shape (3 draws)");
   const auto random_experiment = analysis::run_collapse_experiment(random, nullptr);
   const auto& random_result = random_experiment.results.front();
-  const double pure = last(analysis::Variant::PureAttention);
-  double random_pure = NAN;
-  for (const auto& curve : random_result.curves)
-    if (curve.variant == analysis::Variant::PureAttention) random_pure = analysis::geometric_means(curve).back();
+  const double pure = last(result, analysis::Variant::PureAttention);
+  const double random_pure = last(random_result, analysis::Variant::PureAttention);
   section.headlines.push_back({"SmolLM2: relative residual of the pure-attention path after the last layer, trained "
                                "vs random weights of its shape (Dong et al.: pure attention collapses)",
                                fmt::format("{:.1e} vs {:.1e}", pure, random_pure), std::nullopt});
@@ -236,12 +235,10 @@ report::Section pretrained_stage(const StageContext& context) {
                                      collapse.input_source),
                          {"path", "trained", "random weights of its shape"},
                          {}};
-  for (size_t i = 0; i < result.curves.size() && i < random_result.curves.size(); ++i) {
-    auto value = [](double v) { return std::isnan(v) ? std::string("X vanished") : fmt::format("{:.2e}", v); };
-    compared.rows.push_back({std::string(analysis::variant_info(result.curves[i].variant).label),
-                             value(analysis::geometric_means(result.curves[i]).back()),
-                             value(analysis::geometric_means(random_result.curves[i]).back())});
-  }
+  auto value = [](double v) { return std::isnan(v) ? std::string("X vanished") : fmt::format("{:.2e}", v); };
+  for (const auto& curve : result.curves)
+    compared.rows.push_back({analysis::variant_info(curve.variant).label, value(last(result, curve.variant)),
+                             value(last(random_result, curve.variant))});
   section.blocks.push_back({fmt::format(
       "Rank collapse of SmolLM2's trained weights (Dong et al. 2021): each layer's attention alone, with its skip "
       "connection, with the MLP, with the norms, and the full block, on {}, float64: the residual "

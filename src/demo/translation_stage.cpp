@@ -57,6 +57,27 @@ std::pair<std::string, std::string> split_pair(const std::string& line) {
 
 std::string signed_points(double fraction) { return fmt::format("{:+.2f}", 100 * fraction); }
 
+// The stage 1 column of a linearization cell: none for the softmax control (no "stage1"), else the
+// held-out transfer loss before → after (each by `loss_format`) or a kind without maps to train,
+// with stage 1's CPU seconds.
+std::string stage1_column(const nlohmann::json& cell, const char* loss_format) {
+  if (!cell.contains("stage1") || !cell["stage1"].is_object()) return "none: nothing converted (control)";
+  const auto& s1 = cell["stage1"];
+  if (!s1.value("trained", false))
+    return fmt::format("none: no feature map to train ({:.0f})", s1.value("cpu_s", 0.0));
+  return fmt::format("{} → {} ({:.0f})", fmt::format(fmt::runtime(loss_format), s1.value("held_out_before", 0.0)),
+                     fmt::format(fmt::runtime(loss_format), s1.value("held_out_after", 0.0)), s1.value("cpu_s", 0.0));
+}
+
+// The seeds' verdicts of an over-seeds row, {"worse": 2, "level": 1} -> "2 worse, 1 level".
+std::string verdict_counts(const nlohmann::json& counts) {
+  std::string text;
+  if (counts.is_object())
+    for (const auto& [name, count] : counts.items())
+      text += (text.empty() ? "" : ", ") + fmt::format("{} {}", count.get<int>(), name);
+  return text;
+}
+
 // "encoder.self + decoder.self" from a cell's list of sites; "none" for none.
 std::string joined_sites(const nlohmann::json& sites) {
   std::string out;
@@ -178,11 +199,7 @@ void add_linearization_results(report::Section& section, const fs::path& docs) {
     const std::string verdict = v.value("verdict", "") == "level" ? "level" : difference < 0 ? "worse" : "better";
     table.rows.push_back(
         {c.value("kind", ""), sites, std::to_string(c.value("seed", 0)),
-         !converted ? std::string("none: nothing converted (control)")
-         : s1.value("trained", false)
-             ? fmt::format("{:.3f} → {:.3f} ({:.0f})", s1.value("held_out_before", 0.0),
-                           s1.value("held_out_after", 0.0), s1.value("cpu_s", 0.0))
-             : fmt::format("none: no feature map to train ({:.0f})", s1.value("cpu_s", 0.0)),
+         stage1_column(c, "{:.3f}"),
          fmt::format("{} ({:.0f})", s2.value("steps", 0), s2.value("cpu_s", 0.0)),
          fmt::format("{:.2f}", 100 * c["test"].value("bleu", 0.0)),
          fmt::format("{} [{}, {}]", signed_points(difference), signed_points(v.value("low", 0.0)),
@@ -207,12 +224,9 @@ void add_linearization_results(report::Section& section, const fs::path& docs) {
     report::Table seeds{"one site converted at a time, over seeds: test BLEU minus the teacher's",
                         {"kind", "site", "seeds", "mean ± sd (BLEU points)", "verdicts"}, {}};
     for (const auto& g : j["over_seeds"]) {
-      std::string verdicts;
-      for (const auto& [name, count] : g["verdicts"].items())
-        verdicts += (verdicts.empty() ? "" : ", ") + fmt::format("{} {}", count.get<int>(), name);
       seeds.rows.push_back({g.value("kind", ""), joined_sites(g["sites"]), std::to_string(g["seeds"].size()),
                             fmt::format("{} ± {:.2f}", signed_points(g.value("mean", 0.0)), 100 * g.value("sd", 0.0)),
-                            verdicts});
+                            verdict_counts(g.value("verdicts", nlohmann::json::object()))});
     }
     section.blocks.push_back({{}, seeds, {}});
   }
@@ -287,16 +301,10 @@ void add_lm_linearization_results(report::Section& section, const fs::path& docs
     if (!c.is_object() || !c.contains("stage2") || !c["stage2"].is_object() || !c.contains("vs_teacher") ||
         !c["vs_teacher"].is_object())
       continue;
-    const bool converted = c.contains("stage1") && c["stage1"].is_object();
-    const nlohmann::json s1 = converted ? c["stage1"] : nlohmann::json::object();
     const auto& s2 = c["stage2"];
     table.rows.push_back(
         {c.value("kind", ""), std::to_string(c.value("seed", 0)),
-         !converted ? std::string("none: nothing converted (control)")
-         : s1.value("trained", false)
-             ? fmt::format("{:.4g} → {:.4g} ({:.0f})", s1.value("held_out_before", 0.0),
-                           s1.value("held_out_after", 0.0), s1.value("cpu_s", 0.0))
-             : fmt::format("none: no feature map to train ({:.0f})", s1.value("cpu_s", 0.0)),
+         stage1_column(c, "{:.4g}"),
          fmt::format("{} ({:.0f})", s2.value("steps", 0), s2.value("cpu_s", 0.0)),
          fmt::format("{:.2f}", c.value("test_perplexity", 0.0)),
          c.contains("vs_control") && c["vs_control"].is_object() ? perplexity_difference(c["vs_control"])
@@ -324,10 +332,7 @@ void add_lm_linearization_results(report::Section& section, const fs::path& docs
       if (g.contains("vs_control") && g["vs_control"].is_object()) {
         const auto& v = g["vs_control"];
         difference = fmt::format("{:+.2f} ± {:.2f}", v.value("mean", 0.0), v.value("sd", 0.0));
-        verdicts.clear();
-        if (v.contains("verdicts") && v["verdicts"].is_object())
-          for (const auto& [name, count] : v["verdicts"].items())
-            verdicts += (verdicts.empty() ? "" : ", ") + fmt::format("{} {}", count.get<int>(), name);
+        verdicts = verdict_counts(v.value("verdicts", nlohmann::json::object()));
       }
       seeds.rows.push_back({g.value("kind", ""), std::to_string(g.value("seeds", nlohmann::json::array()).size()),
                             fmt::format("{:.2f} ± {:.2f}", g.value("mean", 0.0), g.value("sd", 0.0)), difference,

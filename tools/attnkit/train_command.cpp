@@ -189,8 +189,10 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
   fmt::print("step {} split {}", step, eval.split);
   for (const auto& [k, v] : metrics) fmt::print(" {}={:.6g}", k, v);
   fmt::print("\n");
+  if (eval.items.empty() && !baseline) return 0;
+  const auto items = evaluation_items(trainer, config);
   if (!eval.items.empty()) {
-    nlohmann::json out = metrics::item_statistics_json(evaluation_items(trainer, config));
+    nlohmann::json out = metrics::item_statistics_json(items);
     out["run"] = run_directory;
     out["checkpoint"] = path.string();
     out["step"] = step;
@@ -198,7 +200,6 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
     io::write_file_atomically(eval.items, out.dump() + "\n");
   }
   if (baseline) {
-    const auto items = evaluation_items(trainer, config);
     // The same data gives every item the same count (tokens, or a sentence's length) on both sides.
     if (items.metric == baseline->metric && items.width == baseline->width && items.items() == baseline->items() &&
         items.metric != metrics::SummedMetric::kBleu)
