@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build ccache make git pkg-config
   libtorch-dev python3-torch libopenblas-dev
+  libdnnl-dev  # oneDNN's sgemm for float32 GEMMs (LibTorch links its library already)
   libgloo-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libtomlplusplus-dev
   libutf8proc-dev libre2-dev libonig-dev zlib1g-dev  # zlib: the gzip IDX files of Fashion-MNIST

@@ -153,6 +153,7 @@ DemoOutcome run_demo(const DemoOptions& options) {
       {"attnkit", version()},
       {"threads", std::to_string(at::get_num_threads())},
       {"fused kernels", kernel_instruction_set()},
+      {"float32 GEMM", gemm_library_name()},
       {"seed", std::to_string(options.seed)},
       {"mode", options.quick ? "quick (the 2-minute version)" : "full"},
       {"command", options.command}};

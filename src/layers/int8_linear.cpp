@@ -9,6 +9,7 @@
 #include "attnkit/layers/feed_forward.h"
 #include "attnkit/layers/lora.h"
 #include "attnkit/layers/multi_head_attention.h"
+#include "attnkit/layers/row_linear.h"
 #include "attnkit/strings.h"
 
 #include <ATen/ATen.h>
@@ -253,7 +254,7 @@ Int8Weight int8_weight(const torch::nn::LinearImpl& layer) {
 
 at::Tensor linear(const torch::nn::LinearImpl& layer, const at::Tensor& x) {
   if (const Int8Weight w = int8_weight(layer); w.defined()) return int8_linear(x, w, layer.bias);
-  return at::linear(x, layer.weight, layer.bias);
+  return dense_linear(x, layer.weight, layer.bias);
 }
 
 namespace {

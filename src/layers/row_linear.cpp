@@ -2,12 +2,14 @@
 // take attnkit's kernels (ops/cpu/gemv_kernel.h) and why.
 #include "attnkit/layers/row_linear.h"
 
+#include "../ops/cpu/blas.h"
 #include "../ops/cpu/gemv_kernel.h"
 #include "../ops/cpu/parallel.h"
 #include "attnkit/error.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/modules/linear.h>
 
 #include <algorithm>
@@ -105,7 +107,92 @@ std::vector<at::Tensor> kernel_linear(const std::vector<DenseLayer>& layers,
   return out;
 }
 
+// Whether dense_linear may take its GEMM path for these operands (gradients or not).
+bool gemm_operands(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (x.scalar_type() != at::kFloat || weight.scalar_type() != at::kFloat || weight.dim() != 2 ||
+      x.dim() < 1 || x.size(-1) != weight.size(1) || weight.size(1) == 0 || x.numel() == 0)
+    return false;
+  if (bias.defined() && (bias.scalar_type() != at::kFloat || bias.dim() != 1 || bias.size(0) != weight.size(0)))
+    return false;
+  return x.device().is_cpu() && weight.device().is_cpu() && (!bias.defined() || bias.device().is_cpu());
+}
+
+// A row-major operand for ops::cpu::gemm: rows of unit stride (the leading dimension may be wider).
+at::Tensor gemm_ready(const at::Tensor& t) {
+  return t.dim() == 2 && t.stride(1) == 1 && t.stride(0) >= t.size(1) ? t : t.contiguous();
+}
+
+// x2 [rows, in] · weightᵀ + bias -> [rows, out], one GEMM, no autograd.
+at::Tensor gemm_linear(const at::Tensor& x2d, const at::Tensor& weight, const at::Tensor& bias) {
+  const at::Tensor x = gemm_ready(x2d), w = gemm_ready(weight);
+  const int64_t rows = x.size(0), in = x.size(1), out = w.size(0);
+  // A fresh buffer: bias.expand(...).contiguous() is bias itself for one row, which the GEMM writes.
+  at::Tensor y = at::empty({rows, out}, x.options());
+  if (bias.defined()) y.copy_(bias.expand({rows, out}));
+  ops::cpu::gemm(false, true, rows, out, in, 1.0f, x.data_ptr<float>(), x.stride(0), w.data_ptr<float>(),
+                 w.stride(0), bias.defined() ? 1.0f : 0.0f, y.data_ptr<float>(), out);
+  return y;
+}
+
+// dense_linear where something needs a gradient: the forward and both backward products as GEMMs
+// of the kernels' library. A backward that itself records a graph (create_graph) takes ATen's ops,
+// so higher derivatives stay available.
+class DenseLinearFunction : public torch::autograd::Function<DenseLinearFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x2d,
+                            const at::Tensor& weight, const c10::optional<at::Tensor>& bias) {
+    ctx->save_for_backward({x2d, weight});
+    ctx->saved_data["bias"] = bias.has_value();
+    return gemm_linear(x2d, weight, bias.has_value() ? *bias : at::Tensor());
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1];
+    const at::Tensor g = grads[0];  // [rows, out]
+    at::Tensor gx, gw, gb;
+    if (at::GradMode::is_enabled()) {
+      if (ctx->needs_input_grad(0)) gx = g.mm(w);
+      if (ctx->needs_input_grad(1)) gw = g.t().mm(x);
+    } else {
+      const at::Tensor gc = gemm_ready(g);
+      const int64_t rows = x.size(0), in = x.size(1), out = w.size(0);
+      if (ctx->needs_input_grad(0)) {
+        // [rows, out] · [out, in]
+        const at::Tensor wc = gemm_ready(w);
+        gx = at::empty({rows, in}, g.options());
+        ops::cpu::gemm(false, false, rows, in, out, 1.0f, gc.data_ptr<float>(), gc.stride(0),
+                       wc.data_ptr<float>(), wc.stride(0), 0.0f, gx.data_ptr<float>(), in);
+      }
+      if (ctx->needs_input_grad(1)) {
+        // [rows, out]ᵀ · [rows, in]
+        const at::Tensor xc = gemm_ready(x);
+        gw = at::empty({out, in}, g.options());
+        ops::cpu::gemm(true, false, out, in, rows, 1.0f, gc.data_ptr<float>(), gc.stride(0),
+                       xc.data_ptr<float>(), xc.stride(0), 0.0f, gw.data_ptr<float>(), in);
+      }
+    }
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) gb = g.sum(0);
+    return {gx, gw, gb};
+  }
+};
+
 }  // namespace
+
+at::Tensor dense_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!gemm_operands(x, weight, bias)) return at::linear(x, weight, bias);
+  const int64_t in = weight.size(1), out = weight.size(0);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = out;
+  const at::Tensor x2d = x.reshape({x.numel() / in, in});
+  const bool grad = at::GradMode::is_enabled() &&
+                    (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  if (!grad) return gemm_linear(x2d, weight, bias).view(sizes);
+  c10::optional<at::Tensor> b;
+  if (bias.defined()) b = bias;
+  return DenseLinearFunction::apply(x2d, weight, b).view(sizes);
+}
 
 DenseLayer dense_layer(const torch::nn::LinearImpl& layer) {
   return {layer.weight, layer.bias, int8_weight(layer)};
@@ -144,7 +231,7 @@ std::vector<at::Tensor> linear_rows(const at::Tensor& x, const std::vector<Dense
       at::Tensor y = l.bias.defined() ? at::addmv(l.bias, l.weight, r) : at::mv(l.weight, r);
       out.push_back(shaped(y, l.weight.size(0)));
     } else {
-      out.push_back(at::linear(x, l.weight, l.bias));
+      out.push_back(dense_linear(x, l.weight, l.bias));
     }
   }
   return out;

@@ -94,7 +94,7 @@ at::Tensor lm_head_product(const at::Tensor& hidden, const at::Tensor& own_head,
   if (const layers::Int8Weight w = head_int8(model); w.defined())
     return layers::int8_linear(hidden, w, {});
   const at::Tensor& weight = lm_head_weight(own_head, model);
-  return step ? layers::linear_rows(hidden, weight, {}) : at::linear(hidden, weight);
+  return step ? layers::linear_rows(hidden, weight, {}) : layers::dense_linear(hidden, weight, {});
 }
 
 }  // namespace attnkit::models

@@ -1,6 +1,7 @@
 #include "attnkit/models/task_model.h"
 
 #include "attnkit/error.h"
+#include "attnkit/layers/row_linear.h"
 #include "attnkit/models/batching.h"
 #include "attnkit/models/quantize.h"
 #include "attnkit/ops/masks.h"
@@ -80,7 +81,7 @@ MaskedLMHeadImpl::MaskedLMHeadImpl(int64_t hidden, int64_t embedding_size, int64
 
 at::Tensor MaskedLMHeadImpl::forward(const at::Tensor& hidden, const at::Tensor& word_embeddings) {
   auto t = norm->forward(layers::apply_activation(dense->forward(hidden), activation_));
-  return at::linear(t, decoder.defined() ? decoder : word_embeddings, bias);
+  return layers::dense_linear(t, decoder.defined() ? decoder : word_embeddings, bias);
 }
 
 namespace {

@@ -42,6 +42,9 @@ void apply_threads(int threads) {
   at::set_num_threads(n);
   at::set_num_interop_threads(n);
   attnkit::set_blas_threads(n);
+  // Read ATTNKIT_GEMM (and hold oneDNN to ATTNKIT_KERNEL_ISA's copy) before any work: a bad value
+  // is one line here, not an exception inside a kernel's parallel loop.
+  attnkit::gemm_library_name();
 }
 
 }  // namespace

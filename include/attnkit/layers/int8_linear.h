@@ -83,7 +83,8 @@ std::vector<at::Tensor> int8_linear(const at::Tensor& x, const std::vector<Int8W
 // The int8 weight of a quantized layer; undefined for a float one.
 Int8Weight int8_weight(const torch::nn::LinearImpl& layer);
 
-// x · Wᵀ + b of a layer, quantized or not (the float path is at::linear, as layer.forward).
+// x · Wᵀ + b of a layer, quantized or not (the float path is dense_linear: at::linear, as
+// layer.forward, where a gradient is needed; one GEMM of the kernels' library where none is).
 at::Tensor linear(const torch::nn::LinearImpl& layer, const at::Tensor& x);
 
 // Quantizes the dense layers of every attention (q, k, v, o) and feed-forward block (gate, fc_in,

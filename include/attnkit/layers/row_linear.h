@@ -11,7 +11,8 @@
 // kernel for more), which read each weight once per call in place, their output rows split over
 // LibTorch's threads, so a decode step wakes one thread pool rather than LibTorch's and
 // OpenBLAS's both; one row of another dtype takes at::addmv; more rows (a prefill, the encoder's
-// memory) keep at::linear.
+// memory) take dense_linear: one GEMM of the kernels' library (oneDNN where the build has it,
+// ops/cpu/blas.h).
 #include "attnkit/layers/int8_linear.h"
 
 #include <ATen/core/Tensor.h>
@@ -41,6 +42,13 @@ constexpr int64_t kFewRowsMax = 64;
 // count to at::linear, 1 only one row to the kernels: bench/decode_ct2_marian.py --few-rows-max
 // compares the paths in one binary). Throws attnkit::Error for a value that is not a count.
 int64_t few_rows_max();
+
+// x [..., in] · weightᵀ + bias (bias may be undefined) -> [..., out] as one ops::cpu::gemm
+// (oneDNN's sgemm where the build has it) when x, weight and bias are float32 on the CPU; where
+// they need gradients, through an autograd function whose backward is two GEMMs of the same
+// library (ATen's ops when the backward itself records a graph). at::linear for other dtypes.
+// Every dense layer's forward takes it (layers::linear, linear_rows' many rows, the LM heads).
+at::Tensor dense_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // x [..., in] · weight_iᵀ + bias_i for each layer -> [..., out_i]; the kernels take every layer
 // in one parallel region (q, k and v of one attention wake the threads once). Quantized layers

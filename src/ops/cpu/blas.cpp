@@ -1,8 +1,16 @@
 #include "blas.h"
 
+#include "kernel_isa.h"
+#include "attnkit/error.h"
 #include "attnkit/runtime.h"
 
 #include <dlfcn.h>
+
+#include <cstdlib>
+#include <string>
+#ifdef ATTNKIT_WITH_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -60,7 +68,51 @@ bool openblas_on_openmp() {
   return on_openmp;
 }
 
+#ifdef ATTNKIT_WITH_ONEDNN
+constexpr bool kHaveOnednn = true;
+#else
+constexpr bool kHaveOnednn = false;
+#endif
+
+// ATTNKIT_GEMM, read once (gemm_library() in blas.h).
+bool choose_onednn() {
+  const char* text = std::getenv("ATTNKIT_GEMM");
+  const std::string value = text == nullptr ? "" : text;
+  bool onednn = kHaveOnednn;
+  if (value == "blas") {
+    onednn = false;
+  } else if (value == "onednn") {
+    if (!kHaveOnednn) throw Error("ATTNKIT_GEMM=onednn: this build has no oneDNN (it runs on BLAS)");
+  } else if (!value.empty() && value != "auto") {
+    throw Error("ATTNKIT_GEMM: unknown value '" + value + "'; use onednn, blas or auto");
+  }
+#ifdef ATTNKIT_WITH_ONEDNN
+  // Held to the kernels' lower copy: before oneDNN's first kernel, and only where neither of its
+  // own variables chose already (it reads them itself).
+  const KernelIsa isa = kernel_isa();
+  if (onednn && static_cast<int>(isa) < static_cast<int>(best_kernel_isa()) &&
+      std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr && std::getenv("DNNL_MAX_CPU_ISA") == nullptr)
+    dnnl_set_max_cpu_isa(isa == KernelIsa::Avx2 ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41);
+#endif
+  return onednn;
+}
+
+bool use_onednn() {
+  static const bool onednn = choose_onednn();
+  return onednn;
+}
+
+// C = alpha·op(A)·op(B) + beta·C when op(A)·op(B) is empty (K = 0): BLAS scales C, and never
+// reads it when beta is 0.
+template <typename T>
+void scale_only(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+}
+
 }  // namespace
+
+const char* gemm_library() { return use_onednn() ? "onednn" : "blas"; }
 
 // The Python package's build (setup.py) defines ATTNKIT_GEMM_ATEN and takes gemm() from
 // src/torch_ops/package_gemm.cpp (through ATen: a wheel's static MKL need not export sgemm_).
@@ -68,6 +120,19 @@ bool openblas_on_openmp() {
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_only(M, N, beta, C, ldc);
+#ifdef ATTNKIT_WITH_ONEDNN
+  if (use_onednn()) {
+    // Row-major like ours. Inside a parallel region (the kernels' tiles) it runs on the calling
+    // thread; outside, on LibTorch's OpenMP threads.
+    const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha,
+                                            A, lda, B, ldb, beta, C, ldc);
+    if (status != dnnl_success)
+      throw Error("oneDNN sgemm failed (status " + std::to_string(static_cast<int>(status)) + ")");
+    return;
+  }
+#endif
   gemm_row_major(sgemm_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -92,6 +157,8 @@ SingleThreadedBlas::~SingleThreadedBlas() {
 }  // namespace attnkit::ops::cpu
 
 namespace attnkit {
+
+std::string gemm_library_name() { return ops::cpu::gemm_library(); }
 
 void set_blas_threads(int threads) {
   if (threads > 0 && ops::cpu::openblas_set() && !ops::cpu::openblas_on_openmp())

@@ -1,12 +1,17 @@
 #pragma once
-// Row-major GEMM on top of the Fortran BLAS that LibTorch itself links (Debian: OpenBLAS through
-// the libblas.so.3 alternative), plus a guard that makes OpenBLAS single-threaded while our own
-// parallel loop runs, so the two thread pools do not oversubscribe the cores. No LibTorch here.
+// Row-major GEMM: float32 through oneDNN's sgemm where the build has it (ATTNKIT_WITH_ONEDNN: the
+// CMake build on Debian's libdnnl, which LibTorch links too), else, and always for float64, the
+// Fortran BLAS that LibTorch itself links (Debian: OpenBLAS through the libblas.so.3 alternative).
+// oneDNN compiles its kernels for the CPU at hand (AVX-512 where it has it); Debian 12's OpenBLAS
+// 0.3.21 runs its Haswell (AVX2) kernels on CPUs it does not know, such as Zen 4/5, and wherever
+// OPENBLAS_CORETYPE says so: 1.9-2.0x slower there (docs/decoding.md, "GEMM library"). Plus a
+// guard that makes OpenBLAS single-threaded while our own parallel loop runs, so the two thread
+// pools do not oversubscribe the cores. No LibTorch here.
 #include <cstdint>
 
 namespace attnkit::ops::cpu {
 
-// C[M×N] = alpha · op(A) · op(B) + beta · C, all row-major. op(A) is [M×K]: A is stored [M×K]
+// C[M×N] = alpha · op(A) · op(B) + beta · C, all row-major (beta = 0 ignores C's contents). op(A) is [M×K]: A is stored [M×K]
 // (lda) or, with trans_a, [K×M]; likewise op(B) [K×N].
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
@@ -14,6 +19,12 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
           const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
           int64_t ldc);
+
+// The library the float32 gemm() runs on: "onednn" or "blas". ATTNKIT_GEMM=blas (or onednn, the
+// default where the build has it) chooses, read once; another value throws attnkit::Error. Where
+// ATTNKIT_KERNEL_ISA holds the kernels to a lower copy, oneDNN is held to the same instruction set
+// (unless ONEDNN_MAX_CPU_ISA says otherwise), so `make test-isa` checks its lower kernels too.
+const char* gemm_library();
 
 // While alive, OpenBLAS (if that is the BLAS in use) runs each call on the calling thread only.
 class SingleThreadedBlas {
