@@ -2,10 +2,12 @@
 """attnkit's float32 GEMM library, oneDNN against the BLAS, on the same binary (ATTNKIT_GEMM=onednn
 | blas: src/ops/cpu/blas.h): the fused attention kernels' tiles, a training step, and the 2,048-token
 prefill of SmolLM2-135M. Rounds alternate the two libraries; each cell reports the best of its
-rounds and the blas / onednn ratio of every round (> 1: oneDNN faster). Writes
-docs/gemm-library.json and its region of docs/benchmarks.md.
+rounds and the blas / onednn ratio of every round (> 1: oneDNN faster). On a CPU with AVX-512 every
+cell runs again held to AVX2 (attnkit's kernels by ATTNKIT_KERNEL_ISA, which holds oneDNN to AVX2
+too; ATen by ATEN_CPU_CAPABILITY; OpenBLAS picks its Haswell kernels either way here), as an
+AVX2-only machine would run it. Writes docs/gemm-library.json and its region of docs/benchmarks.md.
 
-Usage: bench/gemm_library.py --build build [--rounds 5] [--quick] [--no-prefill]
+Usage: bench/gemm_library.py --build build [--rounds 5] [--quick] [--no-prefill] [--no-avx2]
        bench/gemm_library.py --report-only
 """
 import argparse
@@ -26,6 +28,8 @@ DOC = os.path.join(ROOT, "docs", "benchmarks.md")
 LIBRARIES = ("blas", "onednn")
 GGUF = os.path.expanduser("~/.cache/attnkit/weights/smollm2-135m-instruct.gguf")
 FORTUNES = "/usr/share/games/fortunes/fortunes"
+ISA_ENV = {"native": {}, "avx2": {"ATTNKIT_KERNEL_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
+                                  "OPENBLAS_CORETYPE": "Haswell"}}
 
 
 def cells(quick, prefill):
@@ -71,20 +75,23 @@ def run(a):
         write_prompt()
     rows = []
     start = load_averages()
-    for name, threads, argv, seconds in cells(a.quick, prefill):
+    with open("/proc/cpuinfo") as f:
+        avx512 = " avx512f " in f.read().replace("\n", " ")
+    isas = ["native"] + (["avx2"] if avx512 and not a.no_avx2 else [])
+    for isa, (name, threads, argv, seconds) in [(i, c) for i in isas for c in cells(a.quick, prefill)]:
         times = {lib: [] for lib in LIBRARIES}
         error = None
         for r in range(a.rounds):
             order = LIBRARIES if r % 2 == 0 else LIBRARIES[::-1]
             for lib in order:
-                result = run_json(argv(a.build), 600, thread_env(threads, {"ATTNKIT_GEMM": lib}))
+                result = run_json(argv(a.build), 600, thread_env(threads, dict(ISA_ENV[isa], ATTNKIT_GEMM=lib)))
                 if "error" in result:
                     error = f"{lib}: {result['error']}"
                     break
                 times[lib].append(seconds(result))
             if error:
                 break
-        row = {"case": name, "threads": threads, "blas_rounds": times["blas"], "onednn_rounds": times["onednn"]}
+        row = {"case": name, "isa": isa, "threads": threads, "blas_rounds": times["blas"], "onednn_rounds": times["onednn"]}
         if error:
             row["error"] = error
         print(f"progress: {json.dumps(row)}", file=sys.stderr, flush=True)
@@ -103,15 +110,17 @@ def markdown(r):
              f"(Debian's oneDNN 2.6.3), {r['rounds']} alternating rounds; seconds are the best round of each "
              "(the kernels: best of their own samples; the training step: mean of its timed steps; the "
              "prefill: `generate --json`'s `prefill_s`).", "",
-             "| case | threads | BLAS s | oneDNN s | BLAS / oneDNN (best) | per round |",
-             "|---|---|---|---|---|---|"]
+             "", "Kernels: `native` is the CPU's best copy (oneDNN's too); `avx2` holds attnkit's kernels, "
+             "oneDNN (through `ATTNKIT_KERNEL_ISA=avx2`) and ATen (`ATEN_CPU_CAPABILITY=avx2`) to AVX2.", "",
+             "| case | kernels | threads | BLAS s | oneDNN s | BLAS / oneDNN (best) | per round |",
+             "|---|---|---|---|---|---|---|"]
     for row in r["rows"]:
         if "error" in row or not row["blas_rounds"]:
-            lines.append(f"| {row['case']} | {row['threads']} | — | — | failed: {row.get('error', 'no rounds')} | |")
+            lines.append(f"| {row['case']} | {row.get('isa', 'native')} | {row['threads']} | — | — | failed: {row.get('error', 'no rounds')} | |")
             continue
         b, o = min(row["blas_rounds"]), min(row["onednn_rounds"])
         per = [x / y for x, y in zip(row["blas_rounds"], row["onednn_rounds"])]
-        lines.append(f"| {row['case']} | {row['threads']} | {b:.4g} | {o:.4g} | {b / o:.2f}x | "
+        lines.append(f"| {row['case']} | {row.get('isa', 'native')} | {row['threads']} | {b:.4g} | {o:.4g} | {b / o:.2f}x | "
                      f"{min(per):.2f}x-{max(per):.2f}x |")
     lines += ["", END]
     return "\n".join(lines) + "\n"
@@ -123,6 +132,7 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="n = 1024 kernels, 512-token prefill, 3 training steps")
     p.add_argument("--no-prefill", action="store_true")
+    p.add_argument("--no-avx2", action="store_true", help="skip the cells held to AVX2")
     p.add_argument("--report-only", action="store_true")
     a = p.parse_args()
     if a.report_only:

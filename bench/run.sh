@@ -24,6 +24,10 @@ BENCH_PYTHON="$(bash scripts/bench_venv.sh)"
 /usr/bin/python3 bench/compare.py --build "$BUILD" --bench-python "$BENCH_PYTHON" "$@"
 if [ "$BENCH" = attention ]; then exit 0; fi
 echo
+echo "== float32 GEMM library: oneDNN against OpenBLAS, same binary (ATTNKIT_GEMM) =="
+quick=""; [[ " $* " == *" --quick "* ]] && quick="--quick"
+/usr/bin/python3 bench/gemm_library.py --build "$BUILD" $quick
+echo
 echo "== tokenizers: attnkit vs Hugging Face tokenizers (Node), same lines, same threads =="
 "$BUILD/attnkit_tokenizer_bench" "$BUILD/tokenizer_bench"
 echo

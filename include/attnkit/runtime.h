@@ -28,9 +28,9 @@ void reuse_freed_memory();
 // is unknown or above what the CPU runs.
 std::string kernel_instruction_set();
 
-// The library float32 GEMMs outside autograd run on (the kernels' tiles, dense layers of forward
-// passes without gradients: ops/cpu/blas.h): "onednn" (Debian's libdnnl, where the build has it:
-// the default) or "blas", as the environment variable ATTNKIT_GEMM (onednn, blas, auto) chooses
+// The library attnkit's float32 GEMMs run on (the kernels' tiles, the dense layers: ops/cpu/blas.h):
+// "onednn" (Debian's libdnnl, where the build has it and the kernels run their AVX-512 copy: the
+// default there) or "blas", as the environment variable ATTNKIT_GEMM (onednn, blas, auto) chooses
 // (read once). Throws attnkit::Error for an unknown value, or onednn in a build without it.
 std::string gemm_library_name();
 

@@ -3,7 +3,8 @@
 // dimensions wider than the rows, alpha and beta, beta = 0 over a C of NaNs (never read), K = 0,
 // and calls from inside the kernels' parallel loop. layers::dense_linear (row_linear.h) against
 // at::linear in float64, forward and backward. tests/CMakeLists.txt runs these again with
-// ATTNKIT_GEMM=blas; scripts/test_isa.sh under every instruction-set copy.
+// ATTNKIT_GEMM=blas and =onednn (the default picks one by the CPU); scripts/test_isa.sh under
+// every instruction-set copy.
 #include "../../src/ops/cpu/blas.h"
 #include "../../src/ops/cpu/parallel.h"
 #include "attnkit/layers/row_linear.h"
@@ -40,7 +41,10 @@ Operand operand(int64_t rows, int64_t cols, bool trans, int64_t pad) {
 
 TEST(Gemm, LibraryFollowsTheEnvironment) {
   const char* forced = std::getenv("ATTNKIT_GEMM");
-  const std::string expected = forced != nullptr && std::string(forced) == "blas" ? "blas" : "onednn";
+  const std::string value = forced == nullptr ? "" : forced;
+  const std::string expected = value == "blas" || value == "onednn"
+                                   ? value
+                                   : (attnkit::kernel_instruction_set() == "avx512" ? "onednn" : "blas");
   EXPECT_EQ(attnkit::gemm_library_name(), expected);
 }
 

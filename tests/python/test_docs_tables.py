@@ -93,6 +93,7 @@ class DocsTables(unittest.TestCase):
         ("decode_smollm2", "decoding.md", "decode-smollm2.json", "<!-- decode-smollm2:begin -->"),
         ("decode_ct2_marian", "decoding.md", "decode-marian.json", "<!-- decode-marian:begin -->"),
         ("train_compare", "training-benchmarks.md", "training-benchmarks.json", "<!-- train-benchmarks:begin -->"),
+        ("gemm_library", "benchmarks.md", "gemm-library.json", "<!-- gemm-library:begin -->"),
     )
 
     def test_optional_regions_are_their_json(self):

@@ -78,11 +78,14 @@ constexpr bool kHaveOnednn = false;
 bool choose_onednn() {
   const char* text = std::getenv("ATTNKIT_GEMM");
   const std::string value = text == nullptr ? "" : text;
-  bool onednn = kHaveOnednn;
+  // auto: oneDNN where its AVX-512 kernels run (1.4-1.9x OpenBLAS 0.3.21's Haswell kernels on Zen
+  // 5); held to AVX2 it is within -7%..+7% of OpenBLAS (docs/benchmarks.md), so the BLAS stays.
+  bool onednn = kHaveOnednn && kernel_isa() == KernelIsa::Avx512;
   if (value == "blas") {
     onednn = false;
   } else if (value == "onednn") {
     if (!kHaveOnednn) throw Error("ATTNKIT_GEMM=onednn: this build has no oneDNN (it runs on BLAS)");
+    onednn = true;
   } else if (!value.empty() && value != "auto") {
     throw Error("ATTNKIT_GEMM: unknown value '" + value + "'; use onednn, blas or auto");
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Row-major GEMM: float32 through oneDNN's sgemm where the build has it (ATTNKIT_WITH_ONEDNN: the
-// CMake build on Debian's libdnnl, which LibTorch links too), else, and always for float64, the
+// CMake build on Debian's libdnnl, which LibTorch links too) and the CPU has AVX-512 (gemm_library
+// below), else, and always for float64, the
 // Fortran BLAS that LibTorch itself links (Debian: OpenBLAS through the libblas.so.3 alternative).
 // oneDNN compiles its kernels for the CPU at hand (AVX-512 where it has it); Debian 12's OpenBLAS
 // 0.3.21 runs its Haswell (AVX2) kernels on CPUs it does not know, such as Zen 4/5, and wherever
@@ -20,10 +21,11 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
           const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
           int64_t ldc);
 
-// The library the float32 gemm() runs on: "onednn" or "blas". ATTNKIT_GEMM=blas (or onednn, the
-// default where the build has it) chooses, read once; another value throws attnkit::Error. Where
-// ATTNKIT_KERNEL_ISA holds the kernels to a lower copy, oneDNN is held to the same instruction set
-// (unless ONEDNN_MAX_CPU_ISA says otherwise), so `make test-isa` checks its lower kernels too.
+// The library the float32 gemm() runs on: "onednn" or "blas". By default oneDNN where attnkit's
+// kernels run their AVX-512 copy (so does oneDNN there), else the BLAS; ATTNKIT_GEMM=onednn or
+// blas (auto: the default) chooses, read once; another value throws attnkit::Error. oneDNN chosen
+// where ATTNKIT_KERNEL_ISA holds the kernels to a lower copy is held to the same instruction set
+// (unless ONEDNN_MAX_CPU_ISA says otherwise).
 const char* gemm_library();
 
 // While alive, OpenBLAS (if that is the BLAS in use) runs each call on the calling thread only.
