@@ -272,12 +272,12 @@ def peer_sdpa(a, cells):
 
 def attnkit(a, threads, prompt, new_tokens, beams, repeats, compute_type="float32"):
     """{"seconds": prefill_s + decode_s, "cpu": the CPU seconds of both, "prefill", "prefill_cpu"},
-    each the least of `repeats` processes, and the last JSON."""
+    each the least of `repeats` processes, "prefill_slowest" (the most), and the last JSON."""
     argv = [os.path.join(a.build, "attnkit"), "--threads", str(threads), "--quiet", "generate",
             "--model", a.gguf, "--prompt-ids", " ".join(map(str, prompt)), "--json", "--no-eos",
             "--max-new-tokens", str(new_tokens), "--strategy", "greedy" if beams == 1 else "beam",
             "--beams", str(max(beams, 1)), "--compute-type", compute_type]
-    best, doc = {}, None
+    best, doc, slowest_prefill = {}, None, 0.0
     for _ in range(repeats):
         doc = json.loads(run(argv, thread_env(threads)).splitlines()[0])
         t = doc["timing"]
@@ -287,6 +287,8 @@ def attnkit(a, threads, prompt, new_tokens, beams, repeats, compute_type="float3
         now = {"seconds": t["prefill_s"] + t["decode_s"], "cpu": t["prefill_cpu_s"] + t["decode_cpu_s"],
                "prefill": t["prefill_s"], "prefill_cpu": t["prefill_cpu_s"]}
         best = {k: min(v, best.get(k, v)) for k, v in now.items()}
+        slowest_prefill = max(slowest_prefill, t["prefill_s"])
+    best["prefill_slowest"] = slowest_prefill
     return best, doc
 
 
@@ -441,7 +443,7 @@ def main():
         mine, doc = attnkit(a, threads, long_prompt, 1, 1, a.repeats)
         first = doc["results"][0]["sequences"][0]["ids"][0]
         row = {"threads": threads, "n": prefill_n, "attnkit": mine["prefill"], "attnkit_cpu": mine["prefill_cpu"],
-               "first": {"attnkit": first}}
+               "attnkit_slowest": mine["prefill_slowest"], "first": {"attnkit": first}}
         pcell = [{"prompt": long_prompt, "new_tokens": 1, "prefill": True}]
         if a.sdpa_python:
             r = json_lines(run([a.sdpa_python, os.path.abspath(__file__), "peer", "--engine", "sdpa",
@@ -544,8 +546,17 @@ def markdown(r):
         for x in prefill_rows:
             if "sdpa" in x:
                 ratio, cpu = x["sdpa"] / x["attnkit"], x["sdpa_cpu"] / x["attnkit_cpu"]
-                out.append(f"- target prefill >= 1.2x sdpa ({x['threads']} thread(s), n = {prefill_n}): "
-                           f"{ratio:.2f}x {'PASS' if ratio >= 1.2 else 'MISS'} (CPU time: {cpu:.2f}x)")
+                if "attnkit_slowest" in x:
+                    # Every run of either side against every run of the other is at least sdpa's
+                    # fastest over attnkit's slowest: met when that reaches the target.
+                    worst = x["sdpa"] / x["attnkit_slowest"]
+                    verdict = "MET" if worst >= 1.2 else "MISSED" if ratio < 1.2 else "NOT SETTLED"
+                    out.append(f"- target prefill >= 1.2x sdpa ({x['threads']} thread(s), n = {prefill_n}): "
+                               f"best {ratio:.2f}x, attnkit's slowest of {r['repeats']} runs against sdpa's "
+                               f"fastest {worst:.2f}x: {verdict} (CPU time: {cpu:.2f}x)")
+                else:
+                    out.append(f"- target prefill >= 1.2x sdpa ({x['threads']} thread(s), n = {prefill_n}): "
+                               f"{ratio:.2f}x {'PASS' if ratio >= 1.2 else 'MISS'} (CPU time: {cpu:.2f}x)")
     out += ["", END, ""]
     return "\n".join(out)
 
