@@ -134,6 +134,14 @@ at::Tensor gemm_linear(const at::Tensor& x2d, const at::Tensor& weight, const at
   return y;
 }
 
+// x2d · weightᵀ + bias without autograd: the few-row kernels up to few_rows_max() rows (as the
+// decoding steps), else one GEMM; the same bits whether or not a gradient is wanted.
+at::Tensor dense_product(const at::Tensor& x2d, const at::Tensor& weight, const at::Tensor& bias) {
+  const std::vector<DenseLayer> layer{{weight, bias, {}}};
+  if (kernel_rows(x2d, layer) > 0) return kernel_linear(layer, x2d)[0];
+  return gemm_linear(x2d, weight, bias);
+}
+
 // dense_linear where something needs a gradient: the forward and both backward products as GEMMs
 // of the kernels' library. A backward that itself records a graph (create_graph) takes ATen's ops,
 // so higher derivatives stay available.
@@ -143,7 +151,8 @@ class DenseLinearFunction : public torch::autograd::Function<DenseLinearFunction
                             const at::Tensor& weight, const c10::optional<at::Tensor>& bias) {
     ctx->save_for_backward({x2d, weight});
     ctx->saved_data["bias"] = bias.has_value();
-    return gemm_linear(x2d, weight, bias.has_value() ? *bias : at::Tensor());
+    // Autograd runs forward with gradients off: the kernels' rows as without gradients.
+    return dense_product(x2d, weight, bias.has_value() ? *bias : at::Tensor());
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -188,7 +197,8 @@ at::Tensor dense_linear(const at::Tensor& x, const at::Tensor& weight, const at:
   const at::Tensor x2d = x.reshape({x.numel() / in, in});
   const bool grad = at::GradMode::is_enabled() &&
                     (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
-  if (!grad) return gemm_linear(x2d, weight, bias).view(sizes);
+  // Few rows (a short sentence through an encoder) take the decoding steps' kernels.
+  if (!grad) return dense_product(x2d, weight, bias).view(sizes);
   c10::optional<at::Tensor> b;
   if (bias.defined()) b = bias;
   return DenseLinearFunction::apply(x2d, weight, b).view(sizes);

@@ -52,7 +52,7 @@ TEST(Gemm, MatchesFloat64Product) {
   torch::manual_seed(11);
   struct Shape { int64_t M, N, K; };
   for (Shape s : {Shape{1, 1, 1}, Shape{1, 17, 33}, Shape{5, 3, 7}, Shape{16, 16, 16},
-                  Shape{33, 65, 17}, Shape{64, 1, 128}, Shape{130, 70, 300}}) {
+                  Shape{33, 65, 17}, Shape{64, 1, 128}, Shape{130, 70, 300}, Shape{257, 129, 65}}) {
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (auto [alpha, beta] : {std::pair<float, float>{1.0f, 0.0f}, {0.5f, 1.0f}, {-2.0f, 0.25f}}) {
@@ -92,7 +92,7 @@ TEST(Gemm, EmptyInnerDimensionScalesC) {
 // As the flash kernel calls it: one tile product per task of the parallel loop, each on its thread.
 TEST(Gemm, InsideTheParallelLoop) {
   torch::manual_seed(12);
-  const int64_t tasks = 8, M = 24, N = 40, K = 32;
+  const int64_t tasks = 4, M = 128, N = 136, K = 64;  // above the BLAS threshold: oneDNN's
   at::Tensor A = torch::randn({tasks, M, K}), B = torch::randn({tasks, N, K});
   at::Tensor C = torch::empty({tasks, M, N});
   attnkit::ops::cpu::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
@@ -104,27 +104,39 @@ TEST(Gemm, InsideTheParallelLoop) {
   EXPECT_LE((C.to(at::kDouble) - want).abs().max().item<double>(), 1e-4);
 }
 
+// Rows for the few-row kernels (1, 2 x 33), for the GEMM below and above the BLAS threshold of
+// ops/cpu/blas.h (70, 2 x 300); with and without gradients, with the same bits. Under
+// ATTNKIT_DECODE_FEW_ROWS_MAX=0 (ops.gemm_on_*) every count takes the GEMM, one row included,
+// whose result must be a buffer of its own, not the bias it starts from.
 TEST(DenseLinear, MatchesFloat64Linear) {
   torch::manual_seed(13);
-  for (auto sizes : {std::vector<int64_t>{70, 48}, std::vector<int64_t>{2, 65, 48}, std::vector<int64_t>{48}}) {
+  for (auto sizes : {std::vector<int64_t>{70, 96}, std::vector<int64_t>{2, 300, 96}, std::vector<int64_t>{2, 33, 96},
+                     std::vector<int64_t>{96}}) {
     at::Tensor x = torch::randn(sizes);
-    at::Tensor storage = torch::randn({33, 52});
-    at::Tensor w = storage.narrow(1, 2, 48);  // rows wider than the layer
-    at::Tensor wt = torch::randn({48, 33}).t();  // a transposed view: copied
-    at::Tensor b = torch::randn({33});
+    at::Tensor storage = torch::randn({80, 100});
+    at::Tensor w = storage.narrow(1, 2, 96);  // rows wider than the layer
+    at::Tensor wt = torch::randn({96, 80}).t();  // a transposed view: copied
+    at::Tensor b = torch::randn({80});
     const at::Tensor b_before = b.clone();
     for (const at::Tensor& weight : {w, wt})
-      for (bool with_bias : {true, false}) {
-        torch::NoGradGuard no_grad;
-        at::Tensor y = attnkit::layers::dense_linear(x, weight, with_bias ? b : at::Tensor());
-        at::Tensor want = at::linear(x.to(at::kDouble), weight.to(at::kDouble),
-                                     with_bias ? b.to(at::kDouble) : at::Tensor());
-        ASSERT_EQ(y.sizes(), want.sizes());
-        EXPECT_EQ(y.scalar_type(), at::kFloat);
-        EXPECT_LE((y.to(at::kDouble) - want).abs().max().item<double>(), 1e-4)
-            << "x " << x.sizes() << " weight strides " << weight.strides() << " bias " << with_bias;
-        EXPECT_TRUE(at::equal(b, b_before));  // a one-row result is a buffer of its own
-      }
+      for (bool with_bias : {true, false})
+        for (bool grad : {false, true}) {
+          const at::Tensor wg = grad ? weight.detach().requires_grad_() : weight;
+          at::Tensor y = attnkit::layers::dense_linear(x, wg, with_bias ? b : at::Tensor());
+          EXPECT_EQ(y.requires_grad(), grad);
+          at::Tensor want = at::linear(x.to(at::kDouble), weight.to(at::kDouble),
+                                       with_bias ? b.to(at::kDouble) : at::Tensor());
+          ASSERT_EQ(y.sizes(), want.sizes());
+          EXPECT_EQ(y.scalar_type(), at::kFloat);
+          EXPECT_LE((y.detach().to(at::kDouble) - want).abs().max().item<double>(), 1e-4)
+              << "x " << x.sizes() << " weight strides " << weight.strides() << " bias " << with_bias
+              << " grad " << grad;
+          EXPECT_TRUE(at::equal(b, b_before));
+          if (grad) {
+            torch::NoGradGuard no_grad;
+            EXPECT_TRUE(at::equal(y.detach(), attnkit::layers::dense_linear(x, weight, with_bias ? b : at::Tensor())));
+          }
+        }
   }
 }
 
