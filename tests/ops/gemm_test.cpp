@@ -104,7 +104,7 @@ TEST(Gemm, InsideTheParallelLoop) {
   EXPECT_LE((C.to(at::kDouble) - want).abs().max().item<double>(), 1e-4);
 }
 
-// Rows for the few-row kernels (1, 2 x 33), for the GEMM below and above the BLAS threshold of
+// Rows for the few-row kernels (1, 2 x 33), for the GEMM above the BLAS threshold of
 // ops/cpu/blas.h (70, 2 x 300); with and without gradients, with the same bits. Under
 // ATTNKIT_DECODE_FEW_ROWS_MAX=0 (ops.gemm_on_*) every count takes the GEMM, one row included,
 // whose result must be a buffer of its own, not the bias it starts from.

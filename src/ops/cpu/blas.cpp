@@ -79,7 +79,7 @@ bool choose_onednn() {
   const char* text = std::getenv("ATTNKIT_GEMM");
   const std::string value = text == nullptr ? "" : text;
   // auto: oneDNN where its AVX-512 kernels run (1.4-1.9x OpenBLAS 0.3.21's Haswell kernels on Zen
-  // 5); held to AVX2 it is within -7%..+7% of OpenBLAS (docs/benchmarks.md), so the BLAS stays.
+  // 5); held to AVX2 it is within -9%..+8% of OpenBLAS (docs/benchmarks.md), so the BLAS stays.
   bool onednn = kHaveOnednn && kernel_isa() == KernelIsa::Avx512;
   if (value == "blas") {
     onednn = false;
@@ -103,8 +103,10 @@ bool choose_onednn() {
 // oneDNN generates each kind of kernel the first time a process needs it (2.5 ms for the first
 // N·Tᵀ product here, 19 ms for the first N·N, 1.3 ms for the first of 8 rows: 25 ms of a 0.2 s
 // Marian sentence). Below this many multiply-adds a product takes the BLAS: its kernels are
-// compiled already, and there oneDNN's faster kernels would save microseconds.
-constexpr int64_t kOnednnMinWork = int64_t{1} << 20;
+// compiled already, and there oneDNN's faster kernels would save microseconds. The linear and
+// cosFormer kernels' 64-token chunks (64·64·64 and up) stay above it: oneDNN made them 1.4-1.6x
+// faster, and 2^20 here lost that.
+constexpr int64_t kOnednnMinWork = int64_t{1} << 17;
 
 bool use_onednn() {
   static const bool onednn = choose_onednn();

@@ -13,7 +13,7 @@
 namespace attnkit::ops::cpu {
 
 // C[M×N] = alpha · op(A) · op(B) + beta · C, all row-major (beta = 0 ignores C's contents).
-// With oneDNN as the library, products of fewer than 2^20 multiply-adds (M·N·K) take the BLAS
+// With oneDNN as the library, products of fewer than 2^17 multiply-adds (M·N·K) take the BLAS
 // (blas.cpp: oneDNN compiles each kernel kind on its first use). op(A) is [M×K]: A is stored [M×K]
 // (lda) or, with trans_a, [K×M]; likewise op(B) [K×N].
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
