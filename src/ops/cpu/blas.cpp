@@ -101,8 +101,8 @@ bool choose_onednn() {
 }
 
 // oneDNN generates each kind of kernel the first time a process needs it (2.5 ms for the first
-// N·Tᵀ product here, 19 ms for the first N·N, 1.3 ms for the first of 8 rows: 25 ms of a 0.2 s
-// Marian sentence). Below this many multiply-adds a product takes the BLAS: its kernels are
+// N·Tᵀ product here, 19 ms for the first N·N, 1.3 ms for the first of 8 rows: 17-19 ms of a
+// 0.2 s Marian sentence). Below this many multiply-adds a product takes the BLAS: its kernels are
 // compiled already, and there oneDNN's faster kernels would save microseconds. The linear and
 // cosFormer kernels' 64-token chunks (64·64·64 and up) stay above it: oneDNN made them 1.4-1.6x
 // faster, and 2^20 here lost that.

@@ -1,13 +1,13 @@
 #pragma once
 // Row-major GEMM: float32 through oneDNN's sgemm where the build has it (ATTNKIT_WITH_ONEDNN: the
-// CMake build on Debian's libdnnl, which LibTorch links too) and the CPU has AVX-512 (gemm_library
-// below), else, and always for float64, the
-// Fortran BLAS that LibTorch itself links (Debian: OpenBLAS through the libblas.so.3 alternative).
-// oneDNN compiles its kernels for the CPU at hand (AVX-512 where it has it); Debian 12's OpenBLAS
-// 0.3.21 runs its Haswell (AVX2) kernels on CPUs it does not know, such as Zen 4/5, and wherever
-// OPENBLAS_CORETYPE says so: 1.9-2.0x slower there (docs/decoding.md, "GEMM library"). Plus a
-// guard that makes OpenBLAS single-threaded while our own parallel loop runs, so the two thread
-// pools do not oversubscribe the cores. No LibTorch here.
+// CMake build on Debian's libdnnl, which LibTorch links too) and the kernels run their AVX-512
+// copy (gemm_library below); else, and always for float64, through the Fortran BLAS that LibTorch
+// itself links (Debian: OpenBLAS through the libblas.so.3 alternative). oneDNN compiles its
+// kernels for the CPU at hand; Debian 12's OpenBLAS 0.3.21 runs its Haswell (AVX2) kernels on
+// CPUs it does not know, such as Zen 4/5, and wherever OPENBLAS_CORETYPE says so: 1.4-1.9x slower
+// there (docs/benchmarks.md, "Float32 GEMM library"). Plus a guard that makes OpenBLAS
+// single-threaded while our own parallel loop runs, so the two thread pools do not oversubscribe
+// the cores. No LibTorch here.
 #include <cstdint>
 
 namespace attnkit::ops::cpu {
