@@ -28,6 +28,7 @@ DOC = os.path.join(ROOT, "docs", "benchmarks.md")
 LIBRARIES = ("blas", "onednn")
 GGUF = os.path.expanduser("~/.cache/attnkit/weights/smollm2-135m-instruct.gguf")
 FORTUNES = "/usr/share/games/fortunes/fortunes"
+PROMPTS = os.path.join("/tmp", f"gemm-library-prompt-{os.getpid()}.txt")  # the prefill's text
 ISA_ENV = {"native": {}, "avx2": {"ATTNKIT_KERNEL_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
                                   "OPENBLAS_CORETYPE": "Haswell"}}
 
@@ -57,8 +58,6 @@ def cells(quick, prefill):
                         lambda r: r["timing"]["prefill_s"]))
     return out
 
-
-PROMPTS = os.path.join("/tmp", f"gemm-library-prompt-{os.getpid()}.txt")
 
 
 def write_prompt():

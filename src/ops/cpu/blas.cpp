@@ -80,7 +80,8 @@ bool choose_onednn() {
   const std::string value = text == nullptr ? "" : text;
   // auto: oneDNN where its AVX-512 kernels run (1.4-1.9x OpenBLAS 0.3.21's Haswell kernels on Zen
   // 5); held to AVX2 it is within -9%..+8% of OpenBLAS (docs/benchmarks.md), so the BLAS stays.
-  bool onednn = kHaveOnednn && kernel_isa() == KernelIsa::Avx512;
+  const KernelIsa isa = kernel_isa();
+  bool onednn = kHaveOnednn && isa == KernelIsa::Avx512;
   if (value == "blas") {
     onednn = false;
   } else if (value == "onednn") {
@@ -92,7 +93,6 @@ bool choose_onednn() {
 #ifdef ATTNKIT_WITH_ONEDNN
   // Held to the kernels' lower copy: before oneDNN's first kernel, and only where neither of its
   // own variables chose already (it reads them itself).
-  const KernelIsa isa = kernel_isa();
   if (onednn && static_cast<int>(isa) < static_cast<int>(best_kernel_isa()) &&
       std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr && std::getenv("DNNL_MAX_CPU_ISA") == nullptr)
     dnnl_set_max_cpu_isa(isa == KernelIsa::Avx2 ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41);
