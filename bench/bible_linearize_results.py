@@ -201,7 +201,7 @@ def markdown(s):
              "(stage 1 = attention transfer of the feature maps, 300 steps of 16 training pairs, held-out loss "
              "on the 316 validation pairs summed over the converted layers; stage 2 = 400 steps of 32 pairs, "
              "every weight, lr 2e-4 cosine; the best checkpoint by validation BLEU on 100 verses), one run per row "
-             f"(seed 0 unless the row names another), one thread each ({s['machine']}). Student − teacher: sacreBLEU's paired bootstrap on the test verses "
+             f"(seed 0 unless the row names another), one thread each ({s['machine']}; CPU minutes are those of the build each row ran on: rows without a date ran on a later build than the dated ones). Student − teacher: sacreBLEU's paired bootstrap on the test verses "
              "(1,000 resamples, 95%); \"level\" where the interval covers 0. Generated "
              f"{s['generated']} by `bench/bible_linearize_results.py`.", "",
              "| kind | sites converted (layers) | stage 1 held-out loss | stage 1 CPU min | stage 2 CPU min "
