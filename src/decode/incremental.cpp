@@ -178,6 +178,27 @@ class KVCache : public layers::AttentionCache {
   }
   std::string name() const override { return "kv-cache"; }
 
+  bool one_column(layers::KVColumn& out) const override {
+    if (!keys_.defined() || length_ + 1 > horizon_ || keys_.scalar_type() != at::kFloat ||
+        values_.scalar_type() != at::kFloat || !keys_.is_contiguous() || !values_.is_contiguous() ||
+        !valid_.is_contiguous() || !keys_.device().is_cpu())
+      return false;
+    out.keys = keys_.data_ptr<float>();
+    out.values = values_.data_ptr<float>();
+    out.valid = valid_.data_ptr<bool>();
+    out.batch = keys_.size(0);
+    out.kv_heads = keys_.size(1);
+    out.capacity = capacity_;
+    out.key_size = keys_.size(3);
+    out.value_size = values_.size(3);
+    // As attend() places one column: slot c (c mod w in a window's ring), then the prefix up to
+    // it, or the whole filled ring.
+    out.slot = length_ % capacity_;
+    out.filled = std::min(length_ + 1, capacity_);
+    return true;
+  }
+  void column_written() override { length_ += 1; }
+
  private:
   // New columns [from, from + count) of this step (count <= capacity) into their slots: column
   // c = length_ + t at slot c mod capacity (at most two runs of adjacent slots).

@@ -58,52 +58,51 @@ int64_t kernel_rows(const at::Tensor& x, const std::vector<DenseLayer>& layers) 
   return rows;
 }
 
+}  // namespace
+
+void kernel_rows_into(const float* x, int64_t rows, int64_t in, const KernelRows* layers,
+                      size_t count) {
+  int64_t total = 0;
+  for (size_t i = 0; i < count; ++i) total += layers[i].out;
+  // A task's work grows with the rows: fewer output rows per task for more rows of x.
+  const int64_t grain = std::max<int64_t>(16, kGemvGrain / rows);
+  ops::cpu::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
+    int64_t first = 0;  // the layer's first row in the concatenated numbering
+    for (size_t i = 0; i < count; ++i) {
+      const KernelRows& l = layers[i];
+      const int64_t lo = std::max(begin, first) - first;
+      const int64_t hi = std::min(end, first + l.out) - first;
+      first += l.out;
+      if (lo >= hi) continue;
+      if (rows == 1)
+        ops::cpu::gemv_rows(l.weight, l.ldw, x, in, l.bias, l.y, lo, hi);
+      else
+        ops::cpu::gemm_few_rows(l.weight, l.ldw, x, in, rows, in, l.bias, l.y, l.out, lo, hi);
+    }
+  });
+}
+
+namespace {
+
 // weight_i [out_i, in] · x [rows, in]ᵀ + bias_i for every layer -> [rows, out_i], in one parallel
 // region whose tasks split the layers' output rows (q, k and v of one attention wake the threads
 // once).
 std::vector<at::Tensor> kernel_linear(const std::vector<DenseLayer>& layers,
                                              const at::Tensor& x2d) {
-  struct Segment {
-    at::Tensor w, b, y;
-    const float* wp;
-    const float* bp;
-    float* yp;
-    int64_t ldw, out, first;  // first: the segment's first row in the concatenated numbering
-  };
   const at::Tensor x = x2d.contiguous();
   const int64_t rows = x.size(0), in = x.size(1);
-  std::vector<Segment> segments;
-  int64_t total = 0;
+  std::vector<at::Tensor> kept, out;  // weights and biases made contiguous, the outputs
+  std::vector<KernelRows> raw;
   for (const auto& l : layers) {
-    Segment s;
-    s.w = l.weight.stride(1) == 1 ? l.weight : l.weight.contiguous();
-    s.b = l.bias.defined() ? l.bias.contiguous() : l.bias;
-    s.out = l.weight.size(0);
-    s.y = at::empty({rows, s.out}, x.options());
-    s.wp = s.w.data_ptr<float>();
-    s.bp = s.b.defined() ? s.b.data_ptr<float>() : nullptr;
-    s.yp = s.y.data_ptr<float>();
-    s.ldw = s.w.stride(0);
-    s.first = total;
-    total += s.out;
-    segments.push_back(std::move(s));
+    const at::Tensor w = l.weight.stride(1) == 1 ? l.weight : l.weight.contiguous();
+    const at::Tensor b = l.bias.defined() ? l.bias.contiguous() : l.bias;
+    out.push_back(at::empty({rows, w.size(0)}, x.options()));
+    raw.push_back({w.data_ptr<float>(), w.stride(0), w.size(0),
+                   b.defined() ? b.data_ptr<float>() : nullptr, out.back().data_ptr<float>()});
+    kept.push_back(w);
+    if (b.defined()) kept.push_back(b);
   }
-  const float* xp = x.data_ptr<float>();
-  // A task's work grows with the rows: fewer output rows per task for more rows of x.
-  const int64_t grain = std::max<int64_t>(16, kGemvGrain / rows);
-  ops::cpu::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
-    for (const auto& s : segments) {
-      const int64_t lo = std::max(begin, s.first) - s.first;
-      const int64_t hi = std::min(end, s.first + s.out) - s.first;
-      if (lo >= hi) continue;
-      if (rows == 1)
-        ops::cpu::gemv_rows(s.wp, s.ldw, xp, in, s.bp, s.yp, lo, hi);
-      else
-        ops::cpu::gemm_few_rows(s.wp, s.ldw, xp, in, rows, in, s.bp, s.yp, s.out, lo, hi);
-    }
-  });
-  std::vector<at::Tensor> out;
-  for (auto& s : segments) out.push_back(std::move(s.y));
+  kernel_rows_into(x.data_ptr<float>(), rows, in, raw.data(), raw.size());
   return out;
 }
 

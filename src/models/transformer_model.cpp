@@ -1,6 +1,8 @@
 #include "attnkit/models/transformer_model.h"
 
 #include "attnkit/error.h"
+
+#include "../layers/fused_step.h"
 #include "../ops/cpu/blas.h"
 
 #include <fmt/format.h>
@@ -318,12 +320,28 @@ at::Tensor TransformerModelImpl::step(StackCache& cache, const at::Tensor& ids,
   at::Tensor h = embeddings->forward(ids, token_types, 0, cache.condition, s.positions);
   RotaryCall rotary{s.positions, {}, {}};
   layers::StepInputs with_rotary = s;
+  // One column per row through blocks that all take the fused step (layers/fused_step.h): the
+  // hidden state is updated in place, in a buffer of its own.
+  bool fused = ids.size(1) == 1 && !cache.condition && self_gates_.empty() && cross_gates_.empty() &&
+               layers::fused_step_enabled();
+  if (fused) {
+    h = h.contiguous();
+    for (int64_t layer = 0; fused && layer < config_.layers; ++layer) {
+      with_rotary.rotary = rotary_tables(rotary, layer);
+      fused = layers::fused_block_ready(*block(layer), *cache.self[layer], h, with_rotary);
+    }
+    if (fused) h = h.clone();
+  }
   for (int64_t layer = 0; layer < config_.layers; ++layer) {
+    with_rotary.rotary = rotary_tables(rotary, layer);
+    if (fused) {
+      layers::fused_block_step(*block(layer), *cache.self[layer], h, with_rotary);
+      continue;
+    }
     set_depth_gates(layer);
     layers::BlockCaches caches;
     caches.self = cache.self[layer].get();
     if (config_.cross_attention) caches.cross = cache.cross[layer].get();
-    with_rotary.rotary = rotary_tables(rotary, layer);
     h = block(layer)->step(h, with_rotary, caches, cache.condition);
   }
   if (final_norm) h = final_norm->forward(h, cache.condition);

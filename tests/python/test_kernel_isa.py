@@ -1,5 +1,6 @@
 """ATTNKIT_KERNEL_ISA forces a copy of the fused kernels (docs/testing.md): each copy this CPU can
-run is the one that runs and gives a finite result, and a bad value is a one-line error."""
+run is the one that runs and gives a finite result, and a bad value is a one-line error (of
+ATTNKIT_GEMM and ATTNKIT_FUSED_STEP too)."""
 import os
 import subprocess
 import unittest
@@ -57,6 +58,22 @@ class KernelIsa(unittest.TestCase):
             r = attention("avx512")
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("this CPU runs at most", r.stderr)
+
+
+class ProcessSettings(unittest.TestCase):
+    """ATTNKIT_GEMM and ATTNKIT_FUSED_STEP are read before any work: a bad value is one line."""
+
+    def test_bad_values_are_one_line_errors(self):
+        for name, value, message in (
+                ("ATTNKIT_GEMM", "mkl", "ATTNKIT_GEMM"),
+                ("ATTNKIT_FUSED_STEP", "yes", "ATTNKIT_FUSED_STEP: expected 0 or 1, got 'yes'")):
+            env = dict(os.environ, **{name: value})
+            r = subprocess.run([CLI, "attention", "--kind", "softmax", "--n", "8", "--repeat", "1"],
+                               env=env, capture_output=True, text=True)
+            self.assertNotEqual(r.returncode, 0, name)
+            self.assertEqual(r.stderr.strip().count("\n"), 0, r.stderr)
+            self.assertIn(message, r.stderr)
+            self.assertEqual(r.stdout, "", name)
 
 
 if __name__ == "__main__":

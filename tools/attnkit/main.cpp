@@ -45,6 +45,7 @@ void apply_threads(int threads) {
   // Read ATTNKIT_GEMM (and hold oneDNN to ATTNKIT_KERNEL_ISA's copy) before any work: a bad value
   // is one line here, not an exception inside a kernel's parallel loop.
   attnkit::gemm_library_name();
+  attnkit::fused_decoding_step();  // ATTNKIT_FUSED_STEP, likewise
 }
 
 }  // namespace

@@ -28,6 +28,19 @@ struct StepInputs {
   ops::RotaryTables rotary;
 };
 
+// A float32 KV cache's buffers as the fused one-column step (layers/fused_step.h) writes and
+// reads them: keys [batch, kv_heads, capacity, key_size], values [batch, kv_heads, capacity,
+// value_size], valid [batch, capacity] (false = padding, never a key), all contiguous. The step's
+// new column goes to slot `slot` of every row; it then attends slots [0, filled) in place (the
+// prefix of the columns so far, or a sliding window's whole ring, in any order).
+struct KVColumn {
+  float* keys = nullptr;
+  float* values = nullptr;
+  bool* valid = nullptr;
+  int64_t batch = 0, kv_heads = 0, capacity = 0, key_size = 0, value_size = 0;
+  int64_t slot = 0, filled = 0;
+};
+
 // The state one self-attention layer keeps between steps.
 class AttentionCache {
  public:
@@ -42,6 +55,15 @@ class AttentionCache {
   virtual int64_t length() const = 0;  // columns consumed
   virtual int64_t bytes() const = 0;   // memory the state holds
   virtual std::string name() const = 0;
+  // A float32 KV cache whose buffers exist (after its first attend) and have room for one more
+  // column: true, with `out` describing where that column goes. Nothing changes until
+  // column_written(), which counts the column once the caller has written it (key, value and
+  // validity of every row). Other states: false.
+  virtual bool one_column(KVColumn& out) const {
+    (void)out;
+    return false;
+  }
+  virtual void column_written() {}
 };
 
 // Cross attention's state: the keys and values (or feature sums) of a fixed encoder memory.

@@ -50,6 +50,20 @@ int64_t few_rows_max();
 // Every dense layer's forward takes it (layers::linear, linear_rows' many rows, the LM heads).
 at::Tensor dense_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
+// One float32 layer for kernel_rows_into: weight [out, in] with leading dimension ldw (unit
+// column stride), bias [out] or null, y [rows, out] contiguous, written.
+struct KernelRows {
+  const float* weight;
+  int64_t ldw, out;
+  const float* bias;
+  float* y;
+};
+// y_i = x · weight_iᵀ + bias_i for `count` layers, x [rows, in] contiguous, 1 <= rows <=
+// few_rows_max(): the kernels (gemv for one row, the few-row kernel for more) in one parallel
+// region over the layers' output rows; what linear_rows runs for float32 layers, on raw buffers
+// (the fused decoding step, layers/fused_step.h). No checks: the caller's shapes are trusted.
+void kernel_rows_into(const float* x, int64_t rows, int64_t in, const KernelRows* layers, size_t count);
+
 // x [..., in] · weight_iᵀ + bias_i for each layer -> [..., out_i]; the kernels take every layer
 // in one parallel region (q, k and v of one attention wake the threads once). Quantized layers
 // (all or none of them) take int8_linear at any number of rows.
