@@ -112,6 +112,7 @@ def summarize(bible, build):
         cells.append({
             "cell": name, "kind": transfer["kind"], "sites": sites, "layers": len(transfer["layers"]),
             "seed": int(read_settings(os.path.join(cell, "run")).get("run.seed", 0)),
+            "lora_rank": int(read_settings(os.path.join(cell, "run")).get("lora.rank", 0)),
             "stage1": None if control else {
                 "trained": transfer["trained"], "steps": transfer["steps"] if transfer["trained"] else 0,
                 "held_out_before": transfer["total"]["initial"], "held_out_after": transfer["total"]["final"],
@@ -158,16 +159,16 @@ def over_seeds(cells):
     teacher over them, and how many seeds' paired intervals say worse / level / better."""
     groups = {}
     for c in cells:
-        groups.setdefault((c["kind"], tuple(c["sites"])), []).append(c)
+        groups.setdefault((c["kind"], tuple(c["sites"]), c.get("lora_rank", 0)), []).append(c)
     out = []
-    for (kind, sites), runs in sorted(groups.items(), key=lambda g: (g[0][0], len(g[0][1]) < 3, g[0][1])):
+    for (kind, sites, lora), runs in sorted(groups.items(), key=lambda g: (g[0][0], len(g[0][1]) < 3, g[0][1], g[0][2])):
         if len(runs) < 2:
             continue
         runs.sort(key=lambda c: c["seed"])
         d = [c["vs_teacher"]["difference"] for c in runs]
         verdicts = ["level" if c["vs_teacher"]["verdict"] == "level" else "worse"
                     if c["vs_teacher"]["difference"] < 0 else "better" for c in runs]
-        out.append({"kind": kind, "sites": list(sites), "seeds": [c["seed"] for c in runs],
+        out.append({"kind": kind, "sites": list(sites), "lora_rank": lora, "seeds": [c["seed"] for c in runs],
                     "differences": d, "mean": statistics.mean(d), "sd": statistics.stdev(d),
                     "test_bleu": [c["test"]["bleu"] for c in runs],
                     "verdicts": {v: verdicts.count(v) for v in ("worse", "level", "better") if v in verdicts}})
@@ -177,6 +178,11 @@ def over_seeds(cells):
 def site_text(sites):
     return ("none: the teacher fine-tuned alike (control)" if not sites else "all three"
             if len(sites) == 3 else ", ".join(SITE_NAMES.get(x, x) for x in sites))
+
+
+def lora_text(rank):
+    """A low-rank stage 2's mark in the sites column (scripts/bible_linearize.sh LORA)."""
+    return f", stage 2 LoRA rank {rank} (lr 1e-3)" if rank else ""
 
 
 def bleu(x):
@@ -211,7 +217,8 @@ def markdown(s):
     for c in sorted(s["cells"], key=lambda c: (c["stage1"] is not None, c["kind"], len(c["sites"]) < 3, c["sites"],
                                                c.get("seed", 0))):
         sites = site_text(c["sites"])
-        layers = ((f" ({c['layers']})" if c["sites"] else "") + (f", seed {c['seed']}" if c.get("seed") else "")
+        layers = ((f" ({c['layers']})" if c["sites"] else "") + lora_text(c.get("lora_rank", 0))
+                  + (f", seed {c['seed']}" if c.get("seed") else "")
                   + (f"; measured {c['kept_from']}" if c.get("kept_from") else ""))
         st1 = c["stage1"] or {"cpu_s": 0.0}
         loss = ("—" if c["stage1"] is None else f"{st1['held_out_before']:.3f} → {st1['held_out_after']:.3f}"
@@ -232,7 +239,8 @@ def markdown(s):
                   "seeds' verdicts |", "|---|---|---|---|---|---|"]
         for g in groups:
             verdicts = ", ".join(f"{n} {v}" for v, n in g["verdicts"].items())
-            lines.append(f"| `{g['kind']}` | {site_text(g['sites'])} | {', '.join(str(x) for x in g['seeds'])} | "
+            lines.append(f"| `{g['kind']}` | {site_text(g['sites'])}{lora_text(g.get('lora_rank', 0))} | "
+                         f"{', '.join(str(x) for x in g['seeds'])} | "
                          f"{' / '.join(bleu(b) for b in g['test_bleu'])} | {signed(g['mean'])} ± "
                          f"{100 * g['sd']:.2f} | {verdicts} |")
     lines += ["", END, ""]

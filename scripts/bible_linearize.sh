@@ -10,8 +10,11 @@
 # (what the extra steps alone do), in BIBLE_OUT/linearize/softmax-control.
 # SEED > 0 repeats a cell with another seed (stage 1's draws and stage 2's data order and dropout)
 # in a folder of its own, OUT-seedSEED.
-# Usage: bash scripts/bible_linearize.sh [BUILD] [BIBLE_OUT] [KIND] [SITES] [FT_STEPS] [SEED]
-#   defaults: build, runs/bible-clean, linear:hedgehog, all, 400, 0
+# LORA > 0: stage 2 is low-rank instead (LoLCATs' stage 2: LoRA adapters of rank LORA, alpha
+# 2·LORA, on every attention layer's q, k, v and o, every other weight frozen; lr 1e-3, as low-rank
+# runs take a larger step than full fine-tuning), in OUT-loraLORA.
+# Usage: bash scripts/bible_linearize.sh [BUILD] [BIBLE_OUT] [KIND] [SITES] [FT_STEPS] [SEED] [LORA]
+#   defaults: build, runs/bible-clean, linear:hedgehog, all, 400, 0, 0
 set -euo pipefail
 BUILD="${1:-build}"
 BIBLE="${2:-runs/bible-clean}"
@@ -19,17 +22,17 @@ KIND="${3:-linear:hedgehog}"
 SITES="${4:-all}"
 FT_STEPS="${5:-400}"
 SEED="${6:-0}"
+LORA="${7:-0}"
 AK=(nice -n 19 "$BUILD/attnkit" --threads 1 --seed "$SEED")
 OUT="$BIBLE/linearize/${KIND//:/-}-${SITES//,/+}"
+[ "$KIND" != softmax ] || OUT="$BIBLE/linearize/softmax-control"
+[ "$LORA" = 0 ] || OUT="$OUT-lora$LORA"
+[ "$SEED" = 0 ] || OUT="$OUT-seed$SEED"
+# Stage 2 starts from the cell's own student (stage 1 with its seed), the control from the teacher.
 INIT="$OUT/student"
-if [ "$KIND" = softmax ]; then
-  OUT="$BIBLE/linearize/softmax-control"
-  INIT="$BIBLE/run"
-fi
-if [ "$SEED" != 0 ]; then
-  OUT="$OUT-seed$SEED"
-  [ "$KIND" = softmax ] || INIT="$OUT/student"
-fi
+[ "$KIND" != softmax ] || INIT="$BIBLE/run"
+stage2_flags=(--optimizer.lr 2e-4)
+[ "$LORA" = 0 ] || stage2_flags=(--optimizer.lr 1e-3 --lora.rank "$LORA" --lora.alpha "$((2 * LORA))")
 mkdir -p "$OUT"
 site_flags=()
 [ "$SITES" = all ] || site_flags=(--sites "$SITES")
@@ -44,7 +47,7 @@ if [ ! -f "$OUT/run/done" ]; then
   else
     /usr/bin/time -o "$OUT/train.time" -v "${AK[@]}" train --init "$INIT" --task.name translation \
       --task.data "$BIBLE/split/train.tsv" --task.tokenizer "$BIBLE/tok" --task.truncate 96 \
-      --task.batch_size 32 --task.eval_examples 100 --task.label_smoothing 0.1 --optimizer.lr 2e-4 \
+      --task.batch_size 32 --task.eval_examples 100 --task.label_smoothing 0.1 "${stage2_flags[@]}" \
       --schedule.kind cosine --schedule.warmup 50 --run.seed "$SEED" --run.steps "$FT_STEPS" --run.eval_every 100 \
       --run.checkpoint_every 100 --run.dir "$OUT/run" > "$OUT/train.log" 2>&1
   fi

@@ -1,9 +1,11 @@
 // Stage "decoding": samples from the language model the training stage trained (greedy and
-// top-p, decode/generation.h), and the per-token latency of decoding with the softmax KV cache
+// top-p, decode/generation.h), what int8 costs it (attnkit eval, float32 against int8), and the
+// per-token latency of decoding with the softmax KV cache
 // against the constant-size linear / cosFormer recurrent state ("Transformers are RNNs") at
 // growing positions, on random GPT-2-shaped models.
 #include "attnkit/decode/language_models.h"
 #include "attnkit/decode/latency.h"
+#include "attnkit/file.h"
 #include "attnkit/demo/demo.h"
 #include "attnkit/error.h"
 #include "attnkit/io/model_directory.h"
@@ -12,7 +14,10 @@
 #include "attnkit/text/pretrained.h"
 #include "attnkit/text/unicode.h"
 
+#include "cli_runner.h"
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -30,6 +35,46 @@ std::string one_line(const std::string& raw) {
   std::replace(text.begin(), text.end(), '\n', ' ');
   std::replace(text.begin(), text.end(), '\t', ' ');
   return text;
+}
+
+// What int8 costs the training stage's language model, as a user measures it: `attnkit eval` of
+// its best checkpoint on the held-out blocks in float32 (--items), then quantized (--compute-type
+// int8, as generate quantizes) with the paired bootstrap against the float32 items.
+void int8_quality(const StageContext& context, const fs::path& run, report::Section& section) {
+  const auto& o = context.options;
+  const std::string items = (context.dir / "lm-float32-items.json").string();
+  const std::string paired = (context.dir / "lm-int8-vs-float32.json").string();
+  const std::vector<std::string> eval = {"--threads", "1", "--quiet", "eval", "--run", run.string(),
+                                         "--checkpoint", "best", "--split", "val", "--examples", "0"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = eval;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  run_attnkit(o, with({"--items", items}));
+  run_attnkit(o, with({"--compute-type", "int8", "--paired-bs", items, "--bs-samples", "1000", "--json", paired}));
+  const nlohmann::json r = nlohmann::json::parse(read_file(paired));
+  const double f32 = r["b"]["score"].get<double>(), i8 = r["a"]["score"].get<double>();
+  const auto& d = r["difference"];
+  const double change = i8 / f32 - 1.0;
+  const std::string verdict = r["verdict"] == "level" ? "level" : r["verdict"] == "b" ? "int8 worse" : "int8 better";
+  report::Table table{"held-out perplexity of the same checkpoint, float32 and int8; int8 − float32 with "
+                      "sacreBLEU's paired bootstrap over the held-out blocks (1,000 resamples, 95%)",
+                      {"float32", "int8", "int8 / float32", "int8 − float32 [95%]", "verdict"}, {}};
+  table.rows.push_back({fmt::format("{:.3f}", f32), fmt::format("{:.3f}", i8), fmt::format("{:+.2f}%", 100 * change),
+                        fmt::format("{:+.3f} [{:+.3f}, {:+.3f}]", d["score"].get<double>(), d["low"].get<double>(),
+                                    d["high"].get<double>()),
+                        verdict});
+  section.headlines.push_back({"int8 decoding: the language model's held-out perplexity against float32 (target within 2%)",
+                               fmt::format("{:+.2f}%", 100 * change),
+                               o.quick ? std::optional<bool>() : std::optional<bool>(std::abs(change) <= 0.02)});
+  section.blocks.push_back({"int8 (`generate --compute-type int8`: every attention and feed-forward layer and the LM "
+                            "head as per-row int8 weights, activations quantized per row at run time) against float32 "
+                            "on that language model, measured as a user would: `attnkit eval --run RUN --checkpoint "
+                            "best --split val --examples 0 --items F`, then the same with `--compute-type int8 "
+                            "--paired-bs F`. docs/decoding.md (\"int8\") has the Bible translation model's BLEU and "
+                            "SmolLM2-135M's perplexity the same way.", {}, {}});
+  section.blocks.push_back({{}, table, {}});
 }
 
 }  // namespace
@@ -77,6 +122,7 @@ report::Section decoding_stage(const StageContext& context) {
                               "byte-level BPE), decoded with its KV cache (decode::generate, Hugging Face "
                               "generate's semantics).", {}, {}});
     section.blocks.push_back({{}, samples, {}});
+    int8_quality(context, lm_dir / "lm", section);
   } else {
     section.blocks.push_back({fmt::format("No trained language model in {} (run the training stage first), so "
                                           "there are no samples.", lm_dir.string()), {}, {}});

@@ -130,6 +130,15 @@ class Report(unittest.TestCase):
                 self.assertIn("SmolLM2-135M-Instruct from its GGUF file", page.sections["pretrained"]["text"])
             else:
                 self.assertIn("Skipped: no", page.sections["pretrained"]["text"])
+            # int8 against float32 on the training stage's language model (attnkit eval, paired bootstrap).
+            with open(os.path.join(out, "decoding", "lm-int8-vs-float32.json"), encoding="utf-8") as f:
+                int8 = json.load(f)
+            decoding = page.sections["decoding"]["text"]
+            self.assertIn("held-out perplexity of the same checkpoint, float32 and int8", decoding)
+            self.assertIn(f"{int8['b']['score']:.3f}", decoding)
+            self.assertIn(f"{int8['a']['score']:.3f}", decoding)
+            self.assertIn("int8 decoding: the language model's held-out perplexity against float32",
+                          page.sections["summary"]["text"])
             self.assertNotIn("failed", page.sections["summary"]["text"])
             self.assertIn("target met", page.sections["summary"]["text"])
             # Rebuilt from the run directory: the same page.

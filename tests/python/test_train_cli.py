@@ -190,6 +190,34 @@ class TrainCli(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("lm-test.txt", err)
 
+    def test_eval_int8_against_float32(self):
+        """`eval --compute-type int8` evaluates the checkpoint quantized as generate quantizes it:
+        a perplexity near float32's but not the same number, its line says so, and --paired-bs
+        against the float32 items gives what int8 costs; bf16 is refused (no quantized eval)."""
+        run, _ = self.train_tiny_lm()
+        metric = lambda text, name: float(text.split(name + "=")[1].split()[0])  # noqa: E731
+        base = ["eval", "--run", run, "--split", "test", "--examples", "0"]
+        items = os.path.join(self.dir, "items-float.json")
+        rc, out, err = attnkit(*base, "--items", items)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("compute", out)
+        paired = os.path.join(self.dir, "paired-int8.json")
+        rc, out8, err = attnkit(*base, "--compute-type", "int8", "--paired-bs", items, "--bs-samples", "100",
+                                "--json", paired)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out8, r"^step 30 split test compute int8 ")
+        float_ppl, int8_ppl = metric(out, "perplexity"), metric(out8, "perplexity")
+        self.assertNotEqual(int8_ppl, float_ppl)
+        self.assertLess(abs(int8_ppl / float_ppl - 1), 0.05, (out, out8))
+        with open(paired) as f:
+            result = json.load(f)
+        self.assertAlmostEqual(result["a"]["score"], int8_ppl, delta=1e-4 * int8_ppl)
+        self.assertAlmostEqual(result["b"]["score"], float_ppl, delta=1e-4 * float_ppl)
+        rc, _, err = attnkit(*base, "--compute-type", "bf16")
+        self.assertNotEqual(rc, 0, err)
+        self.assertIn("--compute-type: bf16 not in {float32,int8}", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+
     def test_eval_items_and_paired_bootstrap(self):
         """`eval --items` writes each test block's negative log-likelihood and tokens (their corpus
         perplexity is the one printed); `--paired-bs` of another checkpoint against them gives the

@@ -5,6 +5,8 @@
 #include "attnkit/file.h"
 #include "attnkit/io/atomic_file.h"
 #include "attnkit/metrics/stats.h"
+#include "attnkit/models/model.h"
+#include "attnkit/models/quantize.h"
 #include "attnkit/train/checkpoint.h"
 #include "attnkit/train/distributed.h"
 #include "attnkit/data/listops.h"
@@ -131,6 +133,7 @@ struct EvalArguments {
   std::string baseline;               // --paired-bs: a baseline's per-item statistics (from --items)
   metrics::PairedBootstrapOptions bootstrap;
   std::string json;                   // --json: the paired bootstrap's result
+  std::string compute_type = "float32";  // --compute-type: int8 quantizes the loaded model
 };
 
 nlohmann::json read_json(const std::string& path) {
@@ -185,8 +188,17 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
                               (checkpoints_directory / eval.checkpoint).string(), eval.checkpoint));
   }
   const int64_t step = trainer.load_weights(path.string());
+  if (eval.compute_type == "int8") {
+    // The checkpoint's weights quantized as `generate --compute-type int8` quantizes them (every
+    // attention and feed-forward layer and the LM head; models/quantize.h), nothing saved.
+    const auto model = task->trained_model();
+    if (!model) throw Error("eval --compute-type int8: this task's model cannot be quantized");
+    models::quantize_model(*model, layers::ComputeType::Int8);
+    models::pack_int8_model(*model);
+  }
   const auto metrics = trainer.evaluate();
   fmt::print("step {} split {}", step, eval.split);
+  if (eval.compute_type != "float32") fmt::print(" compute {}", eval.compute_type);
   for (const auto& [k, v] : metrics) fmt::print(" {}={:.6g}", k, v);
   fmt::print("\n");
   if (eval.items.empty() && !baseline) return 0;
@@ -259,6 +271,12 @@ void register_train_commands(CLI::App& app, GlobalOptions& global) {
   eval_cmd->add_option("--checkpoint", eval_args->checkpoint,
                        "newest, best (the best evaluation of the run), step-N, or a checkpoint "
                        "directory")
+      ->capture_default_str();
+  eval_cmd->add_option("--compute-type", eval_args->compute_type,
+                       "float32, or int8: the checkpoint quantized as generate --compute-type int8 "
+                       "quantizes it (per-row int8 weights, per-row activations at run time), then "
+                       "evaluated; with --paired-bs against a float32 --items file, what int8 costs")
+      ->check(CLI::IsMember({"float32", "int8"}))
       ->capture_default_str();
   eval_cmd->add_option("--examples", eval_args->examples,
                        "examples to evaluate (0 = all; default: the run's task.eval_examples)")
