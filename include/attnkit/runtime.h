@@ -35,7 +35,7 @@ std::string kernel_instruction_set();
 std::string gemm_library_name();
 
 // Whether decoding steps of one column per row take the fused block step where a model's blocks
-// allow it (src/layers/fused_step.h: pre-norm, float32, softmax over a KV cache), as the
+// allow it (src/layers/fused_step.h: float32, softmax over a KV cache and a memory), as the
 // environment variable ATTNKIT_FUSED_STEP (1, the default, or 0) says (read once). Throws
 // attnkit::Error for another value.
 bool fused_decoding_step();

@@ -388,6 +388,39 @@ at::Tensor CrossAttentionCache::attend(const layers::MultiHeadAttentionImpl& att
   return context.transpose(1, 2).reshape({R, n, H, dv}).transpose(1, 2);
 }
 
+bool CrossAttentionCache::memory_rows(int64_t rows, layers::MemoryRows& out) const {
+  if (keys_.scalar_type() != at::kFloat || values_.scalar_type() != at::kFloat || !keys_.device().is_cpu() ||
+      !values_.device().is_cpu() || keys_.dim() != 4 || values_.dim() != 4 || keys_.stride(3) != 1 ||
+      values_.stride(3) != 1)
+    return false;
+  const int64_t U = keys_.size(0);
+  if (U == 0 || rows <= 0 || rows % U != 0 || static_cast<int64_t>(row_ids_.size()) != rows) return false;
+  const int64_t G = rows / U;  // as attend() blocks them: the rows of memory row i consecutive
+  for (int64_t r = 0; r < rows; ++r)
+    if (row_ids_[static_cast<size_t>(r)] != r / G) return false;
+  if (padding_) {
+    const at::Tensor& p = *padding_;
+    if (p.scalar_type() != at::kBool || p.dim() != 2 || p.size(0) != U || p.size(1) != keys_.size(2) ||
+        p.stride(1) != 1 || !p.device().is_cpu())
+      return false;
+    out.padding = p.data_ptr<bool>();
+    out.padding_stride = p.stride(0);
+  }
+  out.keys = keys_.data_ptr<float>();
+  out.values = values_.data_ptr<float>();
+  out.memory_rows = U;
+  out.heads = keys_.size(1);
+  out.length = keys_.size(2);
+  out.key_size = keys_.size(3);
+  out.value_size = values_.size(3);
+  for (int d = 0; d < 3; ++d) {
+    out.key_strides[d] = keys_.stride(d);
+    out.value_strides[d] = values_.stride(d);
+  }
+  out.group = G;
+  return true;
+}
+
 void CrossAttentionCache::select_rows(const at::Tensor& index) {
   const at::Tensor rows = index.to(at::kCPU, at::kLong).contiguous().view({-1});
   const int64_t* r = rows.data_ptr<int64_t>();

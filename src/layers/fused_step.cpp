@@ -1,4 +1,4 @@
-// The fused one-column decoding step of a pre-norm block (fused_step.h says what and why).
+// The fused one-column decoding step of a block (fused_step.h says what and why).
 #include "fused_step.h"
 
 #include "attnkit/error.h"
@@ -143,9 +143,9 @@ bool fused_step_enabled() { return fused_flag().load() != 0; }
 int64_t fused_block_steps() { return block_steps.load(); }
 void set_fused_step(bool enabled) { fused_flag().store(enabled ? 1 : 0); }
 
-bool fused_block_ready(TransformerBlockImpl& block, const AttentionCache& cache, const at::Tensor& h,
+bool fused_block_ready(TransformerBlockImpl& block, const BlockCaches& caches, const at::Tensor& h,
                        const StepInputs& step) {
-  if (at::GradMode::is_enabled()) return false;
+  if (at::GradMode::is_enabled() || caches.self == nullptr) return false;
   const auto& o = block.options();
   const int64_t hidden = o.hidden();
   if (h.dim() != 3 || h.size(1) != 1 || h.size(2) != hidden || h.scalar_type() != at::kFloat ||
@@ -159,8 +159,8 @@ bool fused_block_ready(TransformerBlockImpl& block, const AttentionCache& cache,
       !step.valid.device().is_cpu())
     return false;
   const BlockPaths& paths = block.paths();
-  if (!o.norm_first() || o.cross_attention() || o.sublayer_output_norm() || o.condition_size() > 0 ||
-      !paths.skip || !paths.mlp || !paths.layer_norm || !paths.attention || block.is_training())
+  if (o.sublayer_output_norm() || o.condition_size() > 0 || !paths.skip || !paths.mlp || !paths.layer_norm ||
+      !paths.attention || block.is_training())
     return false;
   if (!norm_ready(block.ln_attention, hidden) || !norm_ready(block.ln_ffn, hidden)) return false;
   const MultiHeadAttentionImpl& a = *block.attention;
@@ -183,6 +183,22 @@ bool fused_block_ready(TransformerBlockImpl& block, const AttentionCache& cache,
         return false;
     if (step.rotary.sin.sizes() != step.rotary.cos.sizes()) return false;
   }
+  if (block.cross_attention) {
+    // Softmax cross attention over a memory the cache reads in place, its rows in blocks.
+    const MultiHeadAttentionImpl& c = *block.cross_attention;
+    const AttentionSpec& cspec = c.options().spec();
+    if (caches.cross == nullptr || !norm_ready(block.ln_cross, hidden) || cspec.kind != AttentionKind::Softmax ||
+        cspec.talking_heads || c.head_gates().defined() || c.has_lora() || c.q_norm.defined() || c.grouped() ||
+        c.transferring() || !c.q || !c.o)
+      return false;
+    const int64_t CH = c.heads(), cdk = c.key_size(), cdv = c.value_size();
+    if (!float_layer(*c.q, hidden) || !float_layer(*c.o, CH * cdv) || c.q->weight.size(0) != CH * cdk ||
+        c.o->weight.size(0) != hidden)
+      return false;
+    MemoryRows m;
+    if (!caches.cross->memory_rows(rows, m) || m.heads != CH || m.key_size != cdk || m.value_size != cdv)
+      return false;
+  }
   const FeedForwardImpl& f = *block.ffn;
   const int64_t inner = f.options().intermediate();
   if (!f.fc_in || !f.fc_out || !float_layer(*f.fc_in, hidden) || !float_layer(*f.fc_out, inner) ||
@@ -190,28 +206,33 @@ bool fused_block_ready(TransformerBlockImpl& block, const AttentionCache& cache,
     return false;
   if (f.gate && (!float_layer(*f.gate, hidden) || f.gate->weight.size(0) != inner)) return false;
   KVColumn kv;
-  return cache.one_column(kv) && kv.batch == rows && kv.kv_heads == KV && kv.key_size == dk &&
+  return caches.self->one_column(kv) && kv.batch == rows && kv.kv_heads == KV && kv.key_size == dk &&
          kv.value_size == dv;
 }
 
-void fused_block_step(TransformerBlockImpl& block, AttentionCache& cache, at::Tensor& h,
+void fused_block_step(TransformerBlockImpl& block, const BlockCaches& caches, at::Tensor& h,
                       const StepInputs& step) {
   const int64_t hidden = block.options().hidden(), rows = h.size(0);
+  const bool pre = block.options().norm_first();
   MultiHeadAttentionImpl& a = *block.attention;
   const FeedForwardImpl& f = *block.ffn;
+  AttentionCache& cache = *caches.self;
   const int64_t H = a.heads(), KV = a.grouped() ? a.kv_heads() : H;
   const int64_t dk = a.key_size(), dv = a.value_size(), inner = f.options().intermediate();
+  const MultiHeadAttentionImpl* c = block.cross_attention ? block.cross_attention.get() : nullptr;
+  const int64_t CH = c ? c->heads() : 0, cdk = c ? c->key_size() : 0, cdv = c ? c->value_size() : 0;
   KVColumn kv;
   if (!cache.one_column(kv)) throw Error("fused decoding step: the cache has no column for it");
 
-  // Scratch: the normed input, q, k, v, the contexts, a sub-layer's output, the FFN's inner rows
-  // (two when gated), the log-sum-exps. One buffer per thread, grown as needed.
-  const int64_t q_size = H * dk, k_size = KV * dk, v_size = KV * dv, ctx_size = H * dv;
-  const int64_t need = rows * (2 * hidden + q_size + k_size + v_size + ctx_size + 2 * inner + H);
+  // Scratch: the sub-layer's input, q, k, v, the contexts, a sub-layer's output, the FFN's inner
+  // rows (two when gated), the log-sum-exps. One buffer per thread, grown as needed.
+  const int64_t q_size = std::max(H * dk, CH * cdk), k_size = KV * dk, v_size = KV * dv;
+  const int64_t ctx_size = std::max(H * dv, CH * cdv), heads = std::max(H, CH);
+  const int64_t need = rows * (2 * hidden + q_size + k_size + v_size + ctx_size + 2 * inner + heads);
   thread_local std::vector<float> scratch;
   if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
-  float* normed = scratch.data();
-  float* q = normed + rows * hidden;
+  float* input = scratch.data();
+  float* q = input + rows * hidden;
   float* k = q + rows * q_size;
   float* v = k + rows * k_size;
   float* ctx = v + rows * v_size;
@@ -220,70 +241,118 @@ void fused_block_step(TransformerBlockImpl& block, AttentionCache& cache, at::Te
   float* gate = up + rows * inner;
   float* lse = gate + rows * inner;
   float* x = h.data_ptr<float>();
+  // A residual sub-layer as TransformerBlockImpl::run orders it: pre-norm x += f(norm(x)),
+  // post-norm x = norm(x + f(x)). `body` reads `from` and writes its output to `sub`.
+  const auto residual = [&](const ConditionalLayerNormImpl& ln, const auto& body) {
+    const float* from = x;
+    if (pre) {
+      norm_rows(ln, x, rows, hidden, input);
+      from = input;
+    }
+    body(from);
+    for (int64_t i = 0; i < rows * hidden; ++i) x[i] += sub[i];
+    if (!pre) {
+      norm_rows(ln, x, rows, hidden, input);
+      std::memcpy(x, input, static_cast<size_t>(rows * hidden) * sizeof(float));
+    }
+  };
 
-  // ---- self attention: x += o(attend(rotate(q), the cache + rotate(k), v)) of norm(x)
-  norm_rows(*block.ln_attention, x, rows, hidden, normed);
-  const KernelRows qkv[3] = {rows_of(*a.q, q), rows_of(*a.k, k), rows_of(*a.v, v)};
-  kernel_rows_into(normed, rows, hidden, qkv, 3);
-  if (step.rotary.cos.defined()) {
-    const int64_t width = step.rotary.cos.size(2);
-    const bool per_row = step.rotary.cos.size(0) == rows && rows > 1;
-    const float* cos = step.rotary.cos.data_ptr<float>();
-    const float* sin = step.rotary.sin.data_ptr<float>();
+  // ---- self attention: o(attend(rotate(q), the cache + rotate(k), v))
+  residual(*block.ln_attention, [&](const float* from) {
+    const KernelRows qkv[3] = {rows_of(*a.q, q), rows_of(*a.k, k), rows_of(*a.v, v)};
+    kernel_rows_into(from, rows, hidden, qkv, 3);
+    if (step.rotary.cos.defined()) {
+      const int64_t width = step.rotary.cos.size(2);
+      const bool per_row = step.rotary.cos.size(0) == rows && rows > 1;
+      const float* cos = step.rotary.cos.data_ptr<float>();
+      const float* sin = step.rotary.sin.data_ptr<float>();
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t t = per_row ? r * width : 0;
+        rotate_heads(q + r * H * dk, H, dk, width, cos + t, sin + t);
+        rotate_heads(k + r * k_size, KV, dk, width, cos + t, sin + t);
+      }
+    }
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t t = per_row ? r * width : 0;
-      rotate_heads(q + r * q_size, H, dk, width, cos + t, sin + t);
-      rotate_heads(k + r * k_size, KV, dk, width, cos + t, sin + t);
+      for (int64_t g = 0; g < KV; ++g) {
+        std::memcpy(kv.keys + ((r * KV + g) * kv.capacity + kv.slot) * dk, k + r * k_size + g * dk,
+                    static_cast<size_t>(dk) * sizeof(float));
+        std::memcpy(kv.values + ((r * KV + g) * kv.capacity + kv.slot) * dv, v + r * v_size + g * dv,
+                    static_cast<size_t>(dv) * sizeof(float));
+      }
+      kv.valid[r * kv.capacity + kv.slot] = column_valid(step.valid, r);
     }
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t g = 0; g < KV; ++g) {
-      std::memcpy(kv.keys + ((r * KV + g) * kv.capacity + kv.slot) * dk, k + r * k_size + g * dk,
-                  static_cast<size_t>(dk) * sizeof(float));
-      std::memcpy(kv.values + ((r * KV + g) * kv.capacity + kv.slot) * dv, v + r * v_size + g * dv,
-                  static_cast<size_t>(dv) * sizeof(float));
-    }
-    kv.valid[r * kv.capacity + kv.slot] = column_valid(step.valid, r);
-  }
-  cache.column_written();
-  const AttentionSpec& spec = a.options().spec();
-  ops::cpu::FlashProblem p;
-  p.B = rows;
-  p.H = H;
-  p.Hkv = KV;
-  p.L = 1;
-  p.S = kv.filled;
-  p.dk = dk;
-  p.dv = dv;
-  p.scale = spec.scale > 0 ? spec.scale : 1.0 / std::sqrt(static_cast<double>(dk));
-  p.logit_softcap = spec.logit_softcap;
-  p.q_rows = {q_size, dk, dk};
-  p.k_rows = {KV * kv.capacity * dk, kv.capacity * dk, dk};
-  p.v_rows = {KV * kv.capacity * dv, kv.capacity * dv, dv};
-  p.out_rows = {ctx_size, dv, dv};
-  p.mask.bool_data = kv.valid;
-  p.mask.stride_b = kv.capacity;
-  p.mask.stride_s = 1;
-  ops::cpu::flash_attention_forward(p, q, kv.keys, kv.values, ctx, lse);
-  const KernelRows out_projection = rows_of(*a.o, sub);
-  kernel_rows_into(ctx, rows, ctx_size, &out_projection, 1);
-  for (int64_t i = 0; i < rows * hidden; ++i) x[i] += sub[i];
+    cache.column_written();
+    const AttentionSpec& spec = a.options().spec();
+    ops::cpu::FlashProblem p;
+    p.B = rows;
+    p.H = H;
+    p.Hkv = KV;
+    p.L = 1;
+    p.S = kv.filled;
+    p.dk = dk;
+    p.dv = dv;
+    p.scale = spec.scale > 0 ? spec.scale : 1.0 / std::sqrt(static_cast<double>(dk));
+    p.logit_softcap = spec.logit_softcap;
+    p.q_rows = {H * dk, dk, dk};
+    p.k_rows = {KV * kv.capacity * dk, kv.capacity * dk, dk};
+    p.v_rows = {KV * kv.capacity * dv, kv.capacity * dv, dv};
+    p.out_rows = {H * dv, dv, dv};
+    p.mask.bool_data = kv.valid;
+    p.mask.stride_b = kv.capacity;
+    p.mask.stride_s = 1;
+    ops::cpu::flash_attention_forward(p, q, kv.keys, kv.values, ctx, lse);
+    const KernelRows out_projection = rows_of(*a.o, sub);
+    kernel_rows_into(ctx, rows, H * dv, &out_projection, 1);
+  });
 
-  // ---- feed-forward: x += fc_out(act(gate(norm(x))) · fc_in(norm(x))), or fc_out(act(fc_in(·)))
-  norm_rows(*block.ln_ffn, x, rows, hidden, normed);
-  if (f.gate) {
-    const KernelRows both[2] = {rows_of(*f.gate, gate), rows_of(*f.fc_in, up)};
-    kernel_rows_into(normed, rows, hidden, both, 2);
-    activate(gate, rows * inner, f.options().activation());
-    for (int64_t i = 0; i < rows * inner; ++i) up[i] *= gate[i];
-  } else {
-    const KernelRows in_layer = rows_of(*f.fc_in, up);
-    kernel_rows_into(normed, rows, hidden, &in_layer, 1);
-    activate(up, rows * inner, f.options().activation());
+  // ---- cross attention: o(attend(q, the memory's keys and values)), as CrossAttentionCache
+  // attends: the rows of one memory row as one block of queries, the default scale
+  if (c != nullptr) {
+    MemoryRows m;
+    if (!caches.cross->memory_rows(rows, m)) throw Error("fused decoding step: the memory cache changed");
+    residual(*block.ln_cross, [&](const float* from) {
+      const KernelRows query = rows_of(*c->q, q);
+      kernel_rows_into(from, rows, hidden, &query, 1);
+      const int64_t G = m.group;
+      ops::cpu::FlashProblem p;
+      p.B = m.memory_rows;
+      p.H = CH;
+      p.L = G;
+      p.S = m.length;
+      p.dk = cdk;
+      p.dv = cdv;
+      p.scale = 1.0 / std::sqrt(static_cast<double>(cdk));
+      // Row r = (memory row r / G, query r mod G): [U, G, H, d] read as [U, H, G, d].
+      p.q_rows = {G * CH * cdk, cdk, CH * cdk};
+      p.k_rows = {m.key_strides[0], m.key_strides[1], m.key_strides[2]};
+      p.v_rows = {m.value_strides[0], m.value_strides[1], m.value_strides[2]};
+      p.out_rows = {G * CH * cdv, cdv, CH * cdv};
+      if (m.padding != nullptr) {
+        p.mask.bool_data = m.padding;
+        p.mask.stride_b = m.padding_stride;
+        p.mask.stride_s = 1;
+      }
+      ops::cpu::flash_attention_forward(p, q, m.keys, m.values, ctx, lse);
+      const KernelRows out_projection = rows_of(*c->o, sub);
+      kernel_rows_into(ctx, rows, CH * cdv, &out_projection, 1);
+    });
   }
-  const KernelRows down = rows_of(*f.fc_out, sub);
-  kernel_rows_into(up, rows, inner, &down, 1);
-  for (int64_t i = 0; i < rows * hidden; ++i) x[i] += sub[i];
+
+  // ---- feed-forward: fc_out(act(gate(·)) · fc_in(·)), or fc_out(act(fc_in(·)))
+  residual(*block.ln_ffn, [&](const float* from) {
+    if (f.gate) {
+      const KernelRows both[2] = {rows_of(*f.gate, gate), rows_of(*f.fc_in, up)};
+      kernel_rows_into(from, rows, hidden, both, 2);
+      activate(gate, rows * inner, f.options().activation());
+      for (int64_t i = 0; i < rows * inner; ++i) up[i] *= gate[i];
+    } else {
+      const KernelRows in_layer = rows_of(*f.fc_in, up);
+      kernel_rows_into(from, rows, hidden, &in_layer, 1);
+      activate(up, rows * inner, f.options().activation());
+    }
+    const KernelRows down = rows_of(*f.fc_out, sub);
+    kernel_rows_into(up, rows, inner, &down, 1);
+  });
   block_steps.fetch_add(1);
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// The fused decoding step of one pre-norm transformer block: one new column per row, float32,
-// softmax attention over a KV cache, on raw buffers. What TransformerBlockImpl::step computes
+// The fused decoding step of one transformer block: one new column per row, float32, softmax
+// attention over a KV cache (and over an encoder memory, for a decoder block), on raw buffers. What TransformerBlockImpl::step computes
 // for such a block, without its ATen operations (the norms, the rotary rotation, the cache writes
 // and masks, the residual sums, the activation: each allocates its output and goes through ATen's
 // dispatch). The dense layers run the same kernels as linear_rows (kernel_rows_into), the
@@ -27,20 +27,21 @@ void set_fused_step(bool enabled);
 // Block steps fused_block_step has run in this process (tests check which path ran).
 int64_t fused_block_steps();
 
-// Whether `block` with `cache` can take fused_block_step for hidden states `h` [rows, 1, hidden]
-// and this step's inputs: no gradient mode; h float32 contiguous, 1 <= rows <= few_rows_max();
-// a pre-norm block without cross attention, sub-layer output norms, conditions or paths turned
-// off; LayerNorm / RMSNorm / Gemma's RMSNorm of float32 weights; softmax attention (not
+// Whether `block` with `caches` can take fused_block_step for hidden states `h` [rows, 1, hidden]
+// and this step's inputs: no gradient mode; h float32 contiguous, 1 <= rows <= few_rows_max(); a
+// pre- or post-norm block without sub-layer output norms, conditions or paths turned off;
+// LayerNorm / RMSNorm / Gemma's RMSNorm of float32 weights; softmax self attention (not
 // talking-heads) without head gates, LoRA adapters, q/k norms or groups pruned unevenly, float32
-// (not int8) q, k, v, o; a float32 feed-forward (gated or not); rotary tables, if any, float32
-// [1 or rows, 1, width]; a cache whose one_column holds (a float32 KV cache of these rows and
-// sizes, with room for the column).
-bool fused_block_ready(TransformerBlockImpl& block, const AttentionCache& cache, const at::Tensor& h,
+// (not int8) q, k, v, o; cross attention, where the block has it, softmax and ungrouped alike, over
+// a memory cache whose memory_rows holds for these rows (each source's rows consecutive); a float32
+// feed-forward (gated or not); rotary tables, if any, float32 [1 or rows, 1, width]; a self
+// cache whose one_column holds (a float32 KV cache of these rows and sizes, room for the column).
+bool fused_block_ready(TransformerBlockImpl& block, const BlockCaches& caches, const at::Tensor& h,
                        const StepInputs& step);
 
-// h [rows, 1, hidden] <- the block's output for it (in place): the step's column into `cache`.
-// Call only where fused_block_ready holds.
-void fused_block_step(TransformerBlockImpl& block, AttentionCache& cache, at::Tensor& h,
+// h [rows, 1, hidden] <- the block's output for it (in place): the step's column into the self
+// cache. Call only where fused_block_ready holds.
+void fused_block_step(TransformerBlockImpl& block, const BlockCaches& caches, at::Tensor& h,
                       const StepInputs& step);
 
 }  // namespace attnkit::layers

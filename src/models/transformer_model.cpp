@@ -324,25 +324,28 @@ at::Tensor TransformerModelImpl::step(StackCache& cache, const at::Tensor& ids,
   // hidden state is updated in place, in a buffer of its own.
   bool fused = ids.size(1) == 1 && !cache.condition && self_gates_.empty() && cross_gates_.empty() &&
                layers::fused_step_enabled();
+  const auto caches_of = [&](int64_t layer) {
+    layers::BlockCaches caches;
+    caches.self = cache.self[layer].get();
+    if (config_.cross_attention) caches.cross = cache.cross[layer].get();
+    return caches;
+  };
   if (fused) {
     h = h.contiguous();
     for (int64_t layer = 0; fused && layer < config_.layers; ++layer) {
       with_rotary.rotary = rotary_tables(rotary, layer);
-      fused = layers::fused_block_ready(*block(layer), *cache.self[layer], h, with_rotary);
+      fused = layers::fused_block_ready(*block(layer), caches_of(layer), h, with_rotary);
     }
     if (fused) h = h.clone();
   }
   for (int64_t layer = 0; layer < config_.layers; ++layer) {
     with_rotary.rotary = rotary_tables(rotary, layer);
     if (fused) {
-      layers::fused_block_step(*block(layer), *cache.self[layer], h, with_rotary);
+      layers::fused_block_step(*block(layer), caches_of(layer), h, with_rotary);
       continue;
     }
     set_depth_gates(layer);
-    layers::BlockCaches caches;
-    caches.self = cache.self[layer].get();
-    if (config_.cross_attention) caches.cross = cache.cross[layer].get();
-    h = block(layer)->step(h, with_rotary, caches, cache.condition);
+    h = block(layer)->step(h, with_rotary, caches_of(layer), cache.condition);
   }
   if (final_norm) h = final_norm->forward(h, cache.condition);
   cache.length += ids.size(1);

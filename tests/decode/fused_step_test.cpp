@@ -1,7 +1,8 @@
 // The fused one-column decoding step (src/layers/fused_step.h) against the blocks' own step
 // (ATen's operations, itself checked against full recomputation and transformers elsewhere):
-// tiny float32 models of the Llama families' shapes and GPT-2's, decoded side by side through a
-// prompt, single columns, beam search's row reordering and left padding; the hidden states agree
+// tiny float32 models of the Llama families' shapes, GPT-2's, post-LN blocks and decoder stacks
+// with cross attention (Marian's shape), decoded side by side through a prompt, single columns,
+// beam search's row reordering and left padding; the hidden states agree
 // to float32 rounding at every step, and the fused path ran (or, for the shapes it leaves alone,
 // did not).
 #include "attnkit/decode/incremental.h"
@@ -60,6 +61,8 @@ models::TransformerConfig llama_shape(const std::string& variant) {
   return c;
 }
 
+void randomize(torch::nn::Module& module);
+
 models::TaskModel make_model(const models::TransformerConfig& config) {
   models::HeadsConfig heads;
   heads.causal_lm = true;
@@ -67,41 +70,47 @@ models::TaskModel make_model(const models::TransformerConfig& config) {
   models::TaskModel model(config, heads);
   model->to(at::kFloat);
   model->eval();
-  torch::NoGradGuard no_grad;
-  // Larger than the usual 0.02 so that attention is far from uniform and the norms' weights far
-  // from 1: a wrong term would show.
-  for (auto& p : model->named_parameters()) p.value().normal_(0.0, 0.4);
+  randomize(*model);
   return model;
 }
 
-// Decodes two rows (row 1 left padded by 2 columns) through a 6-column prompt, then `steps`
-// single columns, reordering the rows (beam search's select_rows) after the third; the model's
-// fused path on or off. Returns every step's hidden states, concatenated along the columns.
-at::Tensor decode(models::TaskModel& model, bool fused, int64_t steps) {
+// Decodes `batch` rows (with 2: row 1 left padded by 2 columns) through a 6-column prompt, then
+// `steps` single columns, reordering the rows by `index` (beam search's select_rows) after the
+// third; the stack's fused path on or off. `memory` [sources, S, hidden] (a decoder stack): the
+// encoder memory, its last two positions padding. Returns every step's hidden states, concatenated
+// along the columns.
+at::Tensor decode(models::TransformerModel& stack, bool fused, int64_t steps, int64_t batch,
+                  const at::Tensor& index, const at::Tensor& memory = at::Tensor()) {
   layers::set_fused_step(fused);
   torch::NoGradGuard no_grad;
-  const int64_t B = 2, prompt = 6;
-  auto cache = model->transformer->start_decoding(decode::caches(), B, prompt + steps);
+  const int64_t prompt = 6, vocab = stack->config().vocab_size;
+  c10::optional<at::Tensor> mem, padding;
+  if (memory.defined()) {
+    mem = memory;
+    padding = torch::ones({memory.size(0), memory.size(1)}, at::kBool);
+    padding->narrow(1, memory.size(1) - 2, 2).fill_(false);
+  }
+  auto cache = stack->start_decoding(decode::caches(), batch, prompt + steps, mem, padding);
   torch::manual_seed(3);
-  at::Tensor ids = torch::randint(0, 37, {B, prompt}, at::kLong);
-  at::Tensor valid = torch::ones({B, prompt}, at::kBool);
-  valid[1].narrow(0, 0, 2).fill_(false);
+  at::Tensor ids = torch::randint(0, vocab, {batch, prompt}, at::kLong);
+  at::Tensor valid = torch::ones({batch, prompt}, at::kBool);
+  if (batch > 1) valid[1].narrow(0, 0, 2).fill_(false);
   at::Tensor seen = valid.clone();
   std::vector<at::Tensor> outs;
   auto step = [&](const at::Tensor& new_ids, const at::Tensor& new_valid) {
     const at::Tensor positions = (seen.to(at::kLong).cumsum(1) - 1).clamp_min(0).narrow(
         1, seen.size(1) - new_ids.size(1), new_ids.size(1));
-    outs.push_back(model->transformer->step(cache, new_ids, {new_valid, positions, true, {}}));
+    outs.push_back(stack->step(cache, new_ids, {new_valid, positions, true, {}}));
   };
   step(ids, valid);
   for (int64_t t = 0; t < steps; ++t) {
     if (t == 3) {
-      const at::Tensor index = torch::tensor({1, 1}, at::kLong);  // both rows continue row 1
       cache.select_rows(index);
       seen = seen.index_select(0, index);
+      for (auto& o : outs) o = o.index_select(0, index);
     }
-    const at::Tensor next = torch::randint(0, 37, {B, 1}, at::kLong);
-    const at::Tensor v = torch::ones({B, 1}, at::kBool);
+    const at::Tensor next = torch::randint(0, vocab, {seen.size(0), 1}, at::kLong);
+    const at::Tensor v = torch::ones({seen.size(0), 1}, at::kBool);
     seen = torch::cat({seen, v}, 1);
     step(next, v);
   }
@@ -109,23 +118,66 @@ at::Tensor decode(models::TaskModel& model, bool fused, int64_t steps) {
   return torch::cat(outs, 1);
 }
 
-void expect_same_decoding(const models::TransformerConfig& config, const std::string& what,
-                          bool fused_expected) {
-  auto model = make_model(config);
+// Randomizes a stack's weights: larger than the usual 0.02 so that attention is far from uniform
+// and the norms' weights far from 1 (a wrong term would show).
+void randomize(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : module.named_parameters()) p.value().normal_(0.0, 0.4);
+}
+
+void compare(models::TransformerModel& stack, const std::string& what, int64_t fused_steps, int64_t batch,
+             const at::Tensor& index, const at::Tensor& memory = at::Tensor()) {
   const int64_t steps = 7;
   const int64_t before = layers::fused_block_steps();
-  const at::Tensor fused = decode(model, true, steps);
+  const at::Tensor fused = decode(stack, true, steps, batch, index, memory);
   const int64_t taken = layers::fused_block_steps() - before;
-  const at::Tensor reference = decode(model, false, steps);
+  const at::Tensor reference = decode(stack, false, steps, batch, index, memory);
   EXPECT_EQ(layers::fused_block_steps() - before, taken) << what << ": fused steps with the path off";
-  // Every single-column step of every layer, or none.
-  EXPECT_EQ(taken, fused_expected ? steps * config.layers : 0) << what;
+  EXPECT_EQ(taken, fused_steps) << what;
   ASSERT_EQ(fused.sizes(), reference.sizes()) << what;
-  // Row 1's padded columns are never read; compare the columns every row holds.
-  const at::Tensor a = fused.narrow(1, 2, fused.size(1) - 2), b = reference.narrow(1, 2, reference.size(1) - 2);
+  // A left-padded row's padded columns are never read; compare the columns every row holds.
+  const int64_t skip = batch > 1 ? 2 : 0;
+  const at::Tensor a = fused.narrow(1, skip, fused.size(1) - skip), b = reference.narrow(1, skip, reference.size(1) - skip);
   const double scale = std::max(1.0, b.abs().max().item<double>());
   EXPECT_LE((a - b).abs().max().item<double>(), 2e-5 * scale) << what;
   EXPECT_GT(b.std().item<double>(), 0.1) << what;  // the states are not degenerate
+}
+
+void expect_same_decoding(const models::TransformerConfig& config, const std::string& what,
+                          bool fused_expected) {
+  auto model = make_model(config);
+  // Every single-column step of every layer, or none.
+  compare(model->transformer, what, fused_expected ? 7 * config.layers : 0, 2, torch::tensor({1, 1}, at::kLong));
+}
+
+// A decoder stack with cross attention over a memory (Marian's and BART's decoders: post-LN,
+// biases; Marian's SiLU, sinusoidal positions and scaled embeddings), one source decoded as two
+// beams after the reordering (both rows read the one memory row: one block of two queries).
+void expect_same_decoder_decoding(bool norm_first, const std::string& what) {
+  auto c = models::TransformerConfig::gpt2(37, 24, 2, 4);
+  c.max_positions = 64;
+  c.dropout = 0.0;
+  c.attention.causal = true;
+  c.norm_first = norm_first;
+  c.final_layer_norm = norm_first;
+  c.cross_attention = true;
+  c.cross_attention_spec = layers::AttentionSpec::parse("softmax");
+  c.memory_hidden = 24;
+  c.type_vocab_size = 0;
+  c.pooler = false;
+  if (!norm_first) {  // Marian's conventions
+    c.positions = layers::PositionEncoding::Sinusoidal;
+    c.activation = layers::Activation::Silu;
+    c.embedding_layer_norm = false;
+    c.embedding_scale = std::sqrt(24.0);
+  }
+  torch::manual_seed(11);
+  models::TransformerModel stack(c);
+  stack->to(at::kFloat);
+  stack->eval();
+  randomize(*stack);
+  const at::Tensor memory = torch::randn({1, 9, 24}, at::kFloat);
+  compare(stack, what, 7 * c.layers, 1, torch::tensor({0, 0}, at::kLong), memory);
 }
 
 TEST(FusedStep, LlamaShapesEqualTheBlocksStep) {
@@ -142,15 +194,23 @@ TEST(FusedStep, Gpt2ShapeEqualsTheBlocksStep) {
   expect_same_decoding(c, "gpt2", true);
 }
 
-TEST(FusedStep, ShapesItLeavesAloneTakeTheBlocksStep) {
-  expect_same_decoding(llama_shape("qk-norm"), "qk-norm", false);
+TEST(FusedStep, PostNormEqualsTheBlocksStep) {
   auto post_norm = models::TransformerConfig::gpt2(37, 24, 2, 4);  // BERT-style post-LN blocks
   post_norm.norm_first = false;
   post_norm.final_layer_norm = false;
   post_norm.max_positions = 64;
   post_norm.dropout = 0.0;
   post_norm.attention.causal = true;
-  expect_same_decoding(post_norm, "post-norm", false);
+  expect_same_decoding(post_norm, "post-norm", true);
+}
+
+TEST(FusedStep, DecoderStacksWithCrossAttentionEqualTheBlocksStep) {
+  expect_same_decoder_decoding(false, "post-LN decoder (Marian)");
+  expect_same_decoder_decoding(true, "pre-LN decoder");
+}
+
+TEST(FusedStep, ShapesItLeavesAloneTakeTheBlocksStep) {
+  expect_same_decoding(llama_shape("qk-norm"), "qk-norm", false);
   auto linear = llama_shape("llama");  // an RNN state, not a KV cache
   linear.attention = layers::AttentionSpec::parse("linear:elu");
   linear.attention.causal = true;

@@ -47,6 +47,7 @@ class CrossAttentionCache : public layers::MemoryCache {
                       const c10::optional<at::Tensor>& memory_padding);
   at::Tensor attend(const layers::MultiHeadAttentionImpl& attention, const at::Tensor& q) override;
   void select_rows(const at::Tensor& index) override;
+  bool memory_rows(int64_t rows, layers::MemoryRows& out) const override;
 
  private:
   // The keys and values of the memory the cache was made with, one row per memory row (never

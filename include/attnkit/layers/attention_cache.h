@@ -66,10 +66,32 @@ class AttentionCache {
   virtual void column_written() {}
 };
 
+// A float32 cross-attention cache's memory as the fused step (layers/fused_step.h) reads it in
+// place: keys [memory rows, heads, length, key_size] and values [.., value_size] by element strides
+// (memory row, head, position; the feature dimension contiguous), padding [memory rows, length]
+// (true = a real token; null = none) with its row stride, and `group`: decoding row r reads memory
+// row r / group (a batch: 1; the beams of one source: the beam count).
+struct MemoryRows {
+  const float* keys = nullptr;
+  const float* values = nullptr;
+  const bool* padding = nullptr;
+  int64_t memory_rows = 0, heads = 0, length = 0, key_size = 0, value_size = 0;
+  int64_t key_strides[3] = {0, 0, 0}, value_strides[3] = {0, 0, 0};
+  int64_t padding_stride = 0;
+  int64_t group = 0;
+};
+
 // Cross attention's state: the keys and values (or feature sums) of a fixed encoder memory.
 class MemoryCache {
  public:
   virtual ~MemoryCache() = default;
+  // A float32 softmax memory read by `rows` decoding rows in consecutive blocks (MemoryRows::group):
+  // true, with `out` describing it. Other states and arrangements: false.
+  virtual bool memory_rows(int64_t rows, MemoryRows& out) const {
+    (void)rows;
+    (void)out;
+    return false;
+  }
   // q [rows, n, heads · key_size]: the new columns' queries, heads not yet split. Returns their
   // contexts [rows, heads, n, value_size].
   virtual at::Tensor attend(const MultiHeadAttentionImpl& attention, const at::Tensor& q) = 0;
