@@ -18,7 +18,10 @@
 //   GOMP_SPINCOUNT=10000          unless GOMP_SPINCOUNT or OMP_WAIT_POLICY is set
 //   OPENBLAS_THREAD_TIMEOUT=16    (2^16 cycles) unless it is set
 // With both present nothing happens, so the second start goes straight on; if execve() fails the
-// program runs with the libraries' own defaults. A library that loads attnkit (libattnkit_ops.so
+// program runs with the libraries' own defaults. With `--threads 1` neither pool runs a worker
+// (OpenBLAS is capped at one thread, libgomp forms no team), so there is nothing to spin and no
+// second start: 0.34-0.35 s to `attnkit --threads 1 --version` instead of 0.47-0.49 s (three
+// processes each, 2026-11-29, the 2-core Zen 5 beside two niced jobs). A library that loads attnkit (libattnkit_ops.so
 // in Python) cannot do this: set the two variables in that process's environment.
 //
 // One pool instead (Debian's OpenMP OpenBLAS, GEMMs on libgomp's workers) does not make this
@@ -50,8 +53,23 @@ bool has_variable(char** envp, const char* name) {
   return false;
 }
 
+// Whether the arguments ask for one thread (`--threads 1` or `--threads=1`, the last occurrence):
+// then no pool has workers to spin, and the second start is skipped.
+bool one_thread(char** argv) {
+  bool one = false;
+  for (char** arg = argv + 1; *arg; ++arg) {
+    if (std::strcmp(*arg, "--threads") == 0 && arg[1] != nullptr) {
+      one = std::strcmp(arg[1], "1") == 0;
+      ++arg;
+    } else if (std::strncmp(*arg, "--threads=", 10) == 0) {
+      one = std::strcmp(*arg + 10, "1") == 0;
+    }
+  }
+  return one;
+}
+
 void start_with_thread_wait_defaults(int, char** argv, char** envp) {
-  if (!argv || !envp) return;
+  if (!argv || !envp || !argv[0] || one_thread(argv)) return;
   const bool spin = !has_variable(envp, "GOMP_SPINCOUNT") && !has_variable(envp, "OMP_WAIT_POLICY");
   const bool blas = !has_variable(envp, "OPENBLAS_THREAD_TIMEOUT");
   if (!spin && !blas) return;
