@@ -4,7 +4,8 @@
 attnkit and in CTranslate2, on the same weights (bench/decode_ct2.py prepares them with a fixed
 seed), after checking that both generate the same ids.
 
-Run with the python of scripts/decode_bench_venv.sh (CTranslate2):
+In `make bench` (bench/run.sh, 1 and 2 threads, 5 rounds); run with the python of
+scripts/decode_bench_venv.sh (CTranslate2):
   PY=$(bash scripts/decode_bench_venv.sh)
   $PY bench/decode_overhead.py --build build [--baseline BUILD2] [--threads 1] [--repeats 5]
 
@@ -22,7 +23,7 @@ import json
 import os
 import sys
 
-from bench_process import run_or_exit, thread_env
+from bench_process import round_verdict, run_or_exit, thread_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROMPT = [880, 373, 500, 41, 167, 77, 324, 498, 294, 309, 427, 248, 137, 61, 319, 18]
@@ -111,6 +112,12 @@ def main():
     for name in [n + s for n, _ in builds for s in ("", "-cli")] + ["ct2"]:
         t = sorted(times[name])
         print(f"| {labels[name]} | {t[0]:.3f} | {t[len(t) // 2]:.3f} |")
+    # Issue 43's target: the per-token cost of `attnkit generate` at or below CTranslate2's, by the
+    # rounds (each round ran attnkit's processes, then CTranslate2's).
+    verdict, low, high = round_verdict(times["attnkit-cli"], times["ct2"])
+    best = min(times["ct2"]) / min(times["attnkit-cli"])
+    print(f"- target per-token cost <= CTranslate2's ({a.threads} thread(s), attnkit generate): best {best:.2f}x, "
+          f"rounds {low:.2f}x-{high:.2f}x over {a.repeats}: {verdict.upper()}")
 
 
 if __name__ == "__main__":

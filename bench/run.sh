@@ -55,6 +55,11 @@ echo "== decoding, Marian (Opus-MT shape): attnkit generate vs CTranslate2 and t
 cmake --build "$BUILD" --target attnkit_cli -j "${JOBS:-2}"
 if [ -n "$DECODE_PY" ]; then
   "$DECODE_PY" bench/decode_ct2_marian.py --build "$BUILD" "$@"
+  echo
+  echo "== decoding: per-token overhead of a 2-layer model, attnkit generate vs CTranslate2 =="
+  for threads in 1 2; do
+    "$DECODE_PY" bench/decode_overhead.py --build "$BUILD" --threads "$threads" --repeats 5
+  done
 else
   echo "bench/run.sh: no CTranslate2 venv (scripts/decode_bench_venv.sh failed): skipping the Marian comparison" >&2
 fi
