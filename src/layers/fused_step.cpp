@@ -144,7 +144,7 @@ int64_t fused_block_steps() { return block_steps.load(); }
 void set_fused_step(bool enabled) { fused_flag().store(enabled ? 1 : 0); }
 
 bool fused_block_ready(TransformerBlockImpl& block, const BlockCaches& caches, const at::Tensor& h,
-                       const StepInputs& step) {
+                       const StepInputs& step, FusedBlockPlan& plan) {
   if (at::GradMode::is_enabled() || caches.self == nullptr) return false;
   const auto& o = block.options();
   const int64_t hidden = o.hidden();
@@ -195,8 +195,9 @@ bool fused_block_ready(TransformerBlockImpl& block, const BlockCaches& caches, c
     if (!float_layer(*c.q, hidden) || !float_layer(*c.o, CH * cdv) || c.q->weight.size(0) != CH * cdk ||
         c.o->weight.size(0) != hidden)
       return false;
-    MemoryRows m;
-    if (!caches.cross->memory_rows(rows, m) || m.heads != CH || m.key_size != cdk || m.value_size != cdv)
+    const MemoryRows& m = plan.memory;
+    if (!caches.cross->memory_rows(rows, plan.memory) || m.heads != CH || m.key_size != cdk ||
+        m.value_size != cdv)
       return false;
   }
   const FeedForwardImpl& f = *block.ffn;
@@ -205,13 +206,13 @@ bool fused_block_ready(TransformerBlockImpl& block, const BlockCaches& caches, c
       f.fc_in->weight.size(0) != inner || f.fc_out->weight.size(0) != hidden)
     return false;
   if (f.gate && (!float_layer(*f.gate, hidden) || f.gate->weight.size(0) != inner)) return false;
-  KVColumn kv;
-  return caches.self->one_column(kv) && kv.batch == rows && kv.kv_heads == KV && kv.key_size == dk &&
+  const KVColumn& kv = plan.kv;
+  return caches.self->one_column(plan.kv) && kv.batch == rows && kv.kv_heads == KV && kv.key_size == dk &&
          kv.value_size == dv;
 }
 
 void fused_block_step(TransformerBlockImpl& block, const BlockCaches& caches, at::Tensor& h,
-                      const StepInputs& step) {
+                      const StepInputs& step, const FusedBlockPlan& plan) {
   const int64_t hidden = block.options().hidden(), rows = h.size(0);
   const bool pre = block.options().norm_first();
   MultiHeadAttentionImpl& a = *block.attention;
@@ -221,8 +222,7 @@ void fused_block_step(TransformerBlockImpl& block, const BlockCaches& caches, at
   const int64_t dk = a.key_size(), dv = a.value_size(), inner = f.options().intermediate();
   const MultiHeadAttentionImpl* c = block.cross_attention ? block.cross_attention.get() : nullptr;
   const int64_t CH = c ? c->heads() : 0, cdk = c ? c->key_size() : 0, cdv = c ? c->value_size() : 0;
-  KVColumn kv;
-  if (!cache.one_column(kv)) throw Error("fused decoding step: the cache has no column for it");
+  const KVColumn& kv = plan.kv;
 
   // Scratch: the sub-layer's input, q, k, v, the contexts, a sub-layer's output, the FFN's inner
   // rows (two when gated), the log-sum-exps. One buffer per thread, grown as needed.
@@ -251,10 +251,7 @@ void fused_block_step(TransformerBlockImpl& block, const BlockCaches& caches, at
     }
     body(from);
     for (int64_t i = 0; i < rows * hidden; ++i) x[i] += sub[i];
-    if (!pre) {
-      norm_rows(ln, x, rows, hidden, input);
-      std::memcpy(x, input, static_cast<size_t>(rows * hidden) * sizeof(float));
-    }
+    if (!pre) norm_rows(ln, x, rows, hidden, x);  // in place: each row is read before it is written
   };
 
   // ---- self attention: o(attend(rotate(q), the cache + rotate(k), v))
@@ -308,8 +305,7 @@ void fused_block_step(TransformerBlockImpl& block, const BlockCaches& caches, at
   // ---- cross attention: o(attend(q, the memory's keys and values)), as CrossAttentionCache
   // attends: the rows of one memory row as one block of queries, the default scale
   if (c != nullptr) {
-    MemoryRows m;
-    if (!caches.cross->memory_rows(rows, m)) throw Error("fused decoding step: the memory cache changed");
+    const MemoryRows& m = plan.memory;
     residual(*block.ln_cross, [&](const float* from) {
       const KernelRows query = rows_of(*c->q, q);
       kernel_rows_into(from, rows, hidden, &query, 1);

@@ -36,12 +36,18 @@ int64_t fused_block_steps();
 // a memory cache whose memory_rows holds for these rows (each source's rows consecutive); a float32
 // feed-forward (gated or not); rotary tables, if any, float32 [1 or rows, 1, width]; a self
 // cache whose one_column holds (a float32 KV cache of these rows and sizes, room for the column).
+// `plan` receives what the check found and the step uses: where the self cache takes the column,
+// and the memory's keys and values.
+struct FusedBlockPlan {
+  KVColumn kv;
+  MemoryRows memory;  // with cross attention only
+};
 bool fused_block_ready(TransformerBlockImpl& block, const BlockCaches& caches, const at::Tensor& h,
-                       const StepInputs& step);
+                       const StepInputs& step, FusedBlockPlan& plan);
 
 // h [rows, 1, hidden] <- the block's output for it (in place): the step's column into the self
-// cache. Call only where fused_block_ready holds.
+// cache. Call only with the plan of fused_block_ready, before the caches change.
 void fused_block_step(TransformerBlockImpl& block, const BlockCaches& caches, at::Tensor& h,
-                      const StepInputs& step);
+                      const StepInputs& step, const FusedBlockPlan& plan);
 
 }  // namespace attnkit::layers

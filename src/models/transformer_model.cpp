@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <unordered_set>
+#include <vector>
 
 namespace attnkit::models {
 
@@ -330,18 +331,21 @@ at::Tensor TransformerModelImpl::step(StackCache& cache, const at::Tensor& ids,
     if (config_.cross_attention) caches.cross = cache.cross[layer].get();
     return caches;
   };
+  std::vector<layers::FusedBlockPlan> plans;
   if (fused) {
     h = h.contiguous();
+    plans.resize(static_cast<size_t>(config_.layers));
     for (int64_t layer = 0; fused && layer < config_.layers; ++layer) {
       with_rotary.rotary = rotary_tables(rotary, layer);
-      fused = layers::fused_block_ready(*block(layer), caches_of(layer), h, with_rotary);
+      fused = layers::fused_block_ready(*block(layer), caches_of(layer), h, with_rotary,
+                                        plans[static_cast<size_t>(layer)]);
     }
     if (fused) h = h.clone();
   }
   for (int64_t layer = 0; layer < config_.layers; ++layer) {
     with_rotary.rotary = rotary_tables(rotary, layer);
     if (fused) {
-      layers::fused_block_step(*block(layer), caches_of(layer), h, with_rotary);
+      layers::fused_block_step(*block(layer), caches_of(layer), h, with_rotary, plans[static_cast<size_t>(layer)]);
       continue;
     }
     set_depth_gates(layer);

@@ -41,6 +41,11 @@ def losses(run_dir):
     return [(r["step"], r["loss"]) for r in records if "loss" in r and "eval" not in r]
 
 
+def metric(text, name):
+    """The value of NAME=VALUE in an `attnkit eval` line."""
+    return float(text.split(name + "=")[1].split()[0])
+
+
 class TrainCli(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -178,7 +183,6 @@ class TrainCli(unittest.TestCase):
         rc, out, err = attnkit("eval", "--run", run, "--split", "test", "--examples", "0")
         self.assertEqual(rc, 0, err)
         self.assertRegex(out, r"^step 30 split test ")
-        metric = lambda text, name: float(text.split(name + "=")[1].split()[0])  # noqa: E731
         self.assertGreater(metric(out, "perplexity"), 2 * metric(val, "perplexity"), (val, out))
         # 40 lines of 6 words (and the line ends) in blocks of 16 tokens, every block: more than
         # the validation's every 20th block of the training file.
@@ -195,7 +199,6 @@ class TrainCli(unittest.TestCase):
         a perplexity near float32's but not the same number, its line says so, and --paired-bs
         against the float32 items gives what int8 costs; bf16 is refused (no quantized eval)."""
         run, _ = self.train_tiny_lm()
-        metric = lambda text, name: float(text.split(name + "=")[1].split()[0])  # noqa: E731
         base = ["eval", "--run", run, "--split", "test", "--examples", "0"]
         items = os.path.join(self.dir, "items-float.json")
         rc, out, err = attnkit(*base, "--items", items)
@@ -225,7 +228,6 @@ class TrainCli(unittest.TestCase):
         checkpoint a difference of exactly 0 and "level"; bad baselines and tasks without items
         are one-line errors."""
         run, _ = self.train_tiny_lm()
-        metric = lambda text, name: float(text.split(name + "=")[1].split()[0])  # noqa: E731
         base = ["eval", "--run", run, "--split", "test", "--examples", "0"]
         items = os.path.join(self.dir, "items-30.json")
         rc, out, err = attnkit(*base, "--items", items)
