@@ -6,6 +6,7 @@
 #include "attnkit/layers/row_linear.h"
 #include "attnkit/runtime.h"
 
+#include "../ops/cpu/activation_kernel.h"
 #include "../ops/cpu/flash_attention_kernel.h"
 
 #include <ATen/core/grad_mode.h>
@@ -112,19 +113,14 @@ void activate(float* x, int64_t n, Activation activation) {
     case Activation::Gelu:
       for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
       return;
-    case Activation::GeluTanh: {
-      constexpr float kBeta = 0.7978845608028654f, kKappa = 0.044715f;
-      for (int64_t i = 0; i < n; ++i) {
-        const float v = x[i];
-        x[i] = 0.5f * v * (1.0f + std::tanh(kBeta * (v + kKappa * v * v * v)));
-      }
+    case Activation::GeluTanh:
+      ops::cpu::gelu_tanh_in_place(x, n);
       return;
-    }
     case Activation::Relu:
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
       return;
     case Activation::Silu:
-      for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+      ops::cpu::silu_in_place(x, n);
       return;
   }
 }
