@@ -119,10 +119,13 @@ def pilot_curve(run):
 
 def write_pilot(args):
     """runs/lra-pilot-bBUDGET/pilot.json: each finished or running cell's validation curve, the
-    task's chance level and its test accuracy when finished; printed too."""
+    task's chance level and its test accuracy when finished; printed too. Every cell under the
+    pilot's directory is kept, not only those of this invocation's --tasks / --kinds (a pilot of
+    one kind after another must not drop the earlier kinds' curves)."""
     cells = {}
-    for task in args.tasks:
-        for kind in args.kinds:
+    kinds = args.kinds + [k for k in KINDS if k not in args.kinds]
+    for task in ORDER:
+        for kind in kinds:
             run = cell_dir(args, task, kind)
             if not os.path.isfile(os.path.join(run, "metrics.jsonl")):
                 continue
@@ -130,6 +133,8 @@ def write_pilot(args):
             cells[f"{task}/{kind}"] = {"task": task, "kind": kind, "chance": CHANCE[task],
                                        "curve": pilot_curve(run),
                                        "result": json.load(open(result)) if os.path.isfile(result) else None}
+            if task not in args.tasks or kind not in args.kinds:
+                continue
             for step, cpu, accuracy in cells[f"{task}/{kind}"]["curve"]:
                 print(f"{task} {kind} step {step} cpu_s {cpu:.0f} validation accuracy {100 * accuracy:.1f}% "
                       f"(chance {CHANCE[task]:g}%)")

@@ -204,6 +204,35 @@ class LinearizeCli(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertFalse([n for n in load_file(os.path.join(merged, "model.safetensors")) if "lora" in n])
 
+    def test_stage_two_of_a_llama_family_student(self):
+        """A Llama-shaped model (rotary positions, grouped key/value heads; transformers' LlamaForCausalLM
+        at random init, the tiny vocabulary) linearized to linear:hedgehog: stage 2 (`train --init`,
+        the lm task's full blocks) trains it, though linear attention with rotary positions takes no
+        key padding, and its validation loss falls."""
+        from transformers import LlamaConfig, LlamaForCausalLM
+        d = self.tmp.name
+        torch.manual_seed(0)
+        config = LlamaConfig(vocab_size=len(WORDS) + 5, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                             pad_token_id=0, bos_token_id=2, eos_token_id=3)
+        llama = os.path.join(d, "llama")
+        LlamaForCausalLM(config).save_pretrained(llama, safe_serialization=True)
+        out = os.path.join(d, "llama-hedgehog")
+        rc, _, err = attnkit("linearize", "--model", llama, "--kind", "linear:hedgehog", "--data", self.train_txt,
+                             "--tokenizer", self.vocab, "--max-length", "32", "--steps", "10", "--out", out)
+        self.assertEqual(rc, 0, err)
+        run = os.path.join(d, "llama-stage2")
+        rc, _, err = attnkit("train", "--init", out, "--task.name", "lm", "--task.data", self.train_txt,
+                             "--task.tokenizer", self.vocab, "--task.truncate", "32", "--task.batch_size", "16",
+                             "--run.steps", "40", "--run.eval_every", "20", "--run.checkpoint_every", "40",
+                             "--run.dir", run, "--optimizer.lr", "3e-3", "--run.seed", "1")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("new: none", err)
+        with open(os.path.join(run, "metrics.jsonl")) as f:
+            losses = [json.loads(line)["eval"]["loss"] for line in f if '"eval"' in line]
+        self.assertEqual(len(losses), 2)
+        self.assertLess(losses[1], losses[0])
+
     def test_keep_softmax_by_analyze_heads_importance(self):
         """analyze heads --out writes heads.json; --keep-softmax 1 keeps the layer of the larger summed
         importance as softmax and converts the other."""

@@ -5,6 +5,7 @@ trains data-parallel over Gloo; bad settings are one-line errors."""
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -193,6 +194,38 @@ class TrainCli(unittest.TestCase):
         rc, _, err = attnkit("eval", "--run", run, "--split", "test")
         self.assertEqual(rc, 2)
         self.assertIn("lm-test.txt", err)
+
+    def test_eval_init_scores_the_starting_model(self):
+        """`eval --checkpoint init` scores the run's model.init untrained: for a run fine-tuned from
+        another run's step-30 model, the same test perplexity as that checkpoint in its own run (and
+        not the fine-tuned one's); a run trained from scratch has no init (a one-line error)."""
+        run, _ = self.train_tiny_lm()
+        base = ["--split", "test", "--examples", "0"]
+        rc, start, err = attnkit("eval", "--run", run, "--checkpoint", "step-00000030", *base)
+        self.assertEqual(rc, 0, err)
+        rc, _, err = attnkit("eval", "--run", run, "--checkpoint", "init", *base)
+        self.assertEqual(rc, 2)
+        self.assertIn("--checkpoint init: run %s has no model.init" % run, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        model = os.path.join(self.dir, "lm-30")
+        rc, _, err = attnkit("convert", "--from", os.path.join(run, "checkpoints", "step-00000030"), "--to", model)
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(run, "config.toml")) as f:
+            config = f.read()
+        data = {k: re.search(r'^%s = "([^"]*)"' % k, config, re.M).group(1) for k in ("data", "tokenizer")}
+        tuned = os.path.join(self.dir, "lm-tuned")
+        rc, _, err = attnkit("train", "--init", model, "--task.name", "lm", "--task.data", data["data"],
+                             "--task.tokenizer", data["tokenizer"], "--task.truncate", "16", "--task.batch_size", "8",
+                             "--run.steps", "10", "--optimizer.lr", "3e-2", "--run.dir", tuned)
+        self.assertEqual(rc, 0, err)
+        rc, init, err = attnkit("eval", "--run", tuned, "--checkpoint", "init", *base)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(init, r"^step 0 split test ")
+        self.assertAlmostEqual(metric(init, "perplexity"), metric(start, "perplexity"),
+                               delta=1e-4 * metric(start, "perplexity"))
+        rc, newest, err = attnkit("eval", "--run", tuned, *base)
+        self.assertEqual(rc, 0, err)
+        self.assertNotAlmostEqual(metric(newest, "perplexity"), metric(init, "perplexity"), places=3)
 
     def test_eval_int8_against_float32(self):
         """`eval --compute-type int8` evaluates the checkpoint quantized as generate quantizes it:

@@ -175,7 +175,14 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
   // trains (resume would remove the checkpoint being written).
   const auto checkpoints_directory = std::filesystem::path(run_directory) / "checkpoints";
   std::filesystem::path path;
-  if (eval.checkpoint == "newest") {
+  int64_t step = 0;
+  if (eval.checkpoint == "init") {
+    // The model the run started from (its model.init, loaded when the task built the model): a
+    // fine-tuning run's teacher or baseline, scored on the same data as its checkpoints.
+    if (config.model.init.empty())
+      throw Error(fmt::format("--checkpoint init: run {} has no model.init (it trained from scratch)", run_directory));
+    path = config.model.init;
+  } else if (eval.checkpoint == "newest") {
     const auto checkpoints = train::list_checkpoints(checkpoints_directory.string());
     if (checkpoints.empty())
       throw Error(fmt::format("{}: no complete checkpoint to evaluate", checkpoints_directory.string()));
@@ -187,7 +194,7 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
       throw Error(fmt::format("--checkpoint {}: neither {} nor {} is a checkpoint directory", eval.checkpoint,
                               (checkpoints_directory / eval.checkpoint).string(), eval.checkpoint));
   }
-  const int64_t step = trainer.load_weights(path.string());
+  if (eval.checkpoint != "init") step = trainer.load_weights(path.string());
   if (eval.compute_type == "int8") {
     // The checkpoint's weights quantized as `generate --compute-type int8` quantizes them (every
     // attention and feed-forward layer and the LM head; models/quantize.h), nothing saved.
@@ -269,8 +276,9 @@ void register_train_commands(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::IsMember({"val", "test"}))
       ->capture_default_str();
   eval_cmd->add_option("--checkpoint", eval_args->checkpoint,
-                       "newest, best (the best evaluation of the run), step-N, or a checkpoint "
-                       "directory")
+                       "newest, best (the best evaluation of the run), step-N, a checkpoint "
+                       "directory, or init (the run's model.init untrained: a fine-tuning run's "
+                       "starting point on the same data)")
       ->capture_default_str();
   eval_cmd->add_option("--compute-type", eval_args->compute_type,
                        "float32, or int8: the checkpoint quantized as generate --compute-type int8 "

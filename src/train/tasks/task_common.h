@@ -213,7 +213,10 @@ class LanguageModelTask : public ModelTask {
     auto target = models::right_padded_ids(targets, models::kIgnoreLabel).ids;
     models::TaskInputs in;
     in.input_ids = ids;
-    in.attention_mask = mask;
+    // Full rows (the lm task's packed blocks) need no key padding: a causal model then attends as
+    // without a mask, and kinds that take none (linear attention with rotary positions: a
+    // linearized Llama-family model) train too.
+    if (!mask.all().item<bool>()) in.attention_mask = mask;
     if (!conditions.empty() && conditions.front() >= 0) in.condition_ids = torch::tensor(conditions, at::kLong);
     return {model_->forward(in).causal_lm_logits, target, mask};
   }
