@@ -451,6 +451,9 @@ class SingleFile final : public CheckpointTensors {
   const std::vector<TensorEntry>& entries() const override { return file_.entries(); }
   const TensorEntry& entry(const std::string& name) const override { return file_.entry(name); }
   at::Tensor tensor(const std::string& name) const override { return file_.tensor(name); }
+  void read_into(const std::string& name, const std::function<void(const at::Tensor&)>& use) const override {
+    file_.read_into(name, use);
+  }
   const std::string& path() const override { return file_.path(); }
 
  private:
@@ -496,6 +499,9 @@ class ShardedFiles final : public CheckpointTensors {
   const std::vector<TensorEntry>& entries() const override { return entries_; }
   const TensorEntry& entry(const std::string& name) const override { return shard(name).entry(name); }
   at::Tensor tensor(const std::string& name) const override { return shard(name).tensor(name); }
+  void read_into(const std::string& name, const std::function<void(const at::Tensor&)>& use) const override {
+    shard(name).read_into(name, use);
+  }
   const std::string& path() const override { return path_; }
 
  private:
@@ -662,7 +668,7 @@ std::shared_ptr<models::Model> load_huggingface_checkpoint(const json& config_js
                                        fmt::join(entry.shape, ", ")));
       continue;
     }
-    assign(b, file.tensor(entry.name), ours);
+    file.read_into(entry.name, [&](const at::Tensor& stored_tensor) { assign(b, stored_tensor, ours); });
     used.insert(stored);
     if (entry.dtype != "F32") layout.dtypes[stored] = entry.dtype;
   }

@@ -90,14 +90,14 @@ void load_parameters(torch::nn::Module& model, const SafetensorsFile& file) {
                                        fmt::join(item.value().sizes(), ", "), fmt::join(entry.shape, ", ")));
       continue;
     }
-    item.value().copy_(file.tensor(item.key()));
+    file.read_into(item.key(), [&](const at::Tensor& stored) { item.value().copy_(stored); });
   }
   // Buffers (e.g. sinusoidal position tables) are optional: trainer checkpoints carry them. An
   // int8 model's weights and scales (models/quantize.h) are not.
   for (auto& item : model.named_buffers(true)) {
     expected.insert(item.key());
     if (file.contains(item.key()) && file.entry(item.key()).shape == item.value().sizes().vec())
-      item.value().copy_(file.tensor(item.key()));
+      file.read_into(item.key(), [&](const at::Tensor& stored) { item.value().copy_(stored); });
     else if (is_int8_state(item.key()))
       missing.push_back(item.key());
   }

@@ -454,8 +454,21 @@ const TensorEntry& SafetensorsFile::entry(const std::string& name) const {
                           count, count == 1 ? "" : "s", fmt::join(shown, ", ")));
 }
 
-at::Tensor SafetensorsFile::tensor(const std::string& name) const {
-  const TensorEntry& found = entry(name);
+namespace {
+
+// The pages wholly inside [bytes, bytes + size) leave the process (a later read faults them in
+// again from the file), so a model read tensor by tensor does not hold the whole file resident
+// beside itself.
+void release_pages(const unsigned char* bytes, size_t size) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(bytes) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(bytes) + size) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+}  // namespace
+
+const unsigned char* SafetensorsFile::checked_bytes(const TensorEntry& found) const {
   const unsigned char* bytes = data_ + found.begin;
   const size_t size = found.end - found.begin;
   if (found.scalar_type == at::kBool) {
@@ -465,18 +478,39 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
     if (invalid != bytes + size)
       throw Error(
           fmt::format("{}: tensor {:?} (BOOL) has byte {} at element {}; BOOL bytes must be 0 or 1",
-                      path_, name, *invalid, invalid - bytes));
+                      path_, found.name, *invalid, invalid - bytes));
   }
+  return bytes;
+}
+
+at::Tensor SafetensorsFile::tensor(const std::string& name) const {
+  const TensorEntry& found = entry(name);
+  const unsigned char* bytes = checked_bytes(found);
+  const size_t size = found.end - found.begin;
   at::Tensor tensor = at::empty(found.shape, at::TensorOptions().dtype(found.scalar_type));
   if (size > 0) std::memcpy(tensor.data_ptr(), bytes, size);
-  // The copy is made: the mapped pages it read (those wholly inside it) leave the process, so a
-  // model loaded tensor by tensor does not hold the whole file resident beside itself. A later
-  // read faults them in again from the file.
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t first = (reinterpret_cast<uintptr_t>(bytes) + page - 1) / page * page;
-  const uintptr_t last = (reinterpret_cast<uintptr_t>(bytes) + size) / page * page;
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  release_pages(bytes, size);
   return tensor;
+}
+
+void SafetensorsFile::read_into(const std::string& name, const std::function<void(const at::Tensor&)>& use) const {
+  const TensorEntry& found = entry(name);
+  const unsigned char* bytes = checked_bytes(found);
+  const size_t size = found.end - found.begin;
+  // A tensor of no elements gets its own (empty) storage: from_blob needs no address then.
+  if (size == 0) {
+    use(at::empty(found.shape, at::TensorOptions().dtype(found.scalar_type)));
+    return;
+  }
+  // Unaligned bytes (a safetensors file aligns its data buffer, not each tensor) are copied: ATen's
+  // kernels may assume an element's alignment.
+  const size_t element = c10::elementSize(found.scalar_type);
+  if (reinterpret_cast<uintptr_t>(bytes) % element != 0) {
+    use(tensor(name));
+    return;
+  }
+  use(at::from_blob(const_cast<unsigned char*>(bytes), found.shape, at::TensorOptions().dtype(found.scalar_type)));
+  release_pages(bytes, size);
 }
 
 // ---- load, save, serialize ---------------------------------------------------------------------

@@ -207,6 +207,16 @@ TEST_F(SafetensorsTest, HandWrittenFileIsReadAsWritten) {
   expect_same_tensor(file.tensor("empty"), at::empty({0, 4}, at::kByte), "empty");
   expect_same_tensor(file.tensor("step"), at::tensor({int64_t{-5}}), "step");
   EXPECT_EQ(file.tensor("scale").dim(), 0);
+  // read_into: the same tensors, over the mapping where aligned ("step" at byte 25 is not: a copy),
+  // BOOLs checked; the loaders' one copy per tensor reads them this way.
+  for (const TensorEntry& entry : file.entries()) {
+    int calls = 0;
+    file.read_into(entry.name, [&](const at::Tensor& t) {
+      ++calls;
+      expect_same_tensor(t, file.tensor(entry.name), entry.name);
+    });
+    EXPECT_EQ(calls, 1) << entry.name;
+  }
 }
 
 TEST_F(SafetensorsTest, FileWithoutTensorsOpens) {
@@ -659,6 +669,14 @@ TEST_F(SafetensorsTest, BoolBytesOtherThanZeroOrOneAreRejected) {
   } catch (const Error& e) {
     expect_message(e.what(), file.path(), {"tensor \"m\" (BOOL) has byte 2 at element 2"});
   }
+  bool called = false;
+  try {
+    file.read_into("m", [&](const at::Tensor&) { called = true; });
+    ADD_FAILURE() << "read_into read byte 2 as a bool";
+  } catch (const Error& e) {
+    expect_message(e.what(), file.path(), {"tensor \"m\" (BOOL) has byte 2 at element 2"});
+  }
+  EXPECT_FALSE(called);
 }
 
 // ---- robustness ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -62,6 +63,11 @@ class CheckpointTensors {
   // Throws attnkit::Error naming the checkpoint for an unknown name.
   virtual const TensorEntry& entry(const std::string& name) const = 0;
   virtual at::Tensor tensor(const std::string& name) const = 0;  // as stored (any dtype)
+  // `use` called with the tensor as stored, valid during the call only (a file's mapped bytes,
+  // SafetensorsFile::read_into: the loader's one copy); by default tensor(name).
+  virtual void read_into(const std::string& name, const std::function<void(const at::Tensor&)>& use) const {
+    use(tensor(name));
+  }
   virtual const std::string& path() const = 0;  // what messages name
 };
 

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -52,11 +53,17 @@ class SafetensorsFile {
   // A CPU tensor owning a copy of the bytes. Throws attnkit::Error as entry() does, and for BOOL
   // bytes other than 0 and 1.
   at::Tensor tensor(const std::string& name) const;
+  // Calls `use` with a tensor over the file's mapped bytes (no copy; read-only, valid during the
+  // call only), then lets the pages it read go as tensor() does: a loader copies each tensor once,
+  // into its parameter, instead of into a temporary first. Throws as tensor() does.
+  void read_into(const std::string& name, const std::function<void(const at::Tensor&)>& use) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   SafetensorsFile() = default;
   void unmap() noexcept;
+  // The tensor's bytes in the mapping, BOOL bytes checked.
+  const unsigned char* checked_bytes(const TensorEntry& found) const;
 
   std::string path_;
   const unsigned char* mapping_ = nullptr;
