@@ -149,6 +149,18 @@ class Seq2SeqSession : public DecodingSession {
 
 }  // namespace
 
+int64_t max_new_tokens_limit(const DecodingTraits& traits, const std::vector<std::vector<int64_t>>& prompts) {
+  if (traits.output_positions <= 0) return -1;
+  // A language model's prompt takes positions 0 .. L-1 (the longest prompt's L; shorter ones end
+  // earlier); the decoder's start token takes position 0. New token k is fed at the next position
+  // to give token k + 1; the last one is never fed.
+  int64_t used = 1;
+  if (traits.continues_prompt)
+    for (const auto& p : prompts) used = std::max(used, static_cast<int64_t>(p.size()));
+  if (used > traits.output_positions) return -1;
+  return traits.output_positions - used + 1;
+}
+
 // ---- task models ------------------------------------------------------------------------------
 DecodingTraits TaskModelImpl::decoding_traits() const {
   DecodingTraits traits;
@@ -157,6 +169,7 @@ DecodingTraits TaskModelImpl::decoding_traits() const {
   traits.prompts_take_special_tokens = unilm;
   traits.prompt_vocab = config().vocab_size;
   traits.output_pad_id = config().pad_token_id;
+  if (!unilm) traits.output_positions = prompt_positions(config());
   return traits;
 }
 
@@ -197,6 +210,7 @@ DecodingTraits EncoderDecoderModelImpl::decoding_traits() const {
   traits.continues_prompt = false;
   traits.prompt_vocab = config().encoder.vocab_size;
   traits.output_pad_id = config().decoder.pad_token_id;
+  traits.output_positions = prompt_positions(config().decoder);
   return traits;
 }
 

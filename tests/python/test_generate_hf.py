@@ -210,6 +210,22 @@ class GenerateHf(unittest.TestCase):
         self.assertEqual(result["prompt_ids"], [int(t) for t in long_prompt.split()][:60])
         self.assertEqual(len(result["sequences"][0]["ids"]), 3)
 
+    def test_length_past_the_positions(self):
+        """The 64 learned positions end: an explicit --max-new-tokens past what they leave after the
+        longest prompt (64 - L + 1: its last token is never fed back) is a one-line error before any
+        decoding, at the limit it decodes every token, and the default (20) is cut to the limit."""
+        prompt = " ".join(str(5 + i % 20) for i in range(50))  # 50 tokens: 15 new ones fit
+        base = ["generate", "--model", self.dir, "--prompt-ids", "1 2", "--prompt-ids", prompt, "--no-eos", "--json"]
+        code, _, err = attnkit(*base, "--max-new-tokens", "16")
+        self.assertEqual(code, 2, err)
+        self.assertIn("--max-new-tokens 16 does not fit the model's 64 positions: 15 at most after a prompt "
+                      "of 50 tokens", err)
+        self.assertEqual(len(err.strip().splitlines()), 1)
+        for extra in (["--max-new-tokens", "15"], []):
+            code, out, err = attnkit(*base, *extra)
+            self.assertEqual(code, 0, err)
+            self.assertEqual([len(r["sequences"][0]["ids"]) for r in json.loads(out)["results"]], [15, 15], extra)
+
     def test_batch_size(self):
         # Three prompts of different lengths, greedy: one at a time or two at a time gives what one
         # batch gives, and the timing counts add up over the batches.

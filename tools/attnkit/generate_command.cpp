@@ -43,6 +43,7 @@ struct GenerateOptions {
   std::string compute_type = "float32";  // --compute-type
   int64_t max_input_length = 0;  // --max-input-length: prompts cut to their first N tokens (0: kept whole)
   int64_t batch_size = 0;        // --batch-size: prompts decoded N at a time (0: all at once)
+  const CLI::Option* max_new_tokens_flag = nullptr;  // whether --max-new-tokens was given
 };
 
 
@@ -148,6 +149,19 @@ int run_generate(const GenerateOptions& o, const GlobalOptions& global) {
   decode::apply_generation_settings(
       request, decode::read_generation_settings(loaded.huggingface.config_json, loaded.path),
       o.eos_ids, o.no_eos, tokenizer_eos);
+  // Learned or sinusoidal positions end: an explicit --max-new-tokens past what the table leaves
+  // after the prompts is refused before any decoding; the default (or a generation config's) is
+  // cut to it.
+  if (const int64_t most = models::max_new_tokens_limit(traits, prompts); most >= 0 && config.max_new_tokens > most) {
+    if (o.max_new_tokens_flag && o.max_new_tokens_flag->count() > 0)
+      throw Error(fmt::format("generate: --max-new-tokens {} does not fit the model's {} positions: {} "
+                              "at most after {}",
+                              config.max_new_tokens, traits.output_positions, most,
+                              traits.continues_prompt ? fmt::format("a prompt of {} tokens",
+                                                                    traits.output_positions - most + 1)
+                                                      : std::string("the decoder's start token")));
+    config.max_new_tokens = most;
+  }
   std::function<std::string(const std::vector<int64_t>&)> detokenize;
   const text::TextStyle style = o.hf_decode ? text::TextStyle::kTokenizer : text::TextStyle::kReadable;
   if (tokenizer)
@@ -260,9 +274,13 @@ void register_generate_command(CLI::App& app, GlobalOptions& global) {
   g->add_option("--repetition-penalty", o->config.repetition_penalty, "HF repetition penalty (1 = off)");
   g->add_option("--no-repeat-ngram-size", o->config.no_repeat_ngram_size, "forbid repeating n-grams (0 = off)")
       ->check(at_least(0));
-  g->add_option("--max-new-tokens", o->config.max_new_tokens, "tokens to generate at most")
-      ->check(at_least(0))
-      ->capture_default_str();
+  o->max_new_tokens_flag =
+      g->add_option("--max-new-tokens", o->config.max_new_tokens,
+                    "tokens to generate at most (a model with learned or sinusoidal positions: the "
+                    "default is cut to what its table leaves after the prompt, a larger value given "
+                    "here is an error)")
+          ->check(at_least(0))
+          ->capture_default_str();
   g->add_option("--max-input-length", o->max_input_length,
                 "keep the first N tokens of each prompt (an encoder-decoder: source, its end token "
                 "included; as train's task.truncate cuts sources); 0 = whole, and a prompt longer "

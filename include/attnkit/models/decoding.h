@@ -100,6 +100,16 @@ struct DecodingTraits {
   bool continues_prompt = true;
   int64_t prompt_vocab = 0;  // prompt ids lie in [0, prompt_vocab)
   int64_t output_pad_id = 0;  // the pad id of the stack that generates (the decoder's)
+  // The learned or sinusoidal positions of the stack that generates (0: no limit, rotary or no
+  // positions, or a UniLM model, which keeps its positions inside the table itself). Its prompt (a
+  // language model's) or its start token (the decoder's) and every new token but the last take
+  // one each: max_new_tokens_limit says how many new tokens fit.
+  int64_t output_positions = 0;
 };
+
+// The most new tokens `traits`' model can generate after `prompts` before its output stack runs
+// out of positions (every prompt the same way: the longest decides); -1 when there is no limit or
+// a prompt is longer than the table (the prompt checks refuse that).
+int64_t max_new_tokens_limit(const DecodingTraits& traits, const std::vector<std::vector<int64_t>>& prompts);
 
 }  // namespace attnkit::models
