@@ -17,7 +17,8 @@
 //   7. Linearizing a language model (issue 45): the cells of bench/lm_linearize_results.py
 //      (docs/lm-linearize.json: a softmax LM on the split's English training books, each kind
 //      converted and fine-tuned, test perplexity against the softmax control and the teacher with
-//      paired bootstrap intervals), shown the same way.
+//      paired bootstrap intervals), shown the same way; and the pretrained one of
+//      bench/pretrained_linearize_results.py (docs/pretrained-linearize.json: SmolLM2-135M).
 // The model is small and the budget minutes, so its BLEU is low: the stage shows the pipeline and
 // the shape of the result, docs/analysis.md the experiment at a larger budget.
 #include "attnkit/demo/demo.h"
@@ -342,6 +343,66 @@ void add_lm_linearization_results(report::Section& section, const fs::path& docs
   }
 }
 
+// The pretrained language model's cells of docs/pretrained-linearize.json
+// (bench/pretrained_linearize_results.py): SmolLM2-135M linearized and fine-tuned on the split's
+// English training books, against the softmax control and the teacher itself, into `section`.
+void add_pretrained_linearization_results(report::Section& section, const fs::path& docs) {
+  const auto summary = read_docs_summary(
+      section, docs / "pretrained-linearize.json",
+      "linearizing a pretrained language model (SmolLM2-135M from its GGUF file: each kind converted with "
+      "`attnkit linearize`, fine-tuned on the split's English training books) is made by "
+      "scripts/pretrained_linearize.sh and `/usr/bin/python3 bench/pretrained_linearize_results.py` (CPU hours; "
+      "docs/analysis.md).",
+      "bench/pretrained_linearize_results.py", {{"cells", SummaryField::kArray}, {"teacher", SummaryField::kObject}});
+  if (!summary) return;
+  const auto& j = *summary;
+  const auto& teacher = j["teacher"];
+  section.blocks.push_back({fmt::format(
+      "Linearizing a pretrained language model (docs/analysis.md, bench/pretrained_linearize_results.py, {}): "
+      "SmolLM2-135M-Instruct ({} layers, its GGUF file) is the teacher, untrained here (test perplexity {:.2f} on {} "
+      "blocks of 128 tokens of the held-out test books, its own tokenizer). Each kind: `attnkit linearize` of every "
+      "layer (stage 1), then fine-tuning of every weight on the training books (stage 2); the softmax control is "
+      "the teacher fine-tuned the same way. Differences in test perplexity by a paired bootstrap over the test "
+      "blocks (`attnkit eval --paired-bs`, 1,000 resamples): \"worse\" or \"better\" where the 95% interval "
+      "excludes 0, \"level\" otherwise. Machine: {}.",
+      j.value("date", ""), teacher.value("layers", 0), teacher.value("test_perplexity", 0.0),
+      teacher.value("test_blocks", 0), j.value("machine", "")), {}, {}});
+  report::Table table{"each cell: kind; test perplexity after stage 1 and after stage 2, and its differences",
+                      {"kind", "stage 1: transfer loss before → after (CPU s)", "after stage 1", "stage 2: steps (CPU s)",
+                       "test perplexity", "minus softmax control [95%]", "minus teacher [95%]"},
+                      {}};
+  report::LinePlot curves{"validation perplexity during fine-tuning against the cell's CPU time",
+                          "CPU seconds (stage 1, then stage 2 at each evaluation)", "validation perplexity"};
+  for (const auto& c : j["cells"]) {
+    if (!c.is_object() || !c.contains("stage2") || !c["stage2"].is_object() || !c.contains("vs_teacher") ||
+        !c["vs_teacher"].is_object())
+      continue;
+    const auto& s2 = c["stage2"];
+    table.rows.push_back(
+        {c.value("kind", ""), stage1_column(c, "{:.4g}"),
+         c.contains("after_stage1_perplexity") ? fmt::format("{:.2f}", c.value("after_stage1_perplexity", 0.0))
+                                                : std::string("—"),
+         fmt::format("{} ({:.0f})", s2.value("steps", 0), s2.value("cpu_s", 0.0)),
+         fmt::format("{:.2f}", c.value("test_perplexity", 0.0)),
+         c.contains("vs_control") && c["vs_control"].is_object() ? perplexity_difference(c["vs_control"])
+                                                                   : std::string("—"),
+         perplexity_difference(c["vs_teacher"])});
+    if (!s2.contains("curve") || !s2["curve"].is_array()) continue;
+    report::Series series{c.value("kind", ""), {}, {}, "linespoints"};
+    for (const auto& point : s2["curve"]) {
+      if (!point.is_array() || point.size() != 3) continue;
+      series.x.push_back(point[1].get<double>());
+      series.y.push_back(point[2].get<double>());
+    }
+    curves.series.push_back(series);
+  }
+  section.headlines.push_back({"pretrained-LM linearization cells measured (bench/pretrained_linearize_results.py)",
+                               std::to_string(table.rows.size()), {}});
+  section.blocks.push_back({{}, table, {}});
+  if (!curves.series.empty())
+    section.blocks.push_back({{}, {}, report::Figure{curves.title, report::render_svg(curves)}});
+}
+
 }  // namespace
 
 report::Section translation_stage(const StageContext& context) {
@@ -467,6 +528,7 @@ report::Section translation_stage(const StageContext& context) {
   add_bible_heads_results(section, o.source_dir / "docs");
   add_linearization_results(section, o.source_dir / "docs");
   add_lm_linearization_results(section, o.source_dir / "docs");
+  add_pretrained_linearization_results(section, o.source_dir / "docs");
   return section;
 }
 

@@ -88,6 +88,8 @@ class DocsTables(unittest.TestCase):
         ("bible_heads_results", "analysis.md", "bible-heads.json", "<!-- bible-heads:begin -->"),
         ("bible_linearize_results", "analysis.md", "bible-linearize.json", "<!-- bible-linearize:begin -->"),
         ("lm_linearize_results", "analysis.md", "lm-linearize.json", "<!-- lm-linearize:begin -->"),
+        ("pretrained_linearize_results", "analysis.md", "pretrained-linearize.json",
+         "<!-- pretrained-linearize:begin -->"),
         ("pruned_speed", "analysis.md", "pruned-speed.json", "<!-- pruned-speed:begin -->"),
         ("linearized_decode", "analysis.md", "linearized-decode.json", "<!-- linearized-decode:begin -->"),
         ("decode_smollm2", "decoding.md", "decode-smollm2.json", "<!-- decode-smollm2:begin -->"),

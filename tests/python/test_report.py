@@ -112,6 +112,17 @@ class Report(unittest.TestCase):
                               f"{lm['teacher']['test_blocks']} blocks", page.sections["translation"]["text"])
             else:
                 self.assertIn("lm-linearize.json is missing", page.sections["translation"]["text"])
+            # The pretrained language model's linearization (SmolLM2) of docs/pretrained-linearize.json,
+            # or the line naming its maker.
+            pretrained_json = os.path.join(ROOT, "docs", "pretrained-linearize.json")
+            if os.path.exists(pretrained_json):
+                with open(pretrained_json, encoding="utf-8") as f:
+                    pretrained = json.load(f)
+                self.assertIn("Linearizing a pretrained language model", page.sections["translation"]["text"])
+                self.assertIn(f"test perplexity {pretrained['teacher']['test_perplexity']:.2f} on "
+                              f"{pretrained['teacher']['test_blocks']} blocks", page.sections["translation"]["text"])
+            else:
+                self.assertIn("pretrained-linearize.json is missing", page.sections["translation"]["text"])
             # Michel et al.'s experiment on the leak-free split, from docs/bible-heads.json.
             with open(os.path.join(ROOT, "docs", "bible-heads.json"), encoding="utf-8") as f:
                 bible = json.load(f)
