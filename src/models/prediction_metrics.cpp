@@ -15,12 +15,12 @@ void PredictionMetrics::add_batch(const at::Tensor& logits, const at::Tensor& la
   const at::Tensor counted = labels.ne(kIgnoreLabel);
   const int64_t count = counted.sum().item<int64_t>();
   if (count == 0) return;
+  const at::Tensor right = logits.argmax(-1).eq(labels).logical_and(counted);
   if (with_loss) {
     loss_sum_ += cross_entropy(logits, labels).item<double>() * static_cast<double>(count);
     loss_counted_ += count;
-    if (record_rows_) add_rows(logits, labels, counted);
+    if (record_rows_) add_rows(logits, labels, counted, right);
   }
-  const at::Tensor right = logits.argmax(-1).eq(labels).logical_and(counted);
   counted_ += count;
   correct_ += right.sum().item<int64_t>();
   const int64_t rows = labels.dim() == 0 ? 1 : labels.size(0);
@@ -29,7 +29,7 @@ void PredictionMetrics::add_batch(const at::Tensor& logits, const at::Tensor& la
 }
 
 void PredictionMetrics::add_rows(const at::Tensor& logits, const at::Tensor& labels,
-                                 const at::Tensor& counted) {
+                                 const at::Tensor& counted, const at::Tensor& right) {
   const int64_t rows = labels.dim() == 0 ? 1 : labels.size(0);
   const int64_t classes = logits.size(-1);
   const at::Tensor losses =
@@ -37,12 +37,15 @@ void PredictionMetrics::add_rows(const at::Tensor& logits, const at::Tensor& lab
                              at::Reduction::None, kIgnoreLabel);
   const at::Tensor sums = losses.to(at::kDouble).reshape({rows, -1}).sum(1).contiguous();
   const at::Tensor counts = counted.reshape({rows, -1}).sum(1).to(at::kDouble).contiguous();
+  const at::Tensor rights = right.reshape({rows, -1}).sum(1).to(at::kDouble).contiguous();
   const double* sum = sums.data_ptr<double>();
   const double* count = counts.data_ptr<double>();
+  const double* correct = rights.data_ptr<double>();
   for (int64_t row = 0; row < rows; ++row) {
     if (count[row] == 0) continue;
     row_loss_sums_.push_back(sum[row]);
     row_counts_.push_back(count[row]);
+    row_correct_.push_back(correct[row]);
   }
 }
 

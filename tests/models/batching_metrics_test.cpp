@@ -90,6 +90,17 @@ TEST(PredictionMetrics, RecordedRowsSumEachRowsCountedLosses) {
   for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(metrics.row_loss_sums()[i], expected_sums[i], 1e-5);
   // Their corpus score is the printed perplexity's.
   EXPECT_NEAR((metrics.row_loss_sums()[0] + metrics.row_loss_sums()[1]) / 6.0, metrics.mean_loss(), 1e-6);
+  // Each row's right positions (argmax == label, counted ones only).
+  std::vector<double> expected_correct;
+  for (int64_t row : {0, 2}) {
+    double right = 0;
+    for (int64_t t = 0; t < 4; ++t) {
+      const int64_t label = labels[row][t].item<int64_t>();
+      if (label != kIgnoreLabel && logits[row][t].argmax().item<int64_t>() == label) right += 1;
+    }
+    expected_correct.push_back(right);
+  }
+  EXPECT_EQ(metrics.row_correct(), expected_correct);
   // Not recorded unless asked.
   PredictionMetrics plain;
   plain.add(logits, labels);

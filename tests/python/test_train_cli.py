@@ -130,6 +130,24 @@ class TrainCli(unittest.TestCase):
         rc, out, err = attnkit("eval", "--run", run, "--split", "test", "--examples", "0")
         self.assertEqual(rc, 0, err)
         self.assertRegex(out, r"^step 2 split test accuracy=")
+        # Per-example items (right or not, of 1): their accuracy is the printed one; a paired
+        # bootstrap of the run against itself is level with a difference of 0.
+        items = os.path.join(self.dir, "listops-items.json")
+        rc, out, err = attnkit("eval", "--run", run, "--split", "test", "--examples", "0", "--items", items)
+        self.assertEqual(rc, 0, err)
+        with open(items) as f:
+            saved = json.load(f)
+        self.assertEqual((saved["metric"], saved["width"], saved["items"]), ("accuracy", 2, 8))
+        self.assertEqual(saved["values"][1::2], [1] * 8)
+        self.assertTrue(all(v in (0, 1) for v in saved["values"][0::2]))
+        self.assertAlmostEqual(sum(saved["values"][0::2]) / 8, metric(out, "accuracy"), places=6)
+        paired = os.path.join(self.dir, "listops-paired.json")
+        rc, out, err = attnkit("eval", "--run", run, "--split", "test", "--examples", "0", "--paired-bs", items,
+                               "--bs-samples", "100", "--json", paired)
+        self.assertEqual(rc, 0, err)
+        with open(paired) as f:
+            result = json.load(f)
+        self.assertEqual((result["metric"], result["difference"]["score"], result["verdict"]), ("accuracy", 0, "level"))
         # Any checkpoint by name; eval leaves the run directory as it was (a checkpoint being
         # written by a training process stays).
         pending = os.path.join(run, "checkpoints", ".tmp-pending")

@@ -147,7 +147,7 @@ metrics::ItemStatistics evaluation_items(const train::Trainer& trainer, const tr
   auto items = trainer.evaluation_items();
   if (!items)
     throw Error(fmt::format("eval --items / --paired-bs: task '{}' gives no per-item statistics (the lm task "
-                            "gives its rows' perplexity)",
+                            "gives its rows' perplexity, the classification tasks each example's accuracy)",
                             config.task.name));
   return *items;
 }

@@ -36,19 +36,23 @@ class PredictionMetrics {
   // Per-row statistics, kept once record_rows() is called (before the first batch): for each row of
   // the batches add() counted that has a counted position, in order, its summed cross entropy
   // (natural log; float64 sum of the per-position losses) and its counted positions — the items of
-  // metrics::perplexity_item_statistics, whose corpus score is exp(mean_loss()) up to rounding.
+  // metrics::perplexity_item_statistics, whose corpus score is exp(mean_loss()) up to rounding —
+  // and its right positions (argmax == label): with row_counts() the items of
+  // metrics::accuracy_item_statistics, whose corpus score is accuracy().
   void record_rows() { record_rows_ = true; }
   const std::vector<double>& row_loss_sums() const { return row_loss_sums_; }
   const std::vector<double>& row_counts() const { return row_counts_; }
+  const std::vector<double>& row_correct() const { return row_correct_; }
 
  private:
   void add_batch(const at::Tensor& logits, const at::Tensor& labels, bool with_loss);
-  void add_rows(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& counted);
+  void add_rows(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& counted,
+                const at::Tensor& right);
 
   int64_t counted_ = 0, correct_ = 0, rows_all_right_ = 0, loss_counted_ = 0;
   double loss_sum_ = 0;  // Σ batch mean × batch count
   bool record_rows_ = false;
-  std::vector<double> row_loss_sums_, row_counts_;
+  std::vector<double> row_loss_sums_, row_counts_, row_correct_;
 };
 
 }  // namespace attnkit::models

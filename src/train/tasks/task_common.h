@@ -123,16 +123,20 @@ class ClassificationTask : public ModelTask {
 
   std::map<std::string, double> evaluate() override {
     models::PredictionMetrics metrics;
+    metrics.record_rows();
     for_each_batch(val_ids_, batch_size_, [&](size_t start, const std::vector<const Ids*>& rows) {
       auto labels = torch::tensor(std::vector<int64_t>(val_labels_.begin() + start,
                                                        val_labels_.begin() + start + rows.size()),
                                   at::kLong);
       metrics.add(run(rows).first, labels);
     });
+    // Each example right or not (1 of 1): the items of a paired bootstrap of accuracy.
+    items_ = attnkit::metrics::accuracy_item_statistics(metrics.row_correct(), metrics.row_counts());
     return {{"accuracy", metrics.accuracy()}, {"loss", metrics.mean_loss()}};
   }
   std::string primary_metric() const override { return "accuracy"; }
   bool higher_is_better() const override { return true; }
+  std::optional<metrics::ItemStatistics> evaluation_items() const override { return items_; }
 
  private:
   std::pair<at::Tensor, at::Tensor> run(const std::vector<const Ids*>& rows) {
@@ -148,6 +152,7 @@ class ClassificationTask : public ModelTask {
   std::vector<int64_t> val_labels_;
   int64_t pad_;
   BatchOrder order_;
+  std::optional<metrics::ItemStatistics> items_;  // of the last evaluate() (each example: right, 1)
 };
 
 // Causal LM over (input, target) rows already aligned: targets[t] is what position t predicts
