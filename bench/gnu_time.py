@@ -85,3 +85,27 @@ def render_from_json(json_path, doc_path, begin, end, markdown, who):
                  "which no run has written yet")
     with open(json_path) as f:
         replace_region(doc_path, begin, end, markdown(json.load(f)))
+
+
+def results_driver_main(description, run_help, json_path, doc, begin, end, markdown, summarize, who):
+    """main() of a results driver that summarizes a script's OUT folder (--run, with --build's
+    attnkit) into json_path and doc's begin..end region, or re-renders the region from the JSON
+    (--report-only)."""
+    import argparse
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--run", help=run_help)
+    p.add_argument("--build", default=os.path.join(root, "build"), help="the build with attnkit (default: build)")
+    p.add_argument("--report-only", action="store_true", help=f"re-render docs from {os.path.relpath(json_path, root)}")
+    args = p.parse_args()
+    if args.report_only:
+        render_from_json(json_path, doc, begin, end, markdown, who)
+    elif args.run:
+        summary = summarize(args.run, args.build)
+        write_json(json_path, summary)
+        replace_region(doc, begin, end, markdown(summary))
+    else:
+        p.error("--run (or --report-only)")
+    print(f"{who}.py: wrote " + ("" if args.report_only else f"{os.path.relpath(json_path, root)} and ")
+          + os.path.relpath(doc, root))
+

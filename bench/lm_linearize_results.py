@@ -15,7 +15,6 @@ the cell), and `attnkit eval --paired-bs` compares a student with the softmax co
 blocks (1,000 resamples, 95%), "level" unless the interval excludes 0. Checkpoints were chosen on
 validation blocks; every number reported is on the test books. The markdown is rendered from the
 JSON alone (tests/python/test_docs_tables.py checks the doc against markdown(json))."""
-import argparse
 import datetime
 import json
 import math
@@ -29,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_process import run_or_exit  # noqa: E402
 from bible_heads_results import cpu_seconds_by_step, read_settings  # noqa: E402
 from pretrained_heads_results import range_verdict  # noqa: E402
-from gnu_time import machine, read_gnu_time, render_from_json, replace_region, write_json  # noqa: E402
+from gnu_time import machine, read_gnu_time, results_driver_main  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- lm-linearize:begin -->", "<!-- lm-linearize:end -->"
@@ -293,22 +292,8 @@ def markdown(s):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run", help="the OUT folder of scripts/lm_linearize.sh (teacher/ and the cells)")
-    p.add_argument("--build", default=os.path.join(ROOT, "build"), help="the build with attnkit (default: build)")
-    p.add_argument("--report-only", action="store_true", help="re-render docs from docs/lm-linearize.json")
-    args = p.parse_args()
-    doc = os.path.join(ROOT, "docs", "analysis.md")
-    if args.report_only:
-        render_from_json(JSON_PATH, doc, BEGIN, END, markdown, "lm_linearize_results")
-    elif args.run:
-        summary = summarize(args.run, args.build)
-        write_json(JSON_PATH, summary)
-        replace_region(doc, BEGIN, END, markdown(summary))
-    else:
-        p.error("--run (or --report-only)")
-    print("lm_linearize_results.py: wrote " + ("" if args.report_only else "docs/lm-linearize.json and ")
-          + "docs/analysis.md")
+    results_driver_main(__doc__.split("\n\n")[0], "the OUT folder of scripts/lm_linearize.sh (teacher/ and the cells)", JSON_PATH,
+                        os.path.join(ROOT, "docs", "analysis.md"), BEGIN, END, markdown, summarize, "lm_linearize_results")
 
 
 if __name__ == "__main__":

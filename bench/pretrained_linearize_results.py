@@ -15,7 +15,6 @@ teacher itself). This driver adds the paired bootstraps (`attnkit eval --paired-
 resampling over the test blocks, 1,000 resamples, 95%; "level" unless the interval excludes 0) of
 each model against the teacher and of the student against the control, and renders the table
 from the JSON alone (tests/python/test_docs_tables.py checks the doc against markdown(json))."""
-import argparse
 import datetime
 import json
 import math
@@ -26,7 +25,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_process import run_or_exit  # noqa: E402
 from bible_heads_results import cpu_seconds_by_step  # noqa: E402
-from gnu_time import machine, read_gnu_time, render_from_json, replace_region, write_json  # noqa: E402
+from gnu_time import machine, read_gnu_time, results_driver_main  # noqa: E402
 from lm_linearize_results import curve, paired_text  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -137,22 +136,8 @@ def markdown(s):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run", help="the OUT folder of scripts/pretrained_linearize.sh (teacher/ and the cells)")
-    p.add_argument("--build", default=os.path.join(ROOT, "build"), help="the build with attnkit (default: build)")
-    p.add_argument("--report-only", action="store_true", help="re-render docs from docs/pretrained-linearize.json")
-    args = p.parse_args()
-    doc = os.path.join(ROOT, "docs", "analysis.md")
-    if args.report_only:
-        render_from_json(JSON_PATH, doc, BEGIN, END, markdown, "pretrained_linearize_results")
-    elif args.run:
-        summary = summarize(args.run, args.build)
-        write_json(JSON_PATH, summary)
-        replace_region(doc, BEGIN, END, markdown(summary))
-    else:
-        p.error("--run (or --report-only)")
-    print("pretrained_linearize_results.py: wrote " + ("" if args.report_only else "docs/pretrained-linearize.json and ")
-          + "docs/analysis.md")
+    results_driver_main(__doc__.split("\n\n")[0], "the OUT folder of scripts/pretrained_linearize.sh (teacher/ and the cells)", JSON_PATH,
+                        os.path.join(ROOT, "docs", "analysis.md"), BEGIN, END, markdown, summarize, "pretrained_linearize_results")
 
 
 if __name__ == "__main__":

@@ -269,6 +269,28 @@ std::string perplexity_difference(const nlohmann::json& p) {
                      p.value("high", 0.0), 100 * p.value("relative", 0.0), word);
 }
 
+// A cell's stage-2 validation curve ([step, CPU s, perplexity] points) as a plotted series.
+report::Series stage2_series(const nlohmann::json& cell) {
+  report::Series series{cell.value("kind", ""), {}, {}, "linespoints"};
+  for (const auto& point : cell["stage2"]["curve"]) {
+    if (!point.is_array() || point.size() != 3) continue;
+    series.x.push_back(point[1].get<double>());
+    series.y.push_back(point[2].get<double>());
+  }
+  return series;
+}
+
+// The columns every language-model cell row shares: stage 2 "steps (CPU s)", test perplexity, and
+// its paired differences from the softmax control (or "—") and from the teacher.
+std::vector<std::string> perplexity_columns(const nlohmann::json& cell) {
+  const auto& s2 = cell["stage2"];
+  return {fmt::format("{} ({:.0f})", s2.value("steps", 0), s2.value("cpu_s", 0.0)),
+          fmt::format("{:.2f}", cell.value("test_perplexity", 0.0)),
+          cell.contains("vs_control") && cell["vs_control"].is_object() ? perplexity_difference(cell["vs_control"])
+                                                                          : std::string("—"),
+          perplexity_difference(cell["vs_teacher"])};
+}
+
 // The language-model cells of docs/lm-linearize.json (bench/lm_linearize_results.py): a softmax LM
 // trained on the English side of the same split, linearized kind by kind, into `section`.
 void add_lm_linearization_results(report::Section& section, const fs::path& docs) {
@@ -303,22 +325,11 @@ void add_lm_linearization_results(report::Section& section, const fs::path& docs
         !c["vs_teacher"].is_object())
       continue;
     const auto& s2 = c["stage2"];
-    table.rows.push_back(
-        {c.value("kind", ""), std::to_string(c.value("seed", 0)),
-         stage1_column(c, "{:.4g}"),
-         fmt::format("{} ({:.0f})", s2.value("steps", 0), s2.value("cpu_s", 0.0)),
-         fmt::format("{:.2f}", c.value("test_perplexity", 0.0)),
-         c.contains("vs_control") && c["vs_control"].is_object() ? perplexity_difference(c["vs_control"])
-                                                                   : std::string("—"),
-         perplexity_difference(c["vs_teacher"])});
+    std::vector<std::string> row{c.value("kind", ""), std::to_string(c.value("seed", 0)), stage1_column(c, "{:.4g}")};
+    for (auto& column : perplexity_columns(c)) row.push_back(std::move(column));
+    table.rows.push_back(std::move(row));
     if (c.value("seed", 0) != 0 || !s2.contains("curve") || !s2["curve"].is_array()) continue;
-    report::Series series{c.value("kind", ""), {}, {}, "linespoints"};
-    for (const auto& point : s2["curve"]) {
-      if (!point.is_array() || point.size() != 3) continue;
-      series.x.push_back(point[1].get<double>());
-      series.y.push_back(point[2].get<double>());
-    }
-    curves.series.push_back(series);
+    curves.series.push_back(stage2_series(c));
   }
   section.headlines.push_back({"language-model linearization cells measured (bench/lm_linearize_results.py)",
                                std::to_string(table.rows.size()), {}});
@@ -378,23 +389,13 @@ void add_pretrained_linearization_results(report::Section& section, const fs::pa
         !c["vs_teacher"].is_object())
       continue;
     const auto& s2 = c["stage2"];
-    table.rows.push_back(
-        {c.value("kind", ""), stage1_column(c, "{:.4g}"),
-         c.contains("after_stage1_perplexity") ? fmt::format("{:.2f}", c.value("after_stage1_perplexity", 0.0))
-                                                : std::string("—"),
-         fmt::format("{} ({:.0f})", s2.value("steps", 0), s2.value("cpu_s", 0.0)),
-         fmt::format("{:.2f}", c.value("test_perplexity", 0.0)),
-         c.contains("vs_control") && c["vs_control"].is_object() ? perplexity_difference(c["vs_control"])
-                                                                   : std::string("—"),
-         perplexity_difference(c["vs_teacher"])});
-    if (!s2.contains("curve") || !s2["curve"].is_array()) continue;
-    report::Series series{c.value("kind", ""), {}, {}, "linespoints"};
-    for (const auto& point : s2["curve"]) {
-      if (!point.is_array() || point.size() != 3) continue;
-      series.x.push_back(point[1].get<double>());
-      series.y.push_back(point[2].get<double>());
-    }
-    curves.series.push_back(series);
+    std::vector<std::string> row{
+        c.value("kind", ""), stage1_column(c, "{:.4g}"),
+        c.contains("after_stage1_perplexity") ? fmt::format("{:.2f}", c.value("after_stage1_perplexity", 0.0))
+                                               : std::string("—")};
+    for (auto& column : perplexity_columns(c)) row.push_back(std::move(column));
+    table.rows.push_back(std::move(row));
+    if (s2.contains("curve") && s2["curve"].is_array()) curves.series.push_back(stage2_series(c));
   }
   section.headlines.push_back({"pretrained-LM linearization cells measured (bench/pretrained_linearize_results.py)",
                                std::to_string(table.rows.size()), {}});
