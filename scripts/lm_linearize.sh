@@ -42,18 +42,8 @@ done
 LM=(--task.name lm --task.data "$OUT/data/train.txt" --task.tokenizer "$BIBLE/tok" --task.truncate 128
     --task.batch_size 16)
 
-# train_until DIR LOG ARGS...: a run that resumes from its newest checkpoint, `done` when finished.
-train_until() {
-  local dir="$1" log="$2"
-  shift 2
-  if [ -f "$dir/done" ]; then return; fi
-  if [ -d "$dir/checkpoints" ] && ls "$dir/checkpoints" | grep -q step-; then
-    /usr/bin/time -a -o "$log.time" -v "${AK[@]}" train --resume "$dir" >> "$log" 2>&1
-  else
-    /usr/bin/time -a -o "$log.time" -v "${AK[@]}" train "$@" --run.dir "$dir" >> "$log" 2>&1
-  fi
-  touch "$dir/done"
-}
+# train_until DIR LOG ARGS... (scripts/train_until.sh): a run that resumes from its newest checkpoint.
+source "$(dirname "$0")/train_until.sh"
 
 test_perplexity() {  # test_perplexity RUN OUT_JSON: the best checkpoint on the test books
   if [ ! -f "$2" ]; then

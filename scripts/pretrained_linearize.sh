@@ -40,6 +40,7 @@ if [ ! -f "$OUT/teacher/model.safetensors" ]; then
 fi
 LM=(--task.name lm --task.data "$DATA/train.txt" --task.tokenizer "$OUT/teacher" --task.truncate 128
     --task.batch_size "$BATCH")
+source "$(dirname "$0")/train_until.sh"
 
 IFS=',' read -r -a kinds <<< "$KINDS"
 for KIND in "${kinds[@]}"; do
@@ -56,17 +57,9 @@ for KIND in "${kinds[@]}"; do
     fi
   fi
   RUN="$CELL/run"
-  if [ ! -f "$RUN/done" ]; then
-    if [ -d "$RUN/checkpoints" ] && ls "$RUN/checkpoints" | grep -q step-; then
-      /usr/bin/time -a -o "$CELL/train.log.time" -v "${AK[@]}" train --resume "$RUN" >> "$CELL/train.log" 2>&1
-    else
-      /usr/bin/time -a -o "$CELL/train.log.time" -v "${AK[@]}" train --init "$INIT" "${LM[@]}" \
-        --optimizer.lr "${LR:-1e-4}" --schedule.kind cosine --schedule.warmup 20 --run.seed "$SEED" \
-        --run.steps "$FT_STEPS" --run.eval_every "${EVAL_EVERY:-50}" --run.checkpoint_every 25 --run.keep_last 1 \
-        --run.dir "$RUN" >> "$CELL/train.log" 2>&1
-    fi
-    touch "$RUN/done"
-  fi
+  train_until "$RUN" "$CELL/train.log" --init "$INIT" "${LM[@]}" --optimizer.lr "${LR:-1e-4}" \
+    --schedule.kind cosine --schedule.warmup 20 --run.seed "$SEED" --run.steps "$FT_STEPS" \
+    --run.eval_every "${EVAL_EVERY:-50}" --run.checkpoint_every 25 --run.keep_last 1
   # The test books: the best checkpoint, and the model the cell started from (for a student: after
   # stage 1, before stage 2), each with its per-block items.
   for which in best init; do
