@@ -15,7 +15,8 @@
 namespace {
 
 // 0.5·v·(1 + tanh z) with 1 + tanh z = 2 / (1 + e^−2z): the same number without 1 + tanh's
-// cancellation, which leaves float64 no digit of the answer below v ≈ -6 (the answer ~1e-15 there).
+// cancellation, which leaves float64 a few digits of the answer at v ≈ -6 and none below v ≈ -7
+// (the answer ~1e-15 there).
 double gelu_tanh64(double v) {
   const double z = std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
   if (std::abs(v) < 1.0) EXPECT_NEAR(0.5 * v * (1.0 + std::tanh(z)), v / (1.0 + std::exp(-2.0 * z)), 1e-15);
