@@ -64,6 +64,19 @@ def run_or_exit(argv, who, env=None):
     return p.stdout
 
 
+def cached_test_eval(build, run, out, extra, who, checkpoint="best"):
+    """`attnkit eval` of run's `checkpoint` on every example of its test split, made once: `extra(tmp)`
+    adds the flags that write tmp (--items, or --paired-bs ... --json), which becomes `out`; an
+    existing `out` is read instead. Returns out's JSON."""
+    if not os.path.exists(out):
+        tmp = out + ".tmp"
+        run_or_exit([os.path.join(build, "attnkit"), "--threads", "1", "--quiet", "eval", "--run", run,
+                     "--checkpoint", checkpoint, "--split", "test", "--examples", "0", *extra(tmp)], who)
+        os.replace(tmp, out)
+    with open(out) as f:
+        return json.load(f)
+
+
 # Issue 44's rule for a speed verdict: "met" only when the ratio of every one of at least this many
 # alternating rounds (attnkit, then the peer, round after round) is on the right side of the target.
 VERDICT_ROUNDS = 5

@@ -27,6 +27,7 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_process import cached_test_eval  # noqa: E402
 from gnu_time import machine, read_gnu_time, render_from_json, replace_region, write_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,24 +68,13 @@ def train(a, kind, attention, seed):
             sys.exit(f"listops_seeds: training {run} failed, see {run}.log")
 
 
-def attnkit_eval(a, run, out, extra):
-    """`attnkit eval` of run's best checkpoint on the whole test file (made once: `out` is kept)."""
-    if not os.path.exists(out):
-        p = subprocess.run([os.path.join(a.build, "attnkit"), "--threads", "1", "--quiet", "eval", "--run", run,
-                            "--checkpoint", "best", "--split", "test", "--examples", "0", *extra(out + ".tmp")],
-                           capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.exit(f"listops_seeds: eval of {run} failed: {p.stderr.strip()[-300:]}")
-        os.replace(out + ".tmp", out)
-    return json.load(open(out))
-
-
 def summarize(a):
     cells, seeds = {}, [int(s) for s in a.seeds.split(",")]
     for seed in seeds:
         for kind, _ in KINDS:
             run = run_dir(a.prefix, kind, seed)
-            items = attnkit_eval(a, run, run + ".test-items.json", lambda tmp: ["--items", tmp])
+            items = cached_test_eval(a.build, run, run + ".test-items.json", lambda tmp: ["--items", tmp],
+                                     "listops_seeds")
             correct = sum(items["values"][0::2])
             evals = [(json.loads(line)["step"], json.loads(line)["eval"]["accuracy"])
                      for line in open(os.path.join(run, "metrics.jsonl")) if '"eval"' in line]
@@ -98,7 +88,8 @@ def summarize(a):
         for x, y in PAIRS:
             base = run_dir(a.prefix, y, seed) + ".test-items.json"
             run = run_dir(a.prefix, x, seed)
-            p = attnkit_eval(a, run, f"{run}.vs-{y}.json", lambda tmp: ["--paired-bs", base, "--json", tmp])
+            p = cached_test_eval(a.build, run, f"{run}.vs-{y}.json", lambda tmp: ["--paired-bs", base, "--json", tmp],
+                                 "listops_seeds")
             comparisons.append({"a": x, "b": y, "seed": seed, "difference": p["difference"]["score"],
                                 "low": p["difference"]["low"], "high": p["difference"]["high"],
                                 "verdict": p["verdict"]})

@@ -25,7 +25,7 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_process import run_or_exit  # noqa: E402
+from bench_process import cached_test_eval, run_or_exit  # noqa: E402
 from bible_heads_results import cpu_seconds_by_step, read_settings  # noqa: E402
 from pretrained_heads_results import range_verdict  # noqa: E402
 from gnu_time import machine, read_gnu_time, results_driver_main  # noqa: E402
@@ -36,28 +36,19 @@ JSON_PATH = os.path.join(ROOT, "docs", "lm-linearize.json")
 CELL_NAME = re.compile(r"^(softmax|cosformer|linear-[a-z0-9]+)(?:-seed(\d+))?$")
 
 
-def attnkit_eval(build, run, out, extra):
-    """`attnkit eval` of run's best checkpoint on every test block (made once: `out` is kept)."""
-    if not os.path.exists(out):
-        tmp = out + ".tmp"
-        run_or_exit([os.path.join(build, "attnkit"), "--threads", "1", "--quiet", "eval", "--run", run,
-                     "--checkpoint", "best", "--split", "test", "--examples", "0", *extra(tmp)],
-                    "lm_linearize_results")
-        os.replace(tmp, out)
-    return json.load(open(out))
-
-
 def test_items(build, run, out):
     """The per-block statistics of run's best checkpoint on the test books; its perplexity."""
-    items = attnkit_eval(build, run, out, lambda tmp: ["--items", tmp])
+    items = cached_test_eval(build, run, out, lambda tmp: ["--items", tmp], "lm_linearize_results")
     values = items["values"]
     nll, tokens = sum(values[0::2]), sum(values[1::2])
     return items, math.exp(nll / tokens)
 
 
-def paired(build, run, baseline_items, out):
-    """The paired bootstrap of run's best checkpoint against baseline_items (made once)."""
-    p = attnkit_eval(build, run, out, lambda tmp: ["--paired-bs", baseline_items, "--json", tmp])
+def paired(build, run, baseline_items, out, checkpoint="best"):
+    """The paired bootstrap of run's `checkpoint` (its best by default) against baseline_items on
+    the test split (made once: `out` is kept)."""
+    p = cached_test_eval(build, run, out, lambda tmp: ["--paired-bs", baseline_items, "--json", tmp],
+                         "lm_linearize_results", checkpoint)
     return {"difference": p["difference"]["score"], "low": p["difference"]["low"],
             "high": p["difference"]["high"], "relative": p["difference"]["score"] / p["b"]["score"],
             "p_value": p["p_value"], "verdict": p["verdict"]}
@@ -292,8 +283,9 @@ def markdown(s):
 
 
 def main():
-    results_driver_main(__doc__.split("\n\n")[0], "the OUT folder of scripts/lm_linearize.sh (teacher/ and the cells)", JSON_PATH,
-                        os.path.join(ROOT, "docs", "analysis.md"), BEGIN, END, markdown, summarize, "lm_linearize_results")
+    results_driver_main(__doc__.split("\n\n")[0], "the OUT folder of scripts/lm_linearize.sh (teacher/ and the cells)",
+                        JSON_PATH, os.path.join(ROOT, "docs", "analysis.md"), BEGIN, END, markdown, summarize,
+                        "lm_linearize_results")
 
 
 if __name__ == "__main__":

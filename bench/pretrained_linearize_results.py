@@ -23,10 +23,9 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_process import run_or_exit  # noqa: E402
 from bible_heads_results import cpu_seconds_by_step  # noqa: E402
 from gnu_time import machine, read_gnu_time, results_driver_main  # noqa: E402
-from lm_linearize_results import curve, paired_text  # noqa: E402
+from lm_linearize_results import curve, paired, paired_text  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- pretrained-linearize:begin -->", "<!-- pretrained-linearize:end -->"
@@ -38,21 +37,6 @@ def items_perplexity(path):
     items = json.load(open(path))
     values = items["values"]
     return items["items"], int(sum(values[1::2])), math.exp(sum(values[0::2]) / sum(values[1::2]))
-
-
-def paired(build, run, checkpoint, baseline_items, out):
-    """The paired bootstrap of run's `checkpoint` against baseline_items on the test books (made
-    once: `out` is kept)."""
-    if not os.path.exists(out):
-        tmp = out + ".tmp"
-        run_or_exit([os.path.join(build, "attnkit"), "--threads", "1", "--quiet", "eval", "--run", run,
-                     "--checkpoint", checkpoint, "--split", "test", "--examples", "0", "--paired-bs", baseline_items,
-                     "--json", tmp], "pretrained_linearize_results")
-        os.replace(tmp, out)
-    p = json.load(open(out))
-    return {"difference": p["difference"]["score"], "low": p["difference"]["low"],
-            "high": p["difference"]["high"], "relative": p["difference"]["score"] / p["b"]["score"],
-            "p_value": p["p_value"], "verdict": p["verdict"]}
 
 
 def summarize(out_dir, build):
@@ -82,8 +66,8 @@ def summarize(out_dir, build):
                                "held_out_before": transfer["total"]["initial"],
                                "held_out_after": transfer["total"]["final"], "cpu_s": stage1, "peak_mib": peak1}
             _, _, entry["after_stage1_perplexity"] = items_perplexity(os.path.join(cell, "test-items-init.json"))
-            entry["after_stage1_vs_teacher"] = paired(build, run, "init", teacher_items,
-                                                      os.path.join(cell, "paired-init-vs-teacher.json"))
+            entry["after_stage1_vs_teacher"] = paired(build, run, teacher_items,
+                                                      os.path.join(cell, "paired-init-vs-teacher.json"), "init")
         cpu_at = cpu_seconds_by_step(run)
         _, _, peak2 = read_gnu_time(os.path.join(cell, "train.log.time"))
         entry["stage2"] = {"steps": max(cpu_at), "cpu_s": cpu_at[max(cpu_at)], "peak_mib": peak2,
@@ -91,9 +75,9 @@ def summarize(out_dir, build):
         n, _, entry["test_perplexity"] = items_perplexity(best)
         if n != blocks:
             sys.exit(f"pretrained_linearize_results: {name} scored {n} test blocks, the teacher {blocks}")
-        entry["vs_teacher"] = paired(build, run, "best", teacher_items, os.path.join(cell, "paired-vs-teacher.json"))
+        entry["vs_teacher"] = paired(build, run, teacher_items, os.path.join(cell, "paired-vs-teacher.json"))
         if name != "softmax" and os.path.exists(os.path.join(control, "test-items-best.json")):
-            entry["vs_control"] = paired(build, run, "best", os.path.join(control, "test-items-best.json"),
+            entry["vs_control"] = paired(build, run, os.path.join(control, "test-items-best.json"),
                                          os.path.join(cell, "paired-vs-control.json"))
         summary["cells"].append(entry)
     return summary
@@ -136,8 +120,10 @@ def markdown(s):
 
 
 def main():
-    results_driver_main(__doc__.split("\n\n")[0], "the OUT folder of scripts/pretrained_linearize.sh (teacher/ and the cells)", JSON_PATH,
-                        os.path.join(ROOT, "docs", "analysis.md"), BEGIN, END, markdown, summarize, "pretrained_linearize_results")
+    results_driver_main(__doc__.split("\n\n")[0],
+                        "the OUT folder of scripts/pretrained_linearize.sh (teacher/ and the cells)", JSON_PATH,
+                        os.path.join(ROOT, "docs", "analysis.md"), BEGIN, END, markdown, summarize,
+                        "pretrained_linearize_results")
 
 
 if __name__ == "__main__":

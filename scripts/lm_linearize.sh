@@ -63,15 +63,7 @@ for KIND in "${kinds[@]}"; do
   CELL="$OUT/${KIND//:/-}"
   [ "$SEED" = 0 ] || CELL="$CELL-seed$SEED"
   mkdir -p "$CELL"
-  INIT="$OUT/teacher"
-  if [ "$KIND" != softmax ]; then
-    INIT="$CELL/student"
-    if [ ! -f "$CELL/student/transfer.json" ]; then
-      /usr/bin/time -o "$CELL/linearize.time" -v "${AK[@]}" linearize --model "$OUT/teacher" --kind "$KIND" \
-        --data "$OUT/data/train.txt" --eval-data "$OUT/data/val.txt" --max-length 128 --batch-size 16 \
-        --steps "${LIN_STEPS:-300}" --out "$CELL/student" > "$CELL/linearize.log" 2>&1
-    fi
-  fi
+  linearize_cell "$CELL" "$KIND" "$OUT/teacher" "$OUT/data" 16
   train_until "$CELL/run" "$CELL/train.log" --init "$INIT" "${LM[@]}" --optimizer.lr 3e-4 \
     --schedule.kind cosine --schedule.warmup 50 --run.seed "$SEED" --run.steps "$FT_STEPS" \
     --run.eval_every 100 --run.checkpoint_every 100

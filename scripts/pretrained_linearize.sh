@@ -47,15 +47,7 @@ for KIND in "${kinds[@]}"; do
   CELL="$OUT/${KIND//:/-}"
   [ "$SEED" = 0 ] || CELL="$CELL-seed$SEED"
   mkdir -p "$CELL"
-  INIT="$OUT/teacher"
-  if [ "$KIND" != softmax ]; then
-    INIT="$CELL/student"
-    if [ ! -f "$CELL/student/transfer.json" ]; then
-      /usr/bin/time -o "$CELL/linearize.time" -v "${AK[@]}" linearize --model "$OUT/teacher" --kind "$KIND" \
-        --data "$DATA/train.txt" --eval-data "$DATA/val.txt" --max-length 128 --batch-size "$BATCH" \
-        --steps "${LIN_STEPS:-300}" --out "$CELL/student" > "$CELL/linearize.log" 2>&1
-    fi
-  fi
+  linearize_cell "$CELL" "$KIND" "$OUT/teacher" "$DATA" "$BATCH"
   RUN="$CELL/run"
   train_until "$RUN" "$CELL/train.log" --init "$INIT" "${LM[@]}" --optimizer.lr "${LR:-1e-4}" \
     --schedule.kind cosine --schedule.warmup 20 --run.seed "$SEED" --run.steps "$FT_STEPS" \

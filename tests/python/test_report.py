@@ -102,27 +102,20 @@ class Report(unittest.TestCase):
             with open(os.path.join(ROOT, "docs", "bible-linearize.json"), encoding="utf-8") as f:
                 teacher_bleu = json.load(f)["teacher"]["bleu"]
             self.assertIn(f"test BLEU {100 * teacher_bleu:.2f}", page.sections["translation"]["text"])
-            # The language-model linearization of docs/lm-linearize.json, or the line naming its maker.
-            lm_json = os.path.join(ROOT, "docs", "lm-linearize.json")
-            if os.path.exists(lm_json):
-                with open(lm_json, encoding="utf-8") as f:
-                    lm = json.load(f)
-                self.assertIn("Linearizing a language model", page.sections["translation"]["text"])
-                self.assertIn(f"test perplexity {lm['teacher']['test_perplexity']:.2f} on "
-                              f"{lm['teacher']['test_blocks']} blocks", page.sections["translation"]["text"])
-            else:
-                self.assertIn("lm-linearize.json is missing", page.sections["translation"]["text"])
-            # The pretrained language model's linearization (SmolLM2) of docs/pretrained-linearize.json,
-            # or the line naming its maker.
-            pretrained_json = os.path.join(ROOT, "docs", "pretrained-linearize.json")
-            if os.path.exists(pretrained_json):
-                with open(pretrained_json, encoding="utf-8") as f:
-                    pretrained = json.load(f)
-                self.assertIn("Linearizing a pretrained language model", page.sections["translation"]["text"])
-                self.assertIn(f"test perplexity {pretrained['teacher']['test_perplexity']:.2f} on "
-                              f"{pretrained['teacher']['test_blocks']} blocks", page.sections["translation"]["text"])
-            else:
-                self.assertIn("pretrained-linearize.json is missing", page.sections["translation"]["text"])
+            # The language-model linearizations (docs/lm-linearize.json: the LM trained here;
+            # docs/pretrained-linearize.json: SmolLM2) with their teachers' test perplexity, or the
+            # line naming each one's maker.
+            for name, heading in (("lm-linearize.json", "Linearizing a language model"),
+                                  ("pretrained-linearize.json", "Linearizing a pretrained language model")):
+                summary = os.path.join(ROOT, "docs", name)
+                if not os.path.exists(summary):
+                    self.assertIn(f"{name} is missing", page.sections["translation"]["text"])
+                    continue
+                with open(summary, encoding="utf-8") as f:
+                    teacher = json.load(f)["teacher"]
+                self.assertIn(heading, page.sections["translation"]["text"])
+                self.assertIn(f"test perplexity {teacher['test_perplexity']:.2f} on {teacher['test_blocks']} blocks",
+                              page.sections["translation"]["text"])
             # Michel et al.'s experiment on the leak-free split, from docs/bible-heads.json.
             with open(os.path.join(ROOT, "docs", "bible-heads.json"), encoding="utf-8") as f:
                 bible = json.load(f)
