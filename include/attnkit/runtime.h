@@ -22,6 +22,20 @@ void set_blas_threads(int threads);
 // before threads start; a no-op on other C libraries.
 void reuse_freed_memory();
 
+// While alive (a loader building the model it fills, models::DeferredInit), blocks of 1 MiB and
+// more are mappings of their own again, as glibc makes them by default, where reuse_freed_memory
+// turned that off; nothing otherwise (nested scopes count). A parameter whose block a loader
+// replaces with the file's pages (DeferredInit::adopt) then gives that block back to the system:
+// left in the heap, the never-touched hole was where later blocks came from, and they faulted in
+// during decoding (the Marian model, int8: ~10 ms more over its first 32 greedy steps).
+class LargeBlocksMapped {
+ public:
+  LargeBlocksMapped();
+  ~LargeBlocksMapped();
+  LargeBlocksMapped(const LargeBlocksMapped&) = delete;
+  LargeBlocksMapped& operator=(const LargeBlocksMapped&) = delete;
+};
+
 // The instruction-set copy of attnkit's fused CPU kernels that runs: "avx512", "avx2" or
 // "baseline" — the best this CPU supports, or the one the environment variable
 // ATTNKIT_KERNEL_ISA forces (read once; docs/testing.md). Throws attnkit::Error for a value that

@@ -454,6 +454,7 @@ class SingleFile final : public CheckpointTensors {
   void read_into(const std::string& name, const std::function<void(const at::Tensor&)>& use) const override {
     file_.read_into(name, use);
   }
+  at::Tensor shared_tensor(const std::string& name) const override { return file_.shared_tensor(name); }
   const std::string& path() const override { return file_.path(); }
 
  private:
@@ -502,6 +503,7 @@ class ShardedFiles final : public CheckpointTensors {
   void read_into(const std::string& name, const std::function<void(const at::Tensor&)>& use) const override {
     shard(name).read_into(name, use);
   }
+  at::Tensor shared_tensor(const std::string& name) const override { return shard(name).shared_tensor(name); }
   const std::string& path() const override { return path_; }
 
  private:
@@ -668,7 +670,11 @@ std::shared_ptr<models::Model> load_huggingface_checkpoint(const json& config_js
                                        fmt::join(entry.shape, ", ")));
       continue;
     }
-    file.read_into(entry.name, [&](const at::Tensor& stored_tensor) { assign(b, stored_tensor, ours); });
+    // A float32 tensor stored as the model holds it becomes the parameter's memory (the file's
+    // private mapping, copy-on-write); anything else is converted or rearranged into it.
+    if (b.layout != TensorLayout::Same ||
+        !models::DeferredInit::adopt(tensor_named(ours, b.ours[0]), file.shared_tensor(entry.name)))
+      file.read_into(entry.name, [&](const at::Tensor& stored_tensor) { assign(b, stored_tensor, ours); });
     used.insert(stored);
     if (entry.dtype != "F32") layout.dtypes[stored] = entry.dtype;
   }
@@ -802,6 +808,7 @@ void save_huggingface(models::Model& model, const HuggingFaceModel& info, const 
   if (ec) throw Error(fmt::format("{}: cannot create directory ({})", directory, ec.message()));
   // HF writes config.json with indent 2 and sorted keys (nlohmann's objects are sorted).
   write_file_atomically((fs::path(directory) / "config.json").string(), config.dump(2) + "\n");
+  // The reference layout: a directory loaded and saved back is the same file, byte for byte.
   save_safetensors((fs::path(directory) / "model.safetensors").string(), tensors, {{"format", "pt"}});
 }
 

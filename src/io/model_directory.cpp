@@ -90,14 +90,19 @@ void load_parameters(torch::nn::Module& model, const SafetensorsFile& file) {
                                        fmt::join(item.value().sizes(), ", "), fmt::join(entry.shape, ", ")));
       continue;
     }
-    file.read_into(item.key(), [&](const at::Tensor& stored) { item.value().copy_(stored); });
+    // Stored on a cache line as the model holds it: the file's pages become the parameter's
+    // memory (copy-on-write); otherwise one copy.
+    if (!models::DeferredInit::adopt(item.value(), file.shared_tensor(item.key())))
+      file.read_into(item.key(), [&](const at::Tensor& stored) { item.value().copy_(stored); });
   }
   // Buffers (e.g. sinusoidal position tables) are optional: trainer checkpoints carry them. An
   // int8 model's weights and scales (models/quantize.h) are not.
   for (auto& item : model.named_buffers(true)) {
     expected.insert(item.key());
-    if (file.contains(item.key()) && file.entry(item.key()).shape == item.value().sizes().vec())
-      file.read_into(item.key(), [&](const at::Tensor& stored) { item.value().copy_(stored); });
+    if (file.contains(item.key()) && file.entry(item.key()).shape == item.value().sizes().vec()) {
+      if (!models::DeferredInit::adopt(item.value(), file.shared_tensor(item.key())))
+        file.read_into(item.key(), [&](const at::Tensor& stored) { item.value().copy_(stored); });
+    }
     else if (is_int8_state(item.key()))
       missing.push_back(item.key());
   }
@@ -252,7 +257,7 @@ void save_attnkit_model(models::Model& model, const std::string& directory) {
   // Buffers too: some are not recomputed from the config (synthesizer-random-fixed's alignment).
   for (auto& item : model.module().named_buffers(true)) tensors.emplace_back(item.key(), item.value());
   save_safetensors((fs::path(directory) / "model.safetensors").string(), tensors,
-                   attnkit_metadata(model));
+                   attnkit_metadata(model), SafetensorsLayout::kMappable);
   write_file_atomically((fs::path(directory) / "config.json").string(),
                         attnkit_config_json(model).dump(2) + "\n");
 }

@@ -255,8 +255,9 @@ void sort_and_check_tiling(std::vector<TensorEntry>& entries, uint64_t data_size
                             covered, data_size));
 }
 
-// A read-only mapping of a whole file; returns {address, size}.
-std::pair<const unsigned char*, size_t> map_file(const std::string& path) {
+// A private mapping of a whole file, readable and writable (a write copies the page: the file never
+// changes); returns {owner of the mapping, size}.
+std::pair<std::shared_ptr<const unsigned char>, size_t> map_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(fmt::format("cannot open: {}", std::strerror(errno)));
   struct Closer {
@@ -271,9 +272,13 @@ std::pair<const unsigned char*, size_t> map_file(const std::string& path) {
     throw Error(fmt::format(
         "the file has {} bytes, fewer than the 8-byte header length a safetensors file starts with",
         size));
-  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* address = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   if (address == MAP_FAILED) throw Error(fmt::format("cannot mmap: {}", std::strerror(errno)));
-  return {static_cast<const unsigned char*>(address), size};
+  std::shared_ptr<const unsigned char> owner(static_cast<const unsigned char*>(address),
+                                             [size](const unsigned char* p) {
+                                               ::munmap(const_cast<unsigned char*>(p), size);
+                                             });
+  return {std::move(owner), size};
 }
 
 // ---- writing ---------------------------------------------------------------------------------
@@ -285,8 +290,8 @@ struct PreparedFile {
   uint64_t data_size = 0;
 };
 
-PreparedFile prepare(const NamedTensors& tensors,
-                     const std::map<std::string, std::string>& metadata) {
+PreparedFile prepare(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
+                     SafetensorsLayout layout) {
   struct Item {
     const std::string* name;
     const Dtype* dtype;
@@ -317,9 +322,15 @@ PreparedFile prepare(const NamedTensors& tensors,
     check_utf8(fmt::format("metadata value of {:?}", key), value);
   }
 
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    return std::tie(a.dtype->layout_position, *a.name) <
-           std::tie(b.dtype->layout_position, *b.name);
+  // kMappable: tensors of whole 64-byte lines first (each then starts on a line), the rest after.
+  const bool mappable = layout == SafetensorsLayout::kMappable;
+  auto off_lines = [&](const Item& item) {
+    return mappable && (item.tensor->numel() * item.dtype->size) % kMappableAlignment != 0;
+  };
+  std::sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+    const bool a_off = off_lines(a), b_off = off_lines(b);
+    return std::tie(a_off, a.dtype->layout_position, *a.name) <
+           std::tie(b_off, b.dtype->layout_position, *b.name);
   });
 
   PreparedFile file;
@@ -336,7 +347,9 @@ PreparedFile prepare(const NamedTensors& tensors,
     file.tensors.push_back(*item.tensor);
   }
   std::string json_text = header.dump();
-  json_text.append((8 - json_text.size() % 8) % 8, ' ');  // the data buffer starts 8-aligned
+  // The data buffer starts 8-aligned (kMappable: on a 64-byte line), after the 8-byte length.
+  const size_t line = mappable ? kMappableAlignment : 8;
+  json_text.append((line - (kLengthFieldSize + json_text.size()) % line) % line, ' ');
   for (size_t i = 0; i < kLengthFieldSize; ++i)
     file.header.push_back(static_cast<char>((uint64_t{json_text.size()} >> (8 * i)) & 0xFF));
   file.header += json_text;
@@ -365,14 +378,14 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   with_context(path, [&] {
     std::tie(file.mapping_, file.mapping_size_) = map_file(path);
     const uint64_t available = file.mapping_size_ - kLengthFieldSize;
-    const uint64_t header_size = read_u64_le(file.mapping_);
+    const uint64_t header_size = read_u64_le(file.mapping_.get());
     if (header_size > kMaxHeaderSize)
       throw Error(fmt::format("header length {} exceeds the limit of {} bytes", header_size,
                               kMaxHeaderSize));
     if (header_size > available)
       throw Error(fmt::format("header length {} exceeds the {} bytes that follow it", header_size,
                               available));
-    const std::string_view header(reinterpret_cast<const char*>(file.mapping_) + kLengthFieldSize,
+    const std::string_view header(reinterpret_cast<const char*>(file.mapping_.get()) + kLengthFieldSize,
                                   header_size);
     if (const size_t position = text::unicode::find_invalid_utf8(header);
         position != std::string_view::npos)
@@ -395,7 +408,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
         file.entries_.push_back(read_entry(key, value, data_size));
     }
     sort_and_check_tiling(file.entries_, data_size);
-    file.data_ = file.mapping_ + kLengthFieldSize + header_size;
+    file.data_ = file.mapping_.get() + kLengthFieldSize + header_size;
     for (size_t i = 0; i < file.entries_.size(); ++i)
       file.index_by_name_[file.entries_[i].name] = i;
   });
@@ -408,7 +421,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
   if (this != &other) {
     unmap();
     path_ = std::move(other.path_);
-    mapping_ = std::exchange(other.mapping_, nullptr);
+    mapping_ = std::move(other.mapping_);
     mapping_size_ = std::exchange(other.mapping_size_, 0);
     data_ = std::exchange(other.data_, nullptr);
     entries_ = std::move(other.entries_);
@@ -421,8 +434,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
 SafetensorsFile::~SafetensorsFile() { unmap(); }
 
 void SafetensorsFile::unmap() noexcept {
-  if (mapping_ != nullptr) ::munmap(const_cast<unsigned char*>(mapping_), mapping_size_);
-  mapping_ = nullptr;
+  mapping_.reset();
   mapping_size_ = 0;
   data_ = nullptr;
 }
@@ -455,6 +467,12 @@ const TensorEntry& SafetensorsFile::entry(const std::string& name) const {
 }
 
 namespace {
+
+#ifdef MADV_POPULATE_READ
+constexpr int kPopulateRead = MADV_POPULATE_READ;
+#else
+constexpr int kPopulateRead = 22;  // Linux 5.14's value; older C library headers lack the name
+#endif
 
 // The pages wholly inside [bytes, bytes + size) leave the process (a later read faults them in
 // again from the file), so a model read tensor by tensor does not hold the whole file resident
@@ -513,6 +531,26 @@ void SafetensorsFile::read_into(const std::string& name, const std::function<voi
   release_pages(bytes, size);
 }
 
+at::Tensor SafetensorsFile::shared_tensor(const std::string& name) const {
+  const TensorEntry& found = entry(name);
+  if (found.scalar_type == at::kBool || found.end == found.begin) return {};
+  const unsigned char* bytes = data_ + found.begin;
+  if (reinterpret_cast<uintptr_t>(bytes) % kMappableAlignment != 0) return {};
+  const size_t size = found.end - found.begin;
+  // Page tables filled now (file pages already cached are mapped, others read), so that the first
+  // forward takes no page faults; a kernel without MADV_POPULATE_READ (before 5.14) faults them in
+  // on first use instead.
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(bytes) / page * page;
+  ::madvise(reinterpret_cast<void*>(first), reinterpret_cast<uintptr_t>(bytes) + size - first,
+            kPopulateRead);
+  // When the tensor goes (a parameter replaced, e.g. by its int8 form), its pages leave the
+  // process, as tensor()'s do; the mapping itself goes with its last owner.
+  return at::from_blob(const_cast<unsigned char*>(bytes), found.shape,
+                       [owner = mapping_, bytes, size](void*) { release_pages(bytes, size); },
+                       at::TensorOptions().dtype(found.scalar_type));
+}
+
 // ---- load, save, serialize ---------------------------------------------------------------------
 
 std::map<std::string, at::Tensor> load_safetensors(const std::string& path) {
@@ -524,9 +562,10 @@ std::map<std::string, at::Tensor> load_safetensors(const std::string& path) {
 }
 
 std::string serialize_safetensors(const NamedTensors& tensors,
-                                  const std::map<std::string, std::string>& metadata) {
+                                  const std::map<std::string, std::string>& metadata,
+                                  SafetensorsLayout layout) {
   const PreparedFile file =
-      with_context("serialize_safetensors", [&] { return prepare(tensors, metadata); });
+      with_context("serialize_safetensors", [&] { return prepare(tensors, metadata, layout); });
   std::string bytes;
   bytes.reserve(file.header.size() + file.data_size);
   write_prepared(file, [&](const char* data, size_t size) {
@@ -537,8 +576,8 @@ std::string serialize_safetensors(const NamedTensors& tensors,
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
-  const PreparedFile file = with_context(path, [&] { return prepare(tensors, metadata); });
+                      const std::map<std::string, std::string>& metadata, SafetensorsLayout layout) {
+  const PreparedFile file = with_context(path, [&] { return prepare(tensors, metadata, layout); });
   write_file_atomically(path, [&](std::FILE* out) {
     // After a failed write stop, leaving errno for write_file_atomically to report.
     write_prepared(file, [out](const char* data, size_t size) {

@@ -2,6 +2,7 @@
 #include "attnkit/models/deferred_init.h"
 
 #include "attnkit/models/model.h"
+#include "attnkit/runtime.h"
 
 #include <ATen/Operators.h>
 #include <ATen/core/Tensor.h>
@@ -22,6 +23,9 @@ struct DeferredInit::State {
   std::set<const c10::StorageImpl*> written;  // copy_ destinations
   at::Tensor generator_state;                 // the default CPU generator's, at the start
   std::optional<c10::impl::IncludeDispatchKeyGuard> include;
+  // The model's blocks are mappings of their own while it is built and loaded, so that adopt()
+  // frees them to the system instead of leaving holes in the heap (attnkit/runtime.h).
+  std::optional<LargeBlocksMapped> mapped_blocks;
   State* previous = nullptr;
 };
 
@@ -78,6 +82,7 @@ DeferredInit::DeferredInit() : state_(std::make_unique<State>()) {
     std::lock_guard<std::mutex> lock(generator.mutex());
     state_->generator_state = generator.get_state();
   }
+  state_->mapped_blocks.emplace();
   state_->include.emplace(kKey);
   state_->previous = current;
   current = state_.get();
@@ -92,6 +97,7 @@ std::vector<std::string> DeferredInit::finish(Model& built,
   torch::nn::Module& model = built.module();
   if (current == state_.get()) current = state_->previous;
   state_->include.reset();
+  state_->mapped_blocks.reset();
   auto unwritten = [&](const at::Tensor& t) {
     return t.defined() && t.numel() > 0 && !state_->written.count(storage_of(t));
   };
@@ -123,6 +129,22 @@ std::vector<std::string> DeferredInit::finish(Model& built,
     if (source != nullptr && source->sizes() == target->sizes()) target->copy_(*source);
   }
   return names;
+}
+
+bool DeferredInit::adopt(const at::Tensor& target, const at::Tensor& source) {
+  auto fills_storage = [](const at::Tensor& t) {
+    return t.defined() && t.device().is_cpu() && t.has_storage() && t.is_contiguous() &&
+           t.storage_offset() == 0 && t.storage().nbytes() == t.nbytes() && t.nbytes() > 0;
+  };
+  if (!fills_storage(target) || !fills_storage(source) || target.scalar_type() != source.scalar_type() ||
+      target.sizes() != source.sizes())
+    return false;
+  c10::StorageImpl* from = source.storage().unsafeGetStorageImpl();
+  at::DataPtr memory = from->set_data_ptr(at::DataPtr(nullptr, source.device()));
+  from->set_nbytes(0);
+  target.storage().unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(memory));
+  if (current != nullptr) current->written.insert(storage_of(target));
+  return true;
 }
 
 }  // namespace attnkit::models

@@ -158,11 +158,13 @@ void prune_checkpoints(const std::string& checkpoints_directory, int64_t keep_la
 void save_checkpoint(const std::string& directory, const TrainingCheckpoint& checkpoint) {
   std::vector<std::pair<std::string, FileWriter>> files;
   files.emplace_back("model.safetensors", [&](const std::string& path) {
-    io::save_safetensors(path, checkpoint.model, checkpoint.model_metadata);
+    io::save_safetensors(path, checkpoint.model, checkpoint.model_metadata,
+                         io::SafetensorsLayout::kMappable);
   });
   if (checkpoint.ema) {
     files.emplace_back("ema.safetensors", [&](const std::string& path) {
-      io::save_safetensors(path, *checkpoint.ema, checkpoint.model_metadata);
+      io::save_safetensors(path, *checkpoint.ema, checkpoint.model_metadata,
+                           io::SafetensorsLayout::kMappable);
     });
   }
   files.emplace_back("optimizer.pt", [&](const std::string& path) {

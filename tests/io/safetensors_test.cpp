@@ -217,6 +217,61 @@ TEST_F(SafetensorsTest, HandWrittenFileIsReadAsWritten) {
     });
     EXPECT_EQ(calls, 1) << entry.name;
   }
+  // shared_tensor: none where the bytes are not shared as they are (BOOL bytes are checked by
+  // copying; no elements; "step" at byte 25 is off its element's alignment, let alone a line).
+  for (const char* name : {"flags", "empty", "step"}) EXPECT_FALSE(file.shared_tensor(name).defined()) << name;
+}
+
+TEST_F(SafetensorsTest, MappableLayoutPutsWholeLinesOnLinesAndThoseAreShared) {
+  // Three floats (12 bytes) sort first by name and shift every later tensor off its line in the
+  // reference layout; the mappable layout puts the whole-line tensors first, on lines.
+  const NamedTensors tensors = {{"a_odd", at::arange(3, at::kFloat)},
+                                {"b_lines", at::arange(32, at::kFloat).view({2, 16})},
+                                {"c_lines", at::arange(16, at::kDouble)},
+                                {"d_odd", at::arange(5, at::kLong)},
+                                {"e_lines", at::ones({64}, at::kChar)},
+                                {"f_flags", at::ones({64}, at::kBool)}};
+  save_safetensors(path("reference.safetensors"), tensors);
+  save_safetensors(path("mappable.safetensors"), tensors, {}, SafetensorsLayout::kMappable);
+  const SafetensorsFile reference = SafetensorsFile::open(path("reference.safetensors"));
+  const SafetensorsFile mappable = SafetensorsFile::open(path("mappable.safetensors"));
+  EXPECT_FALSE(reference.shared_tensor("b_lines").defined());  // 12 bytes past a line
+  std::vector<std::string> order;
+  for (const TensorEntry& entry : mappable.entries()) order.push_back(entry.name);
+  EXPECT_EQ(order, (std::vector<std::string>{"c_lines", "b_lines", "e_lines", "f_flags", "d_odd", "a_odd"}));
+  for (const auto& [name, tensor] : tensors) {
+    expect_same_tensor(mappable.tensor(name), tensor, name);
+    const at::Tensor shared = mappable.shared_tensor(name);
+    // The whole-line tensors, and the first of the rest (d_odd, 40 bytes) which starts on the line
+    // after them; not a_odd behind it, nor the BOOL tensor (its bytes are checked by copying).
+    const bool on_a_line = name.find("_lines") != std::string::npos || name == "d_odd";
+    EXPECT_EQ(shared.defined(), on_a_line) << name;
+    if (!shared.defined()) continue;
+    expect_same_tensor(shared, tensor, name);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(shared.data_ptr()) % kMappableAlignment, 0u) << name;
+  }
+  // The header is padded to the line with spaces and nothing else changes: the same JSON entries.
+  const std::string bytes = serialize_safetensors(tensors, {}, SafetensorsLayout::kMappable);
+  EXPECT_EQ(bytes.size() - reference.entries().back().end, header_of(bytes).size() + 8);
+  EXPECT_EQ((8 + header_of(bytes).size()) % kMappableAlignment, 0u);
+  const std::string header = header_of(bytes);
+  EXPECT_EQ(header.find_last_not_of(' '), header.rfind('}'));
+}
+
+TEST_F(SafetensorsTest, SharedTensorOutlivesTheFileAndWritesNeverReachIt) {
+  const at::Tensor weight = at::arange(16, at::kFloat).view({4, 4});  // one 64-byte line
+  save_safetensors(path("shared.safetensors"), {{"weight", weight}, {"bias", at::ones({4})}}, {},
+                   SafetensorsLayout::kMappable);
+  at::Tensor shared;
+  {
+    const SafetensorsFile file = SafetensorsFile::open(path("shared.safetensors"));
+    shared = file.shared_tensor("weight");
+  }  // the file object is gone; the tensor keeps the mapping
+  expect_same_tensor(shared, weight, "weight");
+  shared.mul_(2);  // copy-on-write: the process's page only
+  expect_same_tensor(shared, weight * 2, "written");
+  const SafetensorsFile again = SafetensorsFile::open(path("shared.safetensors"));
+  expect_same_tensor(again.tensor("weight"), weight, "the file after the write");
 }
 
 TEST_F(SafetensorsTest, FileWithoutTensorsOpens) {

@@ -92,6 +92,22 @@ class BenchFlags(unittest.TestCase):
             self.assert_one_line_error(train, "attnkit", "--no-such-flag", "(see attnkit train --help)")
             self.assertEqual(os.listdir(cwd), [])
 
+    def test_the_cli_reports_output_it_could_not_write(self):
+        # The output is flushed when a command ends (the process then ends with _exit): a full
+        # disk behind stdout is one line and status 2, not a silent success.
+        cli = os.path.join(BUILD, "attnkit")
+        if not os.path.exists("/dev/full"):
+            self.skipTest("no /dev/full")
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([cli, "--version"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("attnkit: error: cannot write the output"), lines[0])
+        ok = subprocess.run([cli, "--version"], capture_output=True, text=True, timeout=60)
+        self.assertEqual((ok.returncode, ok.stderr), (0, ""))
+        self.assertTrue(ok.stdout.strip())
+
 
 if __name__ == "__main__":
     runner.run()

@@ -12,6 +12,7 @@ Spanish-like target side), joins their pieces into one vocab.json the way Opus-M
 ctest runs this file with /usr/bin/python3; it re-runs itself with the test venv's python."""
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -143,6 +144,55 @@ class MarianTokenizerHf(unittest.TestCase):
         ids = list(range(len(self.tokenizer)))
         self.assertEqual(json.loads(out)["results"][0]["prompt"],
                          self.tokenizer.decode(ids, skip_special_tokens=False))
+
+    def variant(self, name, vocab_text):
+        """A copy of the model directory whose vocab.json is `vocab_text`."""
+        directory = os.path.join(self.tmp.name, name)
+        shutil.copytree(self.dir, directory)
+        with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
+            f.write(vocab_text)
+        return directory
+
+    def test_vocabulary_read_as_transformers_reads_it(self):
+        # json.load's dict: a token repeated in the file keeps its first place and its last id, and
+        # an id given to several tokens decodes as the last of them in file order (not in sorted
+        # order: "!repeat" sorts before the token whose id it repeats, but comes after it).
+        vocab = dict(self.tokenizer.encoder)
+        shared = next(t for t, i in vocab.items() if i > 3 and t > "!repeat")
+        items = [f"{json.dumps(t, ensure_ascii=False)}: {i}" for t, i in vocab.items()]
+        items.insert(3, f"{json.dumps(shared, ensure_ascii=False)}: 0")  # repeated below: that id wins
+        items.append(f'"!repeat": {vocab[shared]}')
+        directory = self.variant("repeated", "{" + ", ".join(items) + "}")
+        theirs = MarianTokenizer.from_pretrained(directory)
+        self.assertEqual(theirs.decoder[vocab[shared]], "!repeat")
+        ids = list(range(len(vocab)))
+        code, out, err = attnkit("generate", "--model", directory, "--json", "--max-new-tokens", "1",
+                                 "--prompt-ids", " ".join(str(i) for i in ids))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["results"][0]["prompt"],
+                         theirs.decode(ids, skip_special_tokens=False))
+        code, out, err = attnkit("generate", "--model", directory, "--json", "--max-new-tokens", "1",
+                                 "--prompt", PROMPTS[0])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["results"][0]["prompt_ids"], theirs(PROMPTS[0]).input_ids)
+
+    def test_bad_vocabulary_is_a_one_line_error(self):
+        for name, text, expected in [
+                ("negative", '{"</s>": 0, "<unk>": -1}', "token '<unk>' has no non-negative integer id (it has -1)"),
+                ("fraction", '{"</s>": 0.5}', "token '</s>' has no non-negative integer id (it has 0.5)"),
+                ("string", '{"</s>": "0"}', "token '</s>' has no non-negative integer id (it has a string)"),
+                ("nested", '{"</s>": [0]}', "token '</s>' has no non-negative integer id (it has an array)"),
+                ("array", '[["</s>", 0]]', "expected an object of token -> id"),
+                ("broken", '{"</s>": 0,', "not valid JSON"),
+                ("missing", '{"</s>": 0}', "the special token '<unk>' is not in the vocabulary")]:
+            with self.subTest(name):
+                directory = self.variant("bad-" + name, text)
+                code, out, err = attnkit("generate", "--model", directory, "--prompt", "x")
+                self.assertNotEqual(code, 0)
+                self.assertEqual(out, "")
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(os.path.join(directory, "vocab.json"), err)
+                self.assertIn(expected, err)
 
 
 if __name__ == "__main__":

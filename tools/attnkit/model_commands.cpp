@@ -204,7 +204,9 @@ void register_model_commands(CLI::App& app, GlobalOptions& global) {
                                "convert a model directory between Hugging Face and attnkit format");
   c->add_option("--from", convert->from, "input model directory (either format) or llama-architecture .gguf file")->required();
   c->add_option("--to", convert->to, "output directory")->required();
-  c->add_option("--format", convert->format, "output format")
+  c->add_option("--format", convert->format,
+                 "output format (attnkit: weights laid out to be mapped at load, not copied; "
+                 "huggingface: saves back byte for byte)")
       ->check(CLI::IsMember({"attnkit", "huggingface"}))
       ->capture_default_str();
   c->add_option("--quantize", convert->quantize,

@@ -68,6 +68,9 @@ class CheckpointTensors {
   virtual void read_into(const std::string& name, const std::function<void(const at::Tensor&)>& use) const {
     use(tensor(name));
   }
+  // The tensor as stored over memory it shares with the checkpoint instead of a copy
+  // (SafetensorsFile::shared_tensor), or undefined where it has none to share (the default).
+  virtual at::Tensor shared_tensor(const std::string& name) const { return {}; }
   virtual const std::string& path() const = 0;  // what messages name
 };
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,7 +27,7 @@ struct TensorEntry {
   uint64_t end = 0;
 };
 
-// A memory-mapped (read-only) safetensors file. open() validates the whole header, so that every
+// A memory-mapped safetensors file (a private mapping: nothing attnkit does writes to the file). open() validates the whole header, so that every
 // later call either succeeds or reports an unknown name; the data buffer is only read by tensor().
 // Validation follows the reference Rust implementation: the entries' byte ranges must tile the
 // data buffer exactly (no overlap, no gap, nothing after the last tensor); in addition, repeated
@@ -57,6 +58,19 @@ class SafetensorsFile {
   // call only), then lets the pages it read go as tensor() does: a loader copies each tensor once,
   // into its parameter, instead of into a temporary first. Throws as tensor() does.
   void read_into(const std::string& name, const std::function<void(const at::Tensor&)>& use) const;
+  // A tensor over the file's mapped bytes that keeps the mapping alive (no copy): the mapping is
+  // private and writable, so a write into the tensor copies the pages it touches (copy-on-write)
+  // and never reaches the file; the mapping stays while this file or any such tensor does. A
+  // loader adopts it as a parameter's memory (models::DeferredInit::adopt) instead of copying:
+  // the model is ready without first writes to fresh pages (issue 43's start). Undefined where
+  // the bytes are not shared: BOOL (its bytes are checked by copying), no elements, or an address
+  // off a 64-byte line (kMappableAlignment): the decoding kernels read such rows across cache
+  // lines, measured 5-10% slower on the Marian model (2026-11-29), so those tensors are copied;
+  // files written with SafetensorsLayout::kMappable have every tensor of whole lines on a line.
+  // Fills the page tables now (MADV_POPULATE_READ: the first forward takes no faults). When the
+  // tensor's storage goes, the pages wholly inside it leave the process, written ones included:
+  // so take each entry once, and neither tensor() nor read_into() it while the shared tensor lives.
+  at::Tensor shared_tensor(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
@@ -66,7 +80,7 @@ class SafetensorsFile {
   const unsigned char* checked_bytes(const TensorEntry& found) const;
 
   std::string path_;
-  const unsigned char* mapping_ = nullptr;
+  std::shared_ptr<const unsigned char> mapping_;  // munmaps when the last owner goes
   size_t mapping_size_ = 0;
   const unsigned char* data_ = nullptr;  // the data buffer, inside the mapping
   std::vector<TensorEntry> entries_;
@@ -85,12 +99,22 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 // (first) only if `metadata` is not empty. Tensors are written contiguous, from the CPU. Names must
 // be non-empty, unique, valid UTF-8 and not "__metadata__"; otherwise, or for an unsupported dtype
 // or layout, throws attnkit::Error.
+//
+// kMappable (what attnkit's model and checkpoint files use) instead lays the file out for
+// SafetensorsFile::shared_tensor: the header is padded with spaces so that the data buffer starts
+// on a 64-byte line, and the tensors whose byte size is a multiple of 64 come first (by dtype, then
+// name), so each starts on a line of its own; the rest follow (by dtype, then name). Any reader
+// takes either file (the order and padding are the writer's choice in the format).
+enum class SafetensorsLayout { kReference, kMappable };
+inline constexpr size_t kMappableAlignment = 64;  // bytes: a cache line
 std::string serialize_safetensors(const NamedTensors& tensors,
-                                  const std::map<std::string, std::string>& metadata = {});
+                                  const std::map<std::string, std::string>& metadata = {},
+                                  SafetensorsLayout layout = SafetensorsLayout::kReference);
 
 // Writes serialize_safetensors' bytes to `path` atomically (write_file_atomically), streaming the
 // tensors instead of building the whole file in memory.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {},
+                      SafetensorsLayout layout = SafetensorsLayout::kReference);
 
 }  // namespace attnkit::io

@@ -17,6 +17,7 @@
 // Mechanism: the guard adds the dispatch key CustomRNGKeyId to the thread's included keys; the
 // library registers, at that key, no-op kernels for uniform_ / normal_, a recording kernel for
 // copy_ and a fallthrough for every other operator.
+#include <ATen/core/Tensor.h>
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,6 +38,14 @@ class DeferredInit {
   // loader did not write, as above, building the reference with `build` (called without the
   // guard) when needed. Returns the names initialised (empty when the loader wrote everything).
   std::vector<std::string> finish(Model& model, const std::function<std::shared_ptr<Model>()>& build);
+
+  // Makes `target` (a tensor filling its whole storage: a parameter, a buffer) use `source`'s
+  // memory instead of its own, where both are CPU tensors of the same dtype and shape, contiguous,
+  // each filling its storage; records `target` as written, as a copy_ into it would be. Every
+  // tensor sharing target's storage (a tied weight) reads the new memory too; `source`'s storage is
+  // left empty, so pass a tensor made for this (SafetensorsFile::shared_tensor: a loader adopts
+  // the file's mapped bytes instead of copying them). Returns false, changing nothing, otherwise.
+  static bool adopt(const at::Tensor& target, const at::Tensor& source);
 
   struct State;
 

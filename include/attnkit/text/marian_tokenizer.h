@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <unordered_map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,8 +64,8 @@ class MarianTokenizer : public TextTokenizer {
   struct Processor;  // a SentencePiece model of libattnkit_sentencepiece.so
   std::string directory_;
   std::unique_ptr<Processor> source_, target_;
-  std::map<std::string, int64_t> vocab_;
-  std::map<int64_t, std::string> id_to_token_;
+  std::unordered_map<std::string, int64_t> vocab_;
+  std::unordered_map<int64_t, std::string> id_to_token_;
   std::string unk_, eos_, pad_;
   int64_t unk_id_ = 0, eos_id_ = 0, pad_id_ = 0;
 };

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #ifdef ATTNKIT_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
@@ -176,8 +177,35 @@ void set_blas_threads(int threads) {
     ops::cpu::openblas_set()(threads);
 }
 
+namespace {
+std::mutex large_blocks_mutex;
+bool heap_keeps_large_blocks = false;  // reuse_freed_memory ran
+int large_blocks_mapped_scopes = 0;
+}  // namespace
+
+LargeBlocksMapped::LargeBlocksMapped() {
+#if defined(__GLIBC__)
+  std::lock_guard<std::mutex> lock(large_blocks_mutex);
+  if (heap_keeps_large_blocks && large_blocks_mapped_scopes++ == 0) {
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_MMAP_MAX, 1 << 16);  // glibc's default count
+  }
+#endif
+}
+
+LargeBlocksMapped::~LargeBlocksMapped() {
+#if defined(__GLIBC__)
+  std::lock_guard<std::mutex> lock(large_blocks_mutex);
+  if (heap_keeps_large_blocks && --large_blocks_mapped_scopes == 0) mallopt(M_MMAP_MAX, 0);
+#endif
+}
+
 void reuse_freed_memory() {
 #if defined(__GLIBC__)
+  {
+    std::lock_guard<std::mutex> lock(large_blocks_mutex);
+    heap_keeps_large_blocks = true;
+  }
   // glibc caps M_MMAP_THRESHOLD at 32 MiB, so blocks above it would still be fresh mmaps: turn
   // mmap-backed allocation off instead (large blocks then come from the brk heap, which a thread
   // arena falls back to as well) and keep up to 1 GiB of freed memory at the heap's top.
