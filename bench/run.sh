@@ -60,6 +60,9 @@ if [ -n "$DECODE_PY" ]; then
   for threads in 1 2; do
     "$DECODE_PY" bench/decode_overhead.py --build "$BUILD" --threads "$threads" --repeats 5
   done
+  echo
+  echo "== start: a one-token Marian generate, published and in attnkit's format (target <= 0.5 s) =="
+  bash bench/marian_start.sh "$BUILD"
 else
   echo "bench/run.sh: no CTranslate2 venv (scripts/decode_bench_venv.sh failed): skipping the Marian comparison" >&2
 fi
