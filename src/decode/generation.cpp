@@ -142,25 +142,30 @@ std::vector<int64_t> banned_bad_words(const std::vector<int64_t>& history,
   return banned;
 }
 
-// The processors, row by row, on scores [rows, vocab] (in place).
-void process(at::Tensor& scores, const std::vector<std::vector<int64_t>>& histories, int64_t step,
-             const GenerationConfig& config) {
-  const int64_t rows = scores.size(0), vocab = scores.size(1);
+// process()'s masks on contiguous rows [rows, vocab] of float or double scores, in place: each
+// row's banned n-gram and bad-word tokens, then min-length's end tokens, then a forced token (every
+// other score -inf, its own 0).
+template <typename T>
+void mask_scores(T* scores, int64_t rows, int64_t vocab,
+                 const std::vector<std::vector<int64_t>>& histories, int64_t step,
+                 const GenerationConfig& config) {
+  const T neg = -std::numeric_limits<T>::infinity();
+  auto in_range = [vocab](int64_t token) { return token >= 0 && token < vocab; };
   for (int64_t r = 0; r < rows; ++r) {
-    at::Tensor row = scores[r];
-    apply_repetition_penalty(row, histories[r], config.repetition_penalty);
+    T* row = scores + r * vocab;
     for (int64_t token : banned_ngram_tokens(histories[r], config.no_repeat_ngram_size))
-      row[token] = kNegInf;
+      if (in_range(token)) row[token] = neg;
     for (int64_t token : banned_bad_words(histories[r], config))
-      if (token < vocab) row[token] = kNegInf;
+      if (in_range(token)) row[token] = neg;
   }
   if (step < config.min_new_tokens)
     for (int64_t eos : config.eos_token_ids)
-      if (eos >= 0 && eos < vocab) scores.select(1, eos).fill_(kNegInf);
+      if (in_range(eos))
+        for (int64_t r = 0; r < rows; ++r) scores[r * vocab + eos] = neg;
   auto force = [&](int64_t token) {
-    if (token < 0 || token >= vocab) return;
-    scores.fill_(kNegInf);
-    scores.select(1, token).fill_(0.0);
+    if (!in_range(token)) return;
+    std::fill(scores, scores + rows * vocab, neg);
+    for (int64_t r = 0; r < rows; ++r) scores[r * vocab + token] = T(0);
   };
   // HF forces BOS at cur_len == 1: when every prompt is one token (an encoder-decoder's start).
   if (step == 0 && config.forced_bos_token_id >= 0 &&
@@ -168,6 +173,27 @@ void process(at::Tensor& scores, const std::vector<std::vector<int64_t>>& histor
     force(config.forced_bos_token_id);
   if (step == config.max_new_tokens - 1 && config.forced_eos_token_id >= 0)
     force(config.forced_eos_token_id);
+}
+
+// The processors, row by row, on scores [rows, vocab] (in place): the repetition penalty, then
+// mask_scores.
+void process(at::Tensor& scores, const std::vector<std::vector<int64_t>>& histories, int64_t step,
+             const GenerationConfig& config) {
+  scores = scores.contiguous();
+  const int64_t rows = scores.size(0), vocab = scores.size(1);
+  for (int64_t r = 0; r < rows; ++r) {
+    at::Tensor row = scores[r];
+    apply_repetition_penalty(row, histories[r], config.repetition_penalty);
+  }
+  if (scores.scalar_type() == at::kFloat) {
+    mask_scores(scores.data_ptr<float>(), rows, vocab, histories, step, config);
+  } else if (scores.scalar_type() == at::kDouble) {
+    mask_scores(scores.data_ptr<double>(), rows, vocab, histories, step, config);
+  } else {
+    at::Tensor wide = scores.to(at::kDouble);
+    mask_scores(wide.data_ptr<double>(), rows, vocab, histories, step, config);
+    scores.copy_(wide);
+  }
 }
 
 // Whether any processor may change step `step`'s scores (process() would be the identity
@@ -183,11 +209,15 @@ bool processors_active(const GenerationConfig& config, int64_t step) {
 // Greedy's choice when no processor acts: per row of logits [R, V] (contiguous), the first
 // largest logit (a NaN counts as largest, as ATen's argmax has it), read in place. Rows split over
 // the threads.
-template <typename T>
-void argmax_rows(const T* logits, int64_t R, int64_t V, std::vector<int64_t>& token) {
+void argmax_rows(const float* logits, int64_t R, int64_t V, std::vector<int64_t>& token) {
+  ops::cpu::parallel_for(0, R, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) token[static_cast<size_t>(r)] = ops::cpu::argmax_row(logits + r * V, V);
+  });
+}
+void argmax_rows(const double* logits, int64_t R, int64_t V, std::vector<int64_t>& token) {
   ops::cpu::parallel_for(0, R, 1, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const T* x = logits + r * V;
+      const double* x = logits + r * V;
       int64_t best = 0;
       for (int64_t i = 1; i < V && !std::isnan(x[best]); ++i)
         if (x[i] > x[best] || std::isnan(x[i])) best = i;
@@ -206,17 +236,33 @@ void choose_tokens(const at::Tensor& logits, const std::vector<std::vector<int64
   const int64_t R = logits.size(0), V = logits.size(1);
   token.assign(static_cast<size_t>(R), 0);
   logp.assign(static_cast<size_t>(R), 0.0);
+  if (config.strategy == Strategy::Greedy && V > 0 && logits.scalar_type() == at::kFloat &&
+      config.repetition_penalty == 1.0) {
+    // Greedy over float32 logits: processors that only mask tokens (all but the repetition
+    // penalty) write -inf into a copy; then the argmax, read off the rows, and the chosen tokens'
+    // log-probabilities through the beam search's float log-softmax (ops::cpu::log_softmax_at).
+    // The double path below took a conversion, ATen's processors and a log-softmax in double over
+    // the vocabulary: ~10% of an int8 Marian greedy cell held to AVX2 (whose bad_words_ids and
+    // --min-new-tokens keep processors active at every step).
+    at::Tensor x = logits.contiguous();
+    if (processors_active(config, step)) {
+      x = x.clone();
+      mask_scores(x.data_ptr<float>(), R, V, histories, step, config);
+    }
+    const float* data = x.data_ptr<float>();
+    argmax_rows(data, R, V, token);
+    ops::cpu::parallel_for(0, R, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        logp[static_cast<size_t>(r)] = ops::cpu::log_softmax_at(data + r * V, V, token[static_cast<size_t>(r)]);
+    });
+    return;
+  }
   if (config.strategy == Strategy::Greedy && !processors_active(config, step) && V > 0 &&
-      (logits.scalar_type() == at::kFloat || logits.scalar_type() == at::kDouble)) {
-    // The argmax in place; the chosen tokens' log-probabilities from one log-softmax in double
-    // (ATen converts inside the op: the scores of the processed path, bit for bit, with one copy
-    // of the logits rather than a conversion and a clone).
+      logits.scalar_type() == at::kDouble) {
+    // Double logits: the argmax in place and one log-softmax (the processed path's arithmetic).
     const at::Tensor x = logits.contiguous();
-    if (x.scalar_type() == at::kFloat)
-      argmax_rows(x.data_ptr<float>(), R, V, token);
-    else
-      argmax_rows(x.data_ptr<double>(), R, V, token);
-    const at::Tensor log_probs = x.log_softmax(-1, at::kDouble).contiguous();
+    argmax_rows(x.data_ptr<double>(), R, V, token);
+    const at::Tensor log_probs = x.log_softmax(-1).contiguous();
     const double* lp = log_probs.data_ptr<double>();
     for (int64_t r = 0; r < R; ++r) logp[static_cast<size_t>(r)] = lp[r * V + token[static_cast<size_t>(r)]];
     return;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -30,6 +31,40 @@ TEST(BeamKernel, LogSoftmaxRowMatchesFloat64) {
       const auto ref = torch::log_softmax(x.to(torch::kDouble), 0);
       const double err = (y.to(torch::kDouble) - ref).abs().max().item<double>();
       EXPECT_LT(err, 2e-5) << "n " << n << " spread " << spread;
+    }
+  }
+}
+
+TEST(BeamKernel, LogSoftmaxAtGivesTheRowsBitsWithoutWritingIt) {
+  // A greedy step's score of its chosen token: log_softmax_row's value there, the row untouched.
+  torch::manual_seed(6);
+  for (int64_t n : {1, 17, 64, 1000, 58101}) {
+    const auto x = (torch::randn({n}) * 4.0).contiguous();
+    const auto before = x.clone();
+    auto y = x.clone();
+    attnkit::ops::cpu::log_softmax_row(y.data_ptr<float>(), n);
+    for (int64_t index : {int64_t{0}, n / 2, n - 1}) {
+      const float at = attnkit::ops::cpu::log_softmax_at(x.data_ptr<float>(), n, index);
+      EXPECT_EQ(std::memcmp(&at, y.data_ptr<float>() + index, sizeof(float)), 0) << "n " << n << " at " << index;
+    }
+    EXPECT_TRUE(torch::equal(x, before));
+  }
+}
+
+TEST(BeamKernel, ArgmaxRowIsATensArgmax) {
+  // First of equal maxima, a NaN first of all, -inf rows, lengths around the 16-lane blocks.
+  torch::manual_seed(8);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 1000, 58101}) {
+    for (int variant = 0; variant < 6; ++variant) {
+      auto x = torch::randint(0, 7, {n}).to(torch::kFloat);  // many ties
+      float* p = x.data_ptr<float>();
+      if (variant == 1) x.fill_(-inf);
+      if (variant == 2) p[n - 1] = 100.0f;
+      if (variant == 3) p[n / 2] = nan;
+      if (variant == 4 && n > 2) { p[1] = nan; p[n - 1] = nan; }
+      if (variant == 5) { x.fill_(-inf); p[n - 1] = 0.0f; }
+      EXPECT_EQ(attnkit::ops::cpu::argmax_row(p, n), x.argmax().item<int64_t>()) << "n " << n << " variant " << variant;
     }
   }
 }

@@ -17,6 +17,12 @@ namespace attnkit::ops::cpu {
 // x[0, n) ← x − max − log Σ exp(x − max); a row without a finite maximum (all -inf, or NaN)
 // becomes NaN where ATen's log_softmax gives NaN as well (callers treat such rows themselves).
 void log_softmax_row(float* x, int64_t n);
+// log_softmax(x)[index] as log_softmax_row gives it (the same bits), without writing the row: the
+// score of a greedy step's chosen token.
+float log_softmax_at(const float* x, int64_t n, int64_t index);
+// The first index of x's largest value, a NaN counting as largest, as ATen's argmax (0 for n = 0):
+// greedy decoding's choice.
+int64_t argmax_row(const float* x, int64_t n);
 
 struct BeamCandidate {
   float score;    // scores[k, v] + beam_score[k], in float arithmetic (as ATen's add)

@@ -189,10 +189,61 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void row_
   if (c0 < n) row_scores_generic_avx512(q, k + c0 * ldk, ldk, n - c0, d, scale, s + c0);
 }
 
+// The AVX2 copy's blocks: 4 keys together where d is a multiple of 16, each key's 16 partial
+// sums in two vectors (parts 0-7 and 8-15: the same FMA chains as row_scores_impl's), then the same
+// tree across the 4 keys: j + j+8 as whole vectors, j + j+4 by 128-bit halves, j + j+2 by 64-bit
+// pairs, j + j+1 in lanes; so the same bits as the AVX2 copy of row_scores_impl (a decoding step's
+// cross attention spent 11% of an int8 Marian cell held to AVX2 in that copy's tree per key).
+// A last 1-3 keys and other d: row_scores_impl.
+__attribute__((target("avx2,fma"))) void row_scores_avx2_blocks(const float* q, const float* k,
+                                                              int64_t ldk, int64_t n, int64_t d,
+                                                              float scale, float* s) {
+  int64_t c0 = 0;
+  if (d % 16 == 0 && d > 0) {
+    const __m256 scale_v = _mm256_set1_ps(scale);
+    for (; n - c0 >= 4; c0 += 4) {
+      const float* kc[4] = {k + c0 * ldk, k + (c0 + 1) * ldk, k + (c0 + 2) * ldk, k + (c0 + 3) * ldk};
+      __m256 lo[4], hi[4];
+      for (int c = 0; c < 4; ++c) lo[c] = hi[c] = _mm256_setzero_ps();
+      for (int64_t i = 0; i < d; i += 16) {
+        const __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
+        for (int c = 0; c < 4; ++c) {
+          lo[c] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(kc[c] + i), lo[c]);
+          hi[c] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(kc[c] + i + 8), hi[c]);
+        }
+      }
+      __m256 a[4];  // a_j = part_j + part_{j+8}
+      for (int c = 0; c < 4; ++c) a[c] = _mm256_add_ps(lo[c], hi[c]);
+      // b_j = a_j + a_{j+4}: [b of key 0 | b of key 1], [b of key 2 | b of key 3].
+      const __m256 b01 = _mm256_add_ps(_mm256_permute2f128_ps(a[0], a[1], 0x20),
+                                       _mm256_permute2f128_ps(a[0], a[1], 0x31));
+      const __m256 b23 = _mm256_add_ps(_mm256_permute2f128_ps(a[2], a[3], 0x20),
+                                       _mm256_permute2f128_ps(a[2], a[3], 0x31));
+      // c_j = b_j + b_{j+2}: [c_0, c_1 of keys 0, 2 | c_0, c_1 of keys 1, 3].
+      const __m256d x = _mm256_castps_pd(b01), y = _mm256_castps_pd(b23);
+      const __m256 cc = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)),
+                                      _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
+      // c_0 + c_1: [keys 0, 2, 0, 2 | keys 1, 3, 1, 3].
+      const __m256 sums = _mm256_add_ps(_mm256_shuffle_ps(cc, cc, _MM_SHUFFLE(2, 0, 2, 0)),
+                                        _mm256_shuffle_ps(cc, cc, _MM_SHUFFLE(3, 1, 3, 1)));
+      alignas(32) float out[8];
+      _mm256_store_ps(out, _mm256_mul_ps(scale_v, sums));
+      s[c0] = out[0];
+      s[c0 + 1] = out[4];
+      s[c0 + 2] = out[1];
+      s[c0 + 3] = out[5];
+    }
+  }
+  if (c0 < n) row_scores_generic_avx2(q, k + c0 * ldk, ldk, n - c0, d, scale, s + c0);
+}
+
 void row_scores(const float* q, const float* k, int64_t ldk, int64_t n, int64_t d, float scale,
                 float* s) {
-  if (kernel_isa() == KernelIsa::Avx512) return row_scores_avx512_blocks(q, k, ldk, n, d, scale, s);
-  row_scores_generic(q, k, ldk, n, d, scale, s);
+  switch (kernel_isa()) {
+    case KernelIsa::Avx512: return row_scores_avx512_blocks(q, k, ldk, n, d, scale, s);
+    case KernelIsa::Avx2: return row_scores_avx2_blocks(q, k, ldk, n, d, scale, s);
+    default: return row_scores_generic(q, k, ldk, n, d, scale, s);
+  }
 }
 ATTNKIT_KERNEL_ENTRY(row_scores, row_scores_impl,
                      (const double* q, const double* k, int64_t ldk, int64_t n, int64_t d, double scale, double* s),
@@ -560,6 +611,16 @@ void flash_attention_backward(const FlashProblem& p, const double* q, const doub
                               const double* v, const double* out, const double* lse,
                               const double* dout, double* dq, double* dk, double* dv) {
   backward_impl(p, q, k, v, out, lse, dout, dq, dk, dv);
+}
+
+void attention_row_scores(const float* q, const float* k, int64_t ldk, int64_t n, int64_t d,
+                          float scale, float* s) {
+  row_scores(q, k, ldk, n, d, scale, s);
+}
+
+void attention_row_scores_per_key(const float* q, const float* k, int64_t ldk, int64_t n, int64_t d,
+                                  float scale, float* s) {
+  row_scores_generic(q, k, ldk, n, d, scale, s);
 }
 
 }  // namespace attnkit::ops::cpu

@@ -7,6 +7,14 @@
 
 namespace attnkit::ops::cpu {
 
+// One row of scores as the flash kernels compute them, s[c] = scale · Σ_i q[i]·k[c·ldk + i] for
+// c < n (blocks of keys where the running copy has them), and the same one key at a time: both
+// give the same bits in every instruction-set copy (tests/ops/flash_row_scores_test.cpp).
+void attention_row_scores(const float* q, const float* k, int64_t ldk, int64_t n, int64_t d,
+                          float scale, float* s);
+void attention_row_scores_per_key(const float* q, const float* k, int64_t ldk, int64_t n, int64_t d,
+                                  float scale, float* s);
+
 constexpr int64_t kFlashQueryTile = 128;
 constexpr int64_t kFlashKeyTile = 256;
 // The forward alone runs larger tiles: fewer, larger BLAS calls and softmax passes (about 15%
