@@ -206,9 +206,9 @@ bool processors_active(const GenerationConfig& config, int64_t step) {
          (step == config.max_new_tokens - 1 && config.forced_eos_token_id >= 0);
 }
 
-// Greedy's choice when no processor acts: per row of logits [R, V] (contiguous), the first
-// largest logit (a NaN counts as largest, as ATen's argmax has it), read in place. Rows split over
-// the threads.
+// Greedy's choice (after any masking processors): per row of logits [R, V] (contiguous), the first
+// largest logit (a NaN counts as largest, as ATen's argmax has it), read in place; float rows
+// through the vectorised kernel. Rows split over the threads.
 void argmax_rows(const float* logits, int64_t R, int64_t V, std::vector<int64_t>& token) {
   ops::cpu::parallel_for(0, R, 1, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) token[static_cast<size_t>(r)] = ops::cpu::argmax_row(logits + r * V, V);
