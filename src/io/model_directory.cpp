@@ -72,6 +72,14 @@ bool is_int8_state(const std::string& name) {
   return false;
 }
 
+// `target` from the file's tensor `name`: the file's pages become its memory where they are
+// stored as the model holds them, on a cache line (copy-on-write, DeferredInit::adopt); otherwise
+// one copy.
+void fill(const SafetensorsFile& file, const std::string& name, const at::Tensor& target) {
+  if (!models::DeferredInit::adopt(target, file.shared_tensor(name)))
+    file.read_into(name, [&](const at::Tensor& stored) { target.copy_(stored); });
+}
+
 // Loads every parameter (and any buffer present) of `model` from `file` by attnkit name; lists
 // unknown and missing names.
 void load_parameters(torch::nn::Module& model, const SafetensorsFile& file) {
@@ -90,19 +98,14 @@ void load_parameters(torch::nn::Module& model, const SafetensorsFile& file) {
                                        fmt::join(item.value().sizes(), ", "), fmt::join(entry.shape, ", ")));
       continue;
     }
-    // Stored on a cache line as the model holds it: the file's pages become the parameter's
-    // memory (copy-on-write); otherwise one copy.
-    if (!models::DeferredInit::adopt(item.value(), file.shared_tensor(item.key())))
-      file.read_into(item.key(), [&](const at::Tensor& stored) { item.value().copy_(stored); });
+    fill(file, item.key(), item.value());
   }
   // Buffers (e.g. sinusoidal position tables) are optional: trainer checkpoints carry them. An
   // int8 model's weights and scales (models/quantize.h) are not.
   for (auto& item : model.named_buffers(true)) {
     expected.insert(item.key());
-    if (file.contains(item.key()) && file.entry(item.key()).shape == item.value().sizes().vec()) {
-      if (!models::DeferredInit::adopt(item.value(), file.shared_tensor(item.key())))
-        file.read_into(item.key(), [&](const at::Tensor& stored) { item.value().copy_(stored); });
-    }
+    if (file.contains(item.key()) && file.entry(item.key()).shape == item.value().sizes().vec())
+      fill(file, item.key(), item.value());
     else if (is_int8_state(item.key()))
       missing.push_back(item.key());
   }
