@@ -77,6 +77,14 @@ def cached_test_eval(build, run, out, extra, who, checkpoint="best"):
         return json.load(f)
 
 
+def compare_items(build, a, b, out, who):
+    """`attnkit compare A B --json out`: the paired bootstrap of two stored evaluations' items (A - B,
+    1,000 resamples, sacreBLEU's seed), no model needed. Returns out's JSON."""
+    run_or_exit([os.path.join(build, "attnkit"), "--quiet", "compare", a, b, "--json", out], who)
+    with open(out) as f:
+        return json.load(f)
+
+
 # Issue 44's rule for a speed verdict: "met" only when the ratio of every one of at least this many
 # alternating rounds (attnkit, then the peer, round after round) is on the right side of the target.
 VERDICT_ROUNDS = 5

@@ -50,11 +50,12 @@ def machine():
     return f"{model or platform.machine()}, {os.cpu_count()} cores (one thread per cell)"
 
 
-def write_json(path, value):
-    """Writes value as indented JSON to path through a temporary file and a rename (atomic)."""
+def write_json(path, value, indent=1):
+    """Writes value as JSON (indented unless indent=None) to path through a temporary file and a
+    rename (atomic)."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(value, f, indent=1)
+        json.dump(value, f, indent=indent)
         f.write("\n")
     os.replace(tmp, path)
 

@@ -2,19 +2,24 @@
 """ListOps by seeds (issue 44: the single-seed "met / not met" of docs/results.md was inside its own
 noise): softmax, linear (elu+1) and cosFormer trained with data/configs/listops.toml for each seed,
 each run's best-validation checkpoint scored on all 2,000 test expressions with per-expression
-items, and the kinds compared seed by seed by the paired bootstrap of accuracy (`attnkit eval
---paired-bs`: sacreBLEU's resampling over the test expressions, 1,000 resamples, 95%; "level"
+items, and the kinds compared seed by seed by the paired bootstrap of accuracy (`attnkit compare`
+of the stored items: sacreBLEU's resampling over the test expressions, 1,000 resamples, 95%; "level"
 unless the interval excludes 0). Writes docs/listops-seeds.json and the part of docs/results.md
 between its listops-seeds markers, from the JSON alone (tests/python/test_docs_tables.py).
 
-    /usr/bin/python3 bench/listops_seeds.py [--build build] [--seeds 0,1,2] [--steps 18000]
+    /usr/bin/python3 bench/listops_seeds.py [--build build] [--seeds 0,1,2] [--kinds softmax,linear,cosformer]
+                                            [--steps 18000]
     /usr/bin/python3 bench/listops_seeds.py --report-only      # re-render the docs from the JSON
 
 Each run is `attnkit --threads 1 train` under `/usr/bin/time -v`, niced, one after another, in
 runs/PREFIX-KIND (seed 0, as bench/listops_results.py names it) or runs/PREFIX-KIND-seedS; an
-interrupted run resumes from its newest checkpoint (every 1,000 steps), a finished one is not run
-again, so the cells can be filled over several sessions (about 40 CPU minutes each). The docs are
-written once every run of every seed given has finished.
+interrupted run resumes from its newest checkpoint (every 1,000 steps). A finished run is scored at
+once, and its record (curve, cost, and the test items the comparisons are computed from) goes to
+docs/cells/PREFIX/KIND-seedS.json, kept in git: runs/ lives on one machine, the records outlive it,
+so the cells can be filled over several sessions on different machines (about 40 CPU minutes each;
+each record names its machine), and a recorded run is never trained again. `--kinds` / `--seeds`
+pick the runs to train, so two drivers can fill disjoint cells side by side. The docs are written
+once every run of every seed and kind is recorded.
 """
 import argparse
 import datetime
@@ -24,14 +29,16 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_process import cached_test_eval  # noqa: E402
+from bench_process import cached_test_eval, compare_items  # noqa: E402
 from gnu_time import machine, read_gnu_time, render_from_json, replace_region, write_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = (("softmax", "softmax"), ("linear", "linear:elu"), ("cosformer", "cosformer"))
+SEEDS = (0, 1, 2)  # the study's seeds: the docs are written when all are recorded
 PAIRS = (("linear", "softmax"), ("cosformer", "softmax"), ("cosformer", "linear"))
 DATA = "data/listops"
 DATA_COMMAND = ["data", "listops", "--out", DATA, "--min-length", "32", "--max-length", "256", "--train", "96000"]
@@ -63,37 +70,60 @@ def train(a, kind, attention, seed):
         argv = head + ["--config", "data/configs/listops.toml", "--run.dir", run, "--run.steps", str(a.steps),
                        "--model.attention", attention, "--run.seed", str(seed)]
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    os.makedirs(os.path.dirname(run), exist_ok=True)
     with open(run + ".log", "a") as log:
         if subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env).returncode != 0:
             sys.exit(f"listops_seeds: training {run} failed, see {run}.log")
 
 
-def summarize(a):
-    cells, seeds = {}, [int(s) for s in a.seeds.split(",")]
-    for seed in seeds:
-        for kind, _ in KINDS:
-            run = run_dir(a.prefix, kind, seed)
-            items = cached_test_eval(a.build, run, run + ".test-items.json", lambda tmp: ["--items", tmp],
-                                     "listops_seeds")
-            correct = sum(items["values"][0::2])
-            evals = [(json.loads(line)["step"], json.loads(line)["eval"]["accuracy"])
-                     for line in open(os.path.join(run, "metrics.jsonl")) if '"eval"' in line]
-            cpu, wall, rss = read_gnu_time(run + ".time")
-            cells[f"{kind}/{seed}"] = {"kind": kind, "seed": seed, "best_step": items["step"],
-                                       "test_accuracy": correct / items["items"], "test_items": items["items"],
-                                       "best_val_accuracy": max(acc for _, acc in evals), "cpu_s": cpu,
-                                       "peak_mib": rss, "curve": evals}
+def store_path(a, kind, seed):
+    return os.path.join(a.store, a.prefix, f"{kind}-seed{seed}.json")
+
+
+def stored(a, kind, seed):
+    path = store_path(a, kind, seed)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def record(a, kind, seed):
+    """Scores the finished run KIND/SEED on the test split and stores its record: the cell and its
+    per-expression items (what the paired comparisons are computed from)."""
+    run = run_dir(a.prefix, kind, seed)
+    items = cached_test_eval(a.build, run, run + ".test-items.json", lambda tmp: ["--items", tmp], "listops_seeds")
+    evals = [(json.loads(line)["step"], json.loads(line)["eval"]["accuracy"])
+             for line in open(os.path.join(run, "metrics.jsonl")) if '"eval"' in line]
+    cpu, wall, rss = read_gnu_time(run + ".time")
+    cell = {"kind": kind, "seed": seed, "best_step": items["step"],
+            "test_accuracy": sum(items["values"][0::2]) / items["items"], "test_items": items["items"],
+            "best_val_accuracy": max(acc for _, acc in evals), "cpu_s": cpu, "wall_s": wall, "peak_mib": rss,
+            "curve": evals, "machine": machine(),
+            "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")}
+    os.makedirs(os.path.dirname(store_path(a, kind, seed)), exist_ok=True)
+    write_json(store_path(a, kind, seed), {"cell": cell, "items": items}, indent=None)  # ~20 KB, not 30
+    print(f"listops_seeds.py: recorded {store_path(a, kind, seed)}: test accuracy {100 * cell['test_accuracy']:.1f}%",
+          flush=True)
+
+
+def summarize(a, seeds):
+    records = {(kind, seed): stored(a, kind, seed) for seed in seeds for kind, _ in KINDS}
+    cells = {f"{kind}/{seed}": r["cell"] for (kind, seed), r in records.items()}
     comparisons = []
-    for seed in seeds:
-        for x, y in PAIRS:
-            base = run_dir(a.prefix, y, seed) + ".test-items.json"
-            run = run_dir(a.prefix, x, seed)
-            p = cached_test_eval(a.build, run, f"{run}.vs-{y}.json", lambda tmp: ["--paired-bs", base, "--json", tmp],
-                                 "listops_seeds")
-            comparisons.append({"a": x, "b": y, "seed": seed, "difference": p["difference"]["score"],
-                                "low": p["difference"]["low"], "high": p["difference"]["high"],
-                                "verdict": p["verdict"]})
-    return {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in seeds:
+            for x, y in PAIRS:
+                files = []
+                for kind in (x, y):
+                    files.append(os.path.join(tmp, f"{kind}-{seed}.json"))
+                    write_json(files[-1], records[(kind, seed)]["items"])
+                p = compare_items(a.build, files[0], files[1], os.path.join(tmp, "compare.json"), "listops_seeds")
+                comparisons.append({"a": x, "b": y, "seed": seed, "difference": p["difference"]["score"],
+                                    "low": p["difference"]["low"], "high": p["difference"]["high"],
+                                    "verdict": p["verdict"]})
+    machines = sorted({c["machine"] for c in cells.values()})
+    return {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "machine": "; ".join(machines),
             "steps": a.steps, "seeds": seeds, "target": TARGET, "cells": cells, "comparisons": comparisons}
 
 
@@ -113,7 +143,7 @@ def markdown(s):
              f"expressions) for seeds {', '.join(map(str, seeds))}, one thread per run; test accuracy of each run's "
              "best-validation checkpoint on all test expressions (`attnkit eval --checkpoint best --split test "
              "--examples 0 --items`). Kinds compared seed by seed on the same test expressions by the paired "
-             "bootstrap of accuracy (`attnkit eval --paired-bs`, 1,000 resamples, 95%): \"level\" unless the "
+             "bootstrap of accuracy (`attnkit compare` of the runs' test items, 1,000 resamples, 95%): \"level\" unless the "
              "interval excludes 0.", "",
              "| attention | test accuracy per seed | mean ± sd | best validation accuracy per seed | CPU min per run "
              f"| test accuracy ≥ {100 * s['target']:.0f}% |", "|---|---|---|---|---|---|"]
@@ -141,10 +171,13 @@ def markdown(s):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build")
-    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--seeds", default="0,1,2", help="train and record these seeds' runs")
+    ap.add_argument("--kinds", default=",".join(k for k, _ in KINDS), help="train and record these kinds' runs")
     ap.add_argument("--steps", type=int, default=18000)
     ap.add_argument("--prefix", default="listops-18k", help="run directories runs/PREFIX-KIND[-seedS]")
     ap.add_argument("--nice", type=int, default=10)
+    ap.add_argument("--store", default=os.path.join(ROOT, "docs", "cells"),
+                    help="finished runs' records, STORE/PREFIX/KIND-seedS.json (kept in git)")
     ap.add_argument("--docs", default=os.path.join(ROOT, "docs"), help="where listops-seeds.json and results.md are")
     ap.add_argument("--report-only", action="store_true", help="re-render the docs from the JSON")
     a = ap.parse_args()
@@ -155,10 +188,22 @@ def main():
     os.chdir(ROOT)
     if not os.path.isfile(os.path.join(DATA, "basic_train.tsv")):
         subprocess.run([os.path.join(a.build, "attnkit"), *DATA_COMMAND], check=True)
-    for seed in (int(s) for s in a.seeds.split(",")):
+    seeds = [int(x) for x in a.seeds.split(",")]
+    kinds = a.kinds.split(",")
+    unknown = [k for k in kinds if k not in dict(KINDS)]
+    if unknown:
+        sys.exit(f"listops_seeds: unknown kind {unknown[0]} (the kinds: {', '.join(k for k, _ in KINDS)})")
+    for seed in seeds:
         for kind, attention in KINDS:
-            train(a, kind, attention, seed)
-    summary = summarize(a)
+            if kind in kinds and stored(a, kind, seed) is None:
+                train(a, kind, attention, seed)
+                record(a, kind, seed)
+    missing = [f"{kind}/{seed}" for seed in SEEDS for kind, _ in KINDS if stored(a, kind, seed) is None]
+    if missing:
+        print(f"listops_seeds.py: {len(SEEDS) * len(KINDS) - len(missing)} of {len(SEEDS) * len(KINDS)} runs "
+              f"recorded in {a.store}/{a.prefix}; still to run: {', '.join(missing)}")
+        return
+    summary = summarize(a, list(SEEDS))
     write_json(json_path, summary)
     replace_region(doc, BEGIN, END, markdown(summary))
     print(f"listops_seeds.py: wrote {json_path} and {doc}")

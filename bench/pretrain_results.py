@@ -47,8 +47,10 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 
 from gnu_time import machine, replace_region, write_json, read_run_times
+from bench_process import compare_items
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = "data/pretrain"
@@ -76,9 +78,23 @@ CLOZE_SENTENCES, CLOZE_MASKS = 4, 2
 GENERATION_PROMPTS = ["The computer", "Love is", "A wise man"]
 CONDITIONAL_SAMPLES = 50  # per class (smoke runs: 4)
 COLLAPSE = {"samples": 8, "seq_len": 128, "seeds": 3}
-BEGIN, END = "<!-- pretrain-results:begin -->", "<!-- pretrain-results:end -->"
+DEFAULT_BUDGETS = (600, 180)  # the budgets of docs/results.md's main pretraining section
 EXPERIMENTS = ["a", "b", "c", "d", "e"]
 SMOKE_BUDGET = 60
+
+
+def study(budget, finetune_budget):
+    """The suffix of a study's docs (JSON, region markers, plots): none at the default budgets,
+    "-bB-fF" at others, so that a study at another budget has a section of its own."""
+    return "" if (budget, finetune_budget) == DEFAULT_BUDGETS else f"-b{budget:g}-f{finetune_budget:g}"
+
+
+def markers(budget, finetune_budget):
+    name = "pretrain-results" + study(budget, finetune_budget)
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+BEGIN, END = markers(*DEFAULT_BUDGETS)
 
 
 def log(message):
@@ -257,7 +273,7 @@ def run_cell(args, attnkit, cell):
     if done.returncode != 0:
         tail = open(os.path.join(run, f"train-{part}.log")).read().strip().splitlines()[-1:]
         result = {"cell": cell, "failed": tail[0] if tail else f"exit {done.returncode}"}
-        write_json(os.path.join(run, "result.json"), result)
+        keep(args, cell, result)
         log(f"{cell}: failed: {result['failed']}")
         return
     train, evals = curves(metrics(run))
@@ -269,9 +285,40 @@ def run_cell(args, attnkit, cell):
               "checkpoint": os.path.relpath(newest_checkpoint(run), ROOT), "train_curve": train, "eval_curve": evals}
     if spec.get("test"):
         result["test"] = evaluate(attnkit, run, "test", args)
-    write_json(os.path.join(run, "result.json"), result)
+    if cell in NEEDS["a"]:
+        result["val_items"] = val_items(args, attnkit, run)
+    result["machine"] = machine()
+    keep(args, cell, result)
     log(f"{cell}: {result['steps']} steps" + (f", test accuracy {result['test']['accuracy']:.3f}" if "test" in result
                                               else ""))
+
+
+def store_path(args, cell):
+    return os.path.join(args.store, os.path.basename(args.runs), cell + ".json")
+
+
+def keep(args, cell, result):
+    """A cell's result.json, and for a finished cell its record in --store (kept in git: runs/ lives
+    on one machine, the record outlives it, so a study is filled over sessions on several machines)."""
+    write_json(os.path.join(cell_dir(args, cell), "result.json"), result)
+    if args.store and "failed" not in result:
+        os.makedirs(os.path.dirname(store_path(args, cell)), exist_ok=True)
+        write_json(store_path(args, cell), result, indent=None)
+
+
+def val_items(args, attnkit, run):
+    """The per-block items (masked tokens' summed NLL, their count) of the run's newest checkpoint
+    on its validation blocks: what `attnkit compare` pairs between kinds."""
+    out = os.path.join(run, "val-items.json")
+    if not os.path.exists(out):
+        command = ["nice", "-n", str(args.nice), attnkit, "--threads", "1", "--quiet", "eval", "--run", run, "--split",
+                   "val", "--items", out + ".tmp"]  # the run's own validation blocks (its task.eval_examples)
+        done = subprocess.run(command, capture_output=True, text=True, env=env1())
+        if done.returncode != 0:
+            sys.exit(f"pretrain_results: eval --items of {run} failed: {done.stderr.strip()}")
+        os.replace(out + ".tmp", out)
+    with open(out) as f:
+        return json.load(f)
 
 
 def evaluate(attnkit, run, split, args, checkpoint=None):
@@ -479,7 +526,10 @@ def thin(points, most=100):
 
 
 def load(args, cell):
+    """A cell's result: its run's result.json, else its record in the store (None: not run)."""
     path = os.path.join(cell_dir(args, cell), "result.json")
+    if not os.path.isfile(path) and args.store:
+        path = store_path(args, cell)
     if not os.path.isfile(path):
         return None
     result = json.load(open(path))
@@ -541,16 +591,19 @@ def summarise(args, attnkit, experiments, docs):
                "model": SIZE, "vocab": VOCAB, "truncate": TRUNCATE, "kinds": KINDS, "categories": CATEGORIES,
                "data": data_description(), "cells": results, "plots": {}}
     done = lambda cell: cell in results and "failed" not in results[cell]  # noqa: E731
+    prefix = "pretrain" + study(args.budget, args.finetune_budget)
+    if "a" in experiments:
+        summary["mlm_comparisons"] = mlm_comparisons(args, attnkit, results)
     if all(done(f"mlm-{slug(k)}") for k in KINDS[:1]):
         names = [f"mlm-{slug(k)}" for k in KINDS]
-        summary["plots"]["mlm_steps"] = plot(args, docs, "pretrain-mlm-steps", "MLM loss against steps (same model, same tokens)",
+        summary["plots"]["mlm_steps"] = plot(args, docs, f"{prefix}-mlm-steps", "MLM loss against steps (same model, same tokens)",
                                              "training step", "MLM loss (masked tokens)", loss_series(results, names, KINDS, 0))
-        summary["plots"]["mlm_cpu"] = plot(args, docs, "pretrain-mlm-cpu", "MLM loss against CPU time of training steps (one thread)",
+        summary["plots"]["mlm_cpu"] = plot(args, docs, f"{prefix}-mlm-cpu", "MLM loss against CPU time of training steps (one thread)",
                                            "CPU seconds of training steps", "MLM loss (masked tokens)",
                                            loss_series(results, names, KINDS, 1))
     objectives = ["mlm-softmax", "lm", "plm-one-stream", "plm-two-stream"]
     if "c" in experiments and any(done(c) for c in objectives[1:]):
-        summary["plots"]["objectives"] = plot(args, docs, "pretrain-objectives", "Training objectives on the same corpus (softmax)",
+        summary["plots"]["objectives"] = plot(args, docs, f"{prefix}-objectives", "Training objectives on the same corpus (softmax)",
                                               "training step", "loss over the predicted tokens",
                                               loss_series(results, objectives, objectives, 0))
     samples = {}
@@ -567,6 +620,39 @@ def summarise(args, attnkit, experiments, docs):
                                            if done(f"mlm-{slug(k)}")},
                                "random": {k: collapse(args, attnkit, kind=k) for k in KINDS}, "settings": COLLAPSE}
     return summary
+
+
+# (a)'s kinds compared on the same validation blocks and masks (the cells share the run seed):
+# each against softmax, and cosFormer against linear:relu (what its cos re-weighting adds).
+MLM_PAIRS = [(k, "softmax") for k in KINDS[1:]] + [("cosformer", "linear:relu")]
+
+
+def mlm_comparisons(args, attnkit, results):
+    """The paired bootstrap (`attnkit compare`, 1,000 resamples, 95%) of validation perplexity for
+    each pair of MLM_PAIRS whose two cells are finished; a cell finished before its items were kept
+    gets them now when its run is on this machine."""
+    for kind in KINDS:
+        cell = f"mlm-{slug(kind)}"
+        r = results.get(cell)
+        if r and "failed" not in r and "val_items" not in r and os.path.isdir(os.path.join(cell_dir(args, cell), "checkpoints")):
+            r["val_items"] = val_items(args, attnkit, cell_dir(args, cell))
+            keep(args, cell, dict(json.load(open(os.path.join(cell_dir(args, cell), "result.json"))),
+                                  val_items=r["val_items"]))
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for a, b in MLM_PAIRS:
+            ra, rb = results.get(f"mlm-{slug(a)}"), results.get(f"mlm-{slug(b)}")
+            if not (ra and rb and "val_items" in ra and "val_items" in rb):
+                continue
+            files = [os.path.join(tmp, f"{slug(k)}.json") for k in (a, b)]
+            write_json(files[0], ra["val_items"])
+            write_json(files[1], rb["val_items"])
+            p = compare_items(os.path.dirname(attnkit), files[0], files[1], os.path.join(tmp, "out.json"),
+                              "pretrain_results")
+            out.append({"a": a, "b": b, "difference": p["difference"]["score"], "low": p["difference"]["low"],
+                        "high": p["difference"]["high"], "verdict": p["verdict"], "items": p["items"],
+                        "a_perplexity": p["a"]["score"], "b_perplexity": p["b"]["score"]})
+    return out
 
 
 def data_description():
@@ -605,30 +691,38 @@ def markdown(summary, experiments):
     cells = summary["cells"]
     b, fb = summary["budget_cpu_s"], summary["finetune_budget_cpu_s"]
     data = summary["data"]
-    out = [BEGIN, "", "## Pretraining experiments (issue 32): MLM per attention kind, fine-tuning, PLM, ALBERT, "
-           "key_size, conditional LM, rank collapse", ""]
+    begin, end = markers(b, fb)
+    main_study = study(b, fb) == ""
+    title = ("## Pretraining experiments (issue 32): MLM per attention kind, fine-tuning, PLM, ALBERT, key_size, "
+             "conditional LM, rank collapse") if main_study else f"## Pretraining at {b:g} CPU s per cell"
+    out = [begin, "", title, ""]
     if summary["smoke"]:
         out += [f"**SMOKE RUN ({b:g} CPU s per cell): a check of the pipeline only. These numbers are not "
                 "results.**", ""]
     out += [f"Generated by `bench/pretrain_results.py --budget {b:g} --finetune-budget {fb:g} --experiments "
             f"{' '.join(experiments)}` (last run {summary['date']}); do not edit by hand, run it again. Numbers and "
-            "curves also in `pretrain-results.json`. Machine: " + summary["machine"] + ".", "",
-            f"**Model of every cell** (where a row says nothing else): 4 layers, hidden 256, 4 heads, feed-forward "
-            f"1024, dropout 0.1 (BERT-mini's shape); BERT blocks (post-LN) for mlm and classification, GPT-2 blocks "
-            f"(pre-LN) for lm, plm and the conditional LM (the tasks' default families); blocks of {TRUNCATE} tokens, "
-            f"batch 16, AdamW (weight decay 0.01), warm-up of min(50, budget / 12) steps, cosine decay over the "
-            f"budget, clip 1.0; pretraining lr {PRETRAIN_LR}, fine-tuning lr {FINETUNE_LR}. **Budget**: {b:g} CPU s "
-            f"of training steps per pretraining cell, {fb:g} per fine-tuning cell (`run.cpu_budget`, one thread; "
-            "evaluations do not count).", "",
-            "**Data** (Debian's fortunes, nothing downloaded): pretraining text = `attnkit data corpus` of the 38 "
-            "English fortune files other than the four classification categories "
-            f"({data.get('corpus_train', {}).get('bytes', 0):,} bytes, "
-            f"{data.get('corpus_train', {}).get('documents', 0):,} fortunes; the MLM/LM tasks hold out every 20th "
-            f"block of it for validation); an {VOCAB:,}-token WordPiece vocabulary trained on it by `attnkit "
-            "tokenizer train`; downstream task = which fortune file a passage of 100–400 bytes comes from "
-            f"({', '.join(CATEGORIES)}; `attnkit data lra-text`, split by fortune, balanced; "
-            f"{data.get('classify_train', 0):,} / {data.get('classify_val', 0):,} / {data.get('classify_test', 0):,} "
-            "train / val / test passages; chance 25%).", ""]
+            f"curves also in `pretrain-results{study(b, fb)}.json`. Machine: " + summary["machine"] + ".", ""]
+    if not main_study:
+        out += [f"Model, data, tokenizer and schedule rules as in the section at {DEFAULT_BUDGETS[0]} CPU s above; only "
+                f"the budget differs: **{b:g} CPU s of training steps per pretraining cell**, {fb:g} per fine-tuning "
+                "cell (one thread; warm-up, evaluation interval and cosine decay scale with it).", ""]
+    else:
+        out += [f"**Model of every cell** (where a row says nothing else): 4 layers, hidden 256, 4 heads, feed-forward "
+                f"1024, dropout 0.1 (BERT-mini's shape); BERT blocks (post-LN) for mlm and classification, GPT-2 blocks "
+                f"(pre-LN) for lm, plm and the conditional LM (the tasks' default families); blocks of {TRUNCATE} tokens, "
+                f"batch 16, AdamW (weight decay 0.01), warm-up of min(50, budget / 12) steps, cosine decay over the "
+                f"budget, clip 1.0; pretraining lr {PRETRAIN_LR}, fine-tuning lr {FINETUNE_LR}. **Budget**: {b:g} CPU s "
+                f"of training steps per pretraining cell, {fb:g} per fine-tuning cell (`run.cpu_budget`, one thread; "
+                "evaluations do not count).", "",
+                "**Data** (Debian's fortunes, nothing downloaded): pretraining text = `attnkit data corpus` of the 38 "
+                "English fortune files other than the four classification categories "
+                f"({data.get('corpus_train', {}).get('bytes', 0):,} bytes, "
+                f"{data.get('corpus_train', {}).get('documents', 0):,} fortunes; the MLM/LM tasks hold out every 20th "
+                f"block of it for validation); an {VOCAB:,}-token WordPiece vocabulary trained on it by `attnkit "
+                "tokenizer train`; downstream task = which fortune file a passage of 100–400 bytes comes from "
+                f"({', '.join(CATEGORIES)}; `attnkit data lra-text`, split by fortune, balanced; "
+                f"{data.get('classify_train', 0):,} / {data.get('classify_val', 0):,} / {data.get('classify_test', 0):,} "
+                "train / val / test passages; chance 25%).", ""]
     if "a" in experiments:
         out += ["### (a) MLM pretraining per attention kind", "",
                 "The same model and the same token stream; only `model.attention` differs (linear:relu is cosFormer "
@@ -647,6 +741,18 @@ def markdown(summary, experiments):
                        f"{fnum(eval_value(c, 'masked_accuracy'))} | "
                        f"{fnum(c.get('final_train_loss') if c else None)} | {cost(c)} |")
         out.append("")
+        comparisons = summary.get("mlm_comparisons") or []
+        if comparisons:
+            out += [f"Kinds compared on every validation block ({comparisons[0]['items']:,} blocks with masked tokens; "
+                    "the same masks for every kind): validation perplexity of each cell's last checkpoint, and the "
+                    "paired bootstrap of the difference (`attnkit compare` of `eval --items`, 1,000 resamples, 95%; "
+                    "\"level\" unless the interval excludes 0; lower is better):", "",
+                    "| a − b | perplexity a / b | difference [95%] | verdict |", "|---|---|---|---|"]
+            for c in comparisons:
+                verdict = "level" if c["verdict"] == "level" else f"{c['a'] if c['verdict'] == 'a' else c['b']} better"
+                out.append(f"| {c['a']} − {c['b']} | {c['a_perplexity']:.1f} / {c['b_perplexity']:.1f} | "
+                           f"{c['difference']:+.1f} [{c['low']:+.1f}, {c['high']:+.1f}] | {verdict} |")
+            out.append("")
     if "b" in experiments:
         out += ["### (b) Fine-tuning: pretrained vs from scratch", "",
                 f"Fortune-category classification, {fb:g} CPU s of steps each; the pretrained cells start from the "
@@ -752,7 +858,7 @@ def markdown(summary, experiments):
     out += ["Reproduce: `make build && /usr/bin/python3 bench/pretrain_results.py --budget "
             f"{b:g} --finetune-budget {fb:g} --experiments {' '.join(experiments)}` ({total / 3600:.1f} CPU hours of "
             "training steps for these experiments, plus evaluations and analyses; one cell at a time, niced; a rerun "
-            "skips finished cells and resumes interrupted ones).", "", END]
+            "skips finished cells and resumes interrupted ones).", "", end]
     return "\n".join(out) + "\n"
 
 
@@ -793,9 +899,11 @@ def planned_cpu(budget, finetune_budget, experiments):
 
 
 def write_docs(args, summary, experiments, docs):
-    write_json(os.path.join(docs, "pretrain-results.json"), summary)
-    replace_region(os.path.join(docs, "results.md"), BEGIN, END, markdown(summary, experiments))
-    log(f"wrote {docs}/pretrain-results.json and the pretraining part of {docs}/results.md")
+    name = f"pretrain-results{study(args.budget, args.finetune_budget)}.json"
+    write_json(os.path.join(docs, name), summary)
+    begin, end = markers(args.budget, args.finetune_budget)
+    replace_region(os.path.join(docs, "results.md"), begin, end, markdown(summary, experiments))
+    log(f"wrote {docs}/{name} and its part of {docs}/results.md")
 
 
 def main():
@@ -808,8 +916,12 @@ def main():
     p.add_argument("--report-only", action="store_true", help="train nothing; samples and analyses of finished cells")
     p.add_argument("--docs", default="docs", help="where results.md, pretrain-results.json and images/ are written")
     p.add_argument("--nice", type=int, default=10)
+    p.add_argument("--store", default=os.path.join(ROOT, "docs", "cells"),
+                   help="finished cells' records, STORE/pretrain-bB-fF/CELL.json (kept in git; none for smoke runs)")
     p.add_argument("--plan", action="store_true", help="print the cells and the CPU budget, run nothing")
     args = p.parse_args()
+    if args.budget < SMOKE_BUDGET and os.path.abspath(args.store).startswith(os.path.join(ROOT, "docs")):
+        args.store = None  # a smoke run's cells are not results
     os.chdir(ROOT)
     experiments = [e for e in EXPERIMENTS if e in args.experiments]
     args.runs = os.path.join("runs", f"pretrain-b{args.budget:g}-f{args.finetune_budget:g}")
@@ -840,6 +952,10 @@ def main():
             init = load(args, CELLS[cell]["init"]) if "init" in CELLS[cell] else {}
             if init is None or "failed" in init:
                 log(f"{cell}: skipped, {CELLS[cell]['init']} did not finish")
+                continue
+            if init and not os.path.isdir(os.path.join(cell_dir(args, CELLS[cell]["init"]), "checkpoints")):
+                log(f"{cell}: skipped, {CELLS[cell]['init']}'s checkpoint is not on this machine (only its record "
+                    f"{store_path(args, CELLS[cell]['init'])}; remove the record to train it again)")
                 continue
             if args.cells and ran >= args.cells:
                 break

@@ -12,6 +12,7 @@ import difflib
 import importlib.util
 import json
 import os
+import re
 import sys
 import unittest
 
@@ -45,9 +46,10 @@ class DocsTables(unittest.TestCase):
         with open(os.path.join(ROOT, "docs", "results.md")) as f:
             cls.results = f.read()
 
-    def check(self, module, rendered):
-        doc = region(self.results, module.BEGIN, module.END)
-        want = region(rendered, module.BEGIN, module.END)
+    def check(self, module, rendered, begin=None, end=None):
+        begin, end = begin or module.BEGIN, end or module.END
+        doc = region(self.results, begin, end)
+        want = region(rendered, begin, end)
         if doc != want:
             diff = next(d for d in difflib.unified_diff(doc.splitlines(), want.splitlines(), lineterm="", n=0)
                         if d.startswith(("-", "+")) and not d.startswith(("---", "+++")))
@@ -65,6 +67,24 @@ class DocsTables(unittest.TestCase):
         with open(os.path.join(ROOT, "docs", "pretrain-results.json")) as f:
             summary = json.load(f)
         self.check(pretrain, pretrain.markdown(summary, summary["experiments"]))
+
+    def test_pretraining_studies_at_other_budgets_are_their_json(self):
+        """Each docs/pretrain-results-bB-fF.json (a study at other budgets) has its own region of
+        results.md, equal to its rendering; a region without its JSON fails too."""
+        pretrain = driver("pretrain_results")
+        found = set()
+        for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
+            if not (name.startswith("pretrain-results-") and name.endswith(".json")):
+                continue
+            with open(os.path.join(ROOT, "docs", name)) as f:
+                summary = json.load(f)
+            begin, end = pretrain.markers(summary["budget_cpu_s"], summary["finetune_budget_cpu_s"])
+            found.add(begin)
+            with self.subTest(json=name):
+                self.assertIn(begin, self.results)
+                self.check(pretrain, pretrain.markdown(summary, summary["experiments"]), begin, end)
+        for begin in re.findall(r"<!-- pretrain-results-[^ ]+:begin -->", self.results):
+            self.assertIn(begin, found, f"docs/results.md has {begin} but no JSON of that study")
 
     def check_optional(self, name, doc_name, json_path, marker, render=lambda m, r: m.markdown(r)):
         """A generated region of docs/DOC_NAME that exists once its driver has written json_path:

@@ -2,13 +2,16 @@
 """attnkit train --task.name mlm / plm end to end: an mlm run resumes bit-identically (the masks are a
 pure function of seed and micro-batch), its checkpoint converts to Hugging Face layout and loads in
 transformers' BertForMaskedLM with logits equal to `attnkit encode`'s within 1e-4, and the run
-directory fine-tunes seq2seq through --init; plm trains and refuses cosFormer in one line.
+directory fine-tunes seq2seq through --init; `eval --items` gives one perplexity item per validation
+block; plm trains and refuses cosFormer in one line.
 
 ctest runs this file with /usr/bin/python3; it re-runs itself with the test venv's python
 (scripts/peer_python.sh), which has transformers."""
 import json
+import math
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -102,6 +105,40 @@ class PretrainingCli(unittest.TestCase):
                              "--run.dir", os.path.join(self.dir, "s2s"))
         self.assertEqual(rc, 0, err)
         self.assertRegex(err, r"init: \d+ tensors .*; new: none")
+
+    def test_mlm_eval_items(self):
+        """`eval --items` of an mlm run: one item per validation block with a masked token (its
+        masked tokens' summed negative log-likelihood and their count); their corpus perplexity is
+        the printed one, and --paired-bs of the run against its own items is exactly 0, level."""
+        run = os.path.join(self.dir, "items")
+        self.train(run, "--task.name", "mlm", "--task.mask_probability", "0.4", "--task.truncate", "8",
+                   "--task.eval_examples", "50", "--run.steps", "2")  # blocks of 8: several validation blocks
+        items, paired = os.path.join(self.dir, "mlm-items.json"), os.path.join(self.dir, "paired.json")
+        # Another validation count would move blocks between training and validation: refused.
+        rc, _, err = attnkit("eval", "--run", run, "--split", "val", "--examples", "0", "--items", items)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("held out its validation blocks from the training text by task.eval_examples (50", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertFalse(os.path.exists(items))
+        base = ["eval", "--run", run, "--split", "val"]
+        rc, out, err = attnkit(*base, "--items", items)
+        self.assertEqual(rc, 0, err)
+        with open(items) as f:
+            saved = json.load(f)
+        nll, tokens = saved["values"][0::2], saved["values"][1::2]
+        self.assertEqual((saved["metric"], saved["width"], saved["items"]), ("perplexity", 2, len(tokens)))
+        self.assertGreater(len(tokens), 1)  # not one item for the whole split
+        self.assertTrue(all(1 <= t <= 8 for t in tokens), tokens)  # at most a block of 8 tokens each
+        self.assertLessEqual(len(tokens), 50)
+        self.assertGreater(max(tokens), 1)  # not one item per token
+        perplexity = float(re.search(r"perplexity=([0-9.eE+-]+)", out).group(1))
+        self.assertAlmostEqual(math.exp(sum(nll) / sum(tokens)) / perplexity, 1.0, delta=1e-5)
+        rc, out, err = attnkit(*base, "--paired-bs", items, "--bs-samples", "50", "--json", paired)
+        self.assertEqual(rc, 0, err)
+        with open(paired) as f:
+            result = json.load(f)
+        self.assertEqual((result["difference"]["low"], result["difference"]["high"], result["verdict"]),
+                         (0.0, 0.0, "level"))
 
     def test_plm_trains_and_refuses_cosformer(self):
         run = os.path.join(self.dir, "plm")

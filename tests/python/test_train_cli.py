@@ -309,6 +309,19 @@ class TrainCli(unittest.TestCase):
         expected = "b" if difference["low"] > 0 else "a" if difference["high"] < 0 else "level"
         self.assertEqual(result["verdict"], expected)  # lower perplexity is better
 
+        # `compare` of the two stored evaluations (no model) gives the same numbers, bit for bit.
+        items10, compared = os.path.join(self.dir, "items-10.json"), os.path.join(self.dir, "compared.json")
+        rc, _, err = attnkit(*base, "--checkpoint", "step-00000010", "--items", items10)
+        self.assertEqual(rc, 0, err)
+        rc, out, err = attnkit("compare", items10, items, "--bs-samples", "200", "--json", compared)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("A - B", out)
+        with open(compared) as f:
+            got = json.load(f)
+        for key in ("metric", "items", "samples", "difference", "p_value", "verdict"):
+            self.assertEqual(got[key], result[key], key)
+        self.assertEqual((got["a"]["score"], got["b"]["score"]), (result["a"]["score"], result["b"]["score"]))
+
         rc, out, err = attnkit(*base, "--paired-bs", items, "--bs-samples", "50", "--json", paired)
         self.assertEqual(rc, 0, err)
         with open(paired) as f:
@@ -341,6 +354,10 @@ class TrainCli(unittest.TestCase):
             rc, _, err = attnkit(*base, "--paired-bs", bad)
             self.assertEqual(rc, 2, err)
             self.assertIn(message, err)
+            rc, _, err = attnkit("compare", items, bad)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("of the \"val\" split" if change[0] == "split" else "item 0 counts", err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
         rc, _, err = attnkit(*base, "--json", paired)
         self.assertNotEqual(rc, 0)
         self.assertIn("--json requires --paired-bs", err)

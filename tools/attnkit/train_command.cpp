@@ -146,10 +146,39 @@ nlohmann::json read_json(const std::string& path) {
 metrics::ItemStatistics evaluation_items(const train::Trainer& trainer, const train::RunConfig& config) {
   auto items = trainer.evaluation_items();
   if (!items)
-    throw Error(fmt::format("eval --items / --paired-bs: task '{}' gives no per-item statistics (the lm task "
-                            "gives its rows' perplexity, the classification tasks each example's accuracy)",
+    throw Error(fmt::format("eval --items / --paired-bs: task '{}' gives no per-item statistics (the lm and mlm "
+                            "tasks give each block's perplexity, the classification tasks each example's accuracy)",
                             config.task.name));
   return *items;
+}
+
+// The same data gives every item the same count (tokens, or a sentence's length) on both sides.
+void check_same_data(const metrics::ItemStatistics& items, const metrics::ItemStatistics& baseline,
+                     const std::string& what, const char* baseline_side, const char* items_side) {
+  if (items.metric == baseline.metric && items.width == baseline.width && items.items() == baseline.items() &&
+      items.metric != metrics::SummedMetric::kBleu)
+    for (size_t i = 0; i < items.items(); ++i)
+      if (items.values[i * items.width + 1] != baseline.values[i * items.width + 1])
+        throw Error(fmt::format("{}: item {} counts {} {} and {} {}: not the same data", what, i,
+                                baseline.values[i * items.width + 1], baseline_side,
+                                items.values[i * items.width + 1], items_side));
+}
+
+// The paired bootstrap's lines (and --json's file) of eval --paired-bs and compare.
+void print_paired(const metrics::PairedBootstrap& r, const char* a_name, const char* b_name,
+                  const std::string& json_path) {
+  auto line = [](const std::string& name, const metrics::BootstrapEstimate& e) {
+    fmt::print("  {:<18} {:10.4f} (mean {:.4f} ± {:.4f}, 95% [{:.4f}, {:.4f}])\n", name, e.score, e.mean,
+               e.half_width, e.interval.low, e.interval.high);
+  };
+  fmt::print("paired bootstrap, {} over {} items ({} resamples, seed {}):\n", metrics::metric_name(r.metric),
+             r.items, r.samples, r.seed);
+  line(a_name, r.a);
+  line(b_name, r.b);
+  line(fmt::format("{} - {}", a_name, b_name), r.difference);
+  fmt::print("  p = {:.4f}: {}\n", r.p_value, metrics::verdict(r, a_name, b_name).text);
+  if (!json_path.empty())
+    io::write_file_atomically(json_path, metrics::result_json(r, a_name, b_name).dump(2) + "\n");
 }
 
 int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
@@ -166,6 +195,16 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
                               eval.baseline, file["split"].dump(), eval.split));
   }
   auto config = resolve(args, global);
+  // lm, mlm and plm hold out every 20th block of the training text for validation, at most
+  // task.eval_examples of them: another count would move blocks between the two (score blocks the
+  // run trained on, or leave some out).
+  const auto& name = config.task.name;
+  if (eval.split == "val" && eval.examples >= 0 && eval.examples != config.task.eval_examples &&
+      (name == "lm" || name == "mlm" || name == "plm"))
+    throw Error(fmt::format("eval --examples {}: task '{}' held out its validation blocks from the training text "
+                            "by task.eval_examples ({} in this run), so another count would score blocks it "
+                            "trained on or drop some; leave --examples out (or use --split test)",
+                            eval.examples, name, config.task.eval_examples));
   config.trainer.quiet = true;
   config.task.eval_split = eval.split;
   if (eval.examples >= 0) config.task.eval_examples = eval.examples;
@@ -219,28 +258,29 @@ int run_eval(const EvalArguments& eval, const GlobalOptions& global) {
     io::write_file_atomically(eval.items, out.dump() + "\n");
   }
   if (baseline) {
-    // The same data gives every item the same count (tokens, or a sentence's length) on both sides.
-    if (items.metric == baseline->metric && items.width == baseline->width && items.items() == baseline->items() &&
-        items.metric != metrics::SummedMetric::kBleu)
-      for (size_t i = 0; i < items.items(); ++i)
-        if (items.values[i * items.width + 1] != baseline->values[i * items.width + 1])
-          throw Error(fmt::format("--paired-bs {}: item {} counts {} there and {} here: not the same data",
-                                  eval.baseline, i, baseline->values[i * items.width + 1],
-                                  items.values[i * items.width + 1]));
-    const auto r = metrics::paired_bootstrap(items, *baseline, eval.bootstrap);
-    auto line = [](const char* name, const metrics::BootstrapEstimate& e) {
-      fmt::print("  {:<18} {:10.4f} (mean {:.4f} ± {:.4f}, 95% [{:.4f}, {:.4f}])\n", name, e.score, e.mean,
-                 e.half_width, e.interval.low, e.interval.high);
-    };
-    fmt::print("paired bootstrap, {} over {} items ({} resamples, seed {}):\n", metrics::metric_name(r.metric),
-               r.items, r.samples, r.seed);
-    line("system", r.a);
-    line("baseline", r.b);
-    line("system - baseline", r.difference);
-    fmt::print("  p = {:.4f}: {}\n", r.p_value, metrics::verdict(r, "system", "baseline").text);
-    if (!eval.json.empty())
-      io::write_file_atomically(eval.json, metrics::result_json(r, "system", "baseline").dump(2) + "\n");
+    check_same_data(items, *baseline, "--paired-bs " + eval.baseline, "there", "here");
+    print_paired(metrics::paired_bootstrap(items, *baseline, eval.bootstrap), "system", "baseline", eval.json);
   }
+  return 0;
+}
+
+struct CompareArguments {
+  std::string a, b;  // --items files
+  metrics::PairedBootstrapOptions bootstrap;
+  std::string json;
+};
+
+// compare A B: the paired bootstrap of two stored evaluations, no model needed (an experiment's
+// runs can be compared after their checkpoints are gone).
+int run_compare(const CompareArguments& args) {
+  const nlohmann::json file_a = read_json(args.a), file_b = read_json(args.b);
+  const auto a = metrics::item_statistics_from_json(file_a, args.a);
+  const auto b = metrics::item_statistics_from_json(file_b, args.b);
+  if (file_a.contains("split") && file_b.contains("split") && file_a["split"] != file_b["split"])
+    throw Error(fmt::format("compare: {} holds items of the {} split, {} of the {} split", args.a,
+                            file_a["split"].dump(), args.b, file_b["split"].dump()));
+  check_same_data(a, b, "compare " + args.a + " " + args.b, "in B", "in A");
+  print_paired(metrics::paired_bootstrap(a, b, args.bootstrap), "A", "B", args.json);
   return 0;
 }
 
@@ -307,6 +347,21 @@ void register_train_commands(CLI::App& app, GlobalOptions& global) {
       ->needs(paired);
   eval_cmd->callback([eval_args, &global] {
     global.action = [eval_args, &global] { return run_eval(*eval_args, global); };
+  });
+
+  auto compare_args = std::make_shared<CompareArguments>();
+  auto* compare_cmd = app.add_subcommand(
+      "compare", "the paired bootstrap of two evaluations' --items files of the same data (A - B), no model needed");
+  compare_cmd->add_option("A", compare_args->a, "a system's --items file (eval --items)")->required();
+  compare_cmd->add_option("B", compare_args->b, "the baseline's --items file of the same data")->required();
+  compare_cmd->add_option("--bs-samples", compare_args->bootstrap.samples, "bootstrap resamples")
+      ->capture_default_str()
+      ->check(at_least(1));
+  compare_cmd->add_option("--bs-seed", compare_args->bootstrap.seed, "bootstrap seed (sacreBLEU's default)")
+      ->capture_default_str();
+  compare_cmd->add_option("--json", compare_args->json, "write the result here (metrics/stats.h)");
+  compare_cmd->callback([compare_args, &global] {
+    global.action = [compare_args] { return run_compare(*compare_args); };
   });
 
   auto* data_cmd = app.add_subcommand("data", "write data sets");

@@ -24,30 +24,59 @@ class MaskedLanguageModelTask : public ModelTask {
   MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
     std::vector<const Ids*> rows;
     for (size_t i : order_.batch(index, rank, world)) rows.push_back(&train_[i]);
-    auto [logits, labels, tokens] = run(rows, static_cast<uint64_t>(index * world + rank));
+    auto out = run(rows, static_cast<uint64_t>(index * world + rank));
     // A batch without a selected token (possible at a small mask_probability) teaches nothing.
-    at::Tensor loss = labels.numel() > 0 ? models::cross_entropy(logits, labels) : logits.sum() * 0;
-    return {loss, tokens};
+    at::Tensor loss = out.labels.numel() > 0 ? models::cross_entropy(out.logits, out.labels) : out.logits.sum() * 0;
+    return {loss, out.tokens};
   }
 
   std::map<std::string, double> evaluate() override {
     models::PredictionMetrics metrics;
+    std::vector<double> block_nll, block_tokens;
     for_each_batch(val_, batch_size_, [&](size_t start, const std::vector<const Ids*>& rows) {
-      auto [logits, labels, tokens] = run(rows, kEvaluationStream + start);
-      if (labels.numel() > 0) metrics.add(logits, labels);
+      auto out = run(rows, kEvaluationStream + start);
+      if (out.labels.numel() == 0) return;
+      metrics.add(out.logits, out.labels);
+      add_block_items(out, block_nll, block_tokens);
     });
     if (metrics.counted() == 0) throw Error("task 'mlm': the validation blocks have no masked token");
+    items_ = attnkit::metrics::perplexity_item_statistics(block_nll, block_tokens);
     const double loss = metrics.mean_loss();
     return {{"loss", loss}, {"perplexity", std::exp(loss)}, {"masked_accuracy", metrics.accuracy()}};
   }
   std::string primary_metric() const override { return "perplexity"; }
   bool higher_is_better() const override { return false; }
+  // Each validation block with a masked token is an item: its masked tokens' summed negative
+  // log-likelihood and their count (the masks are a pure function of the run's seed, so two runs
+  // of one seed score the same tokens and pair item by item).
+  std::optional<metrics::ItemStatistics> evaluation_items() const override { return items_; }
 
  private:
   // The masked-LM logits [selected, vocab] of the selected positions only (the head's output at
   // the others is never used: at vocab 30k and 512 tokens it would be most of the step), their
-  // labels [selected], and the batch's real tokens.
-  std::tuple<at::Tensor, at::Tensor, int64_t> run(const std::vector<const Ids*>& rows, uint64_t stream) {
+  // labels [selected], the selection [rows, length], and the batch's real tokens.
+  struct Output {
+    at::Tensor logits, labels, selected;
+    int64_t tokens = 0;
+  };
+
+  // Appends each row's summed negative log-likelihood over its selected tokens and their count,
+  // for the rows with at least one.
+  static void add_block_items(const Output& out, std::vector<double>& nll, std::vector<double>& tokens) {
+    const at::Tensor losses = at::cross_entropy_loss(out.logits.to(at::kDouble), out.labels, {},
+                                                     at::Reduction::None, models::kIgnoreLabel);
+    const at::Tensor row_of = out.selected.nonzero().select(1, 0);
+    const int64_t rows = out.selected.size(0);
+    const at::Tensor sums = at::zeros({rows}, at::kDouble).index_add_(0, row_of, losses).contiguous();
+    const at::Tensor counts = out.selected.sum(1).to(at::kDouble).contiguous();
+    for (int64_t r = 0; r < rows; ++r) {
+      if (counts.data_ptr<double>()[r] == 0) continue;
+      nll.push_back(sums.data_ptr<double>()[r]);
+      tokens.push_back(counts.data_ptr<double>()[r]);
+    }
+  }
+
+  Output run(const std::vector<const Ids*>& rows, uint64_t stream) {
     auto masked = mask_tokens(rows, vocabulary_, options_, seed_, stream);
     auto [ids, mask] = models::right_padded_ids(masked.inputs, pad_);
     auto labels = models::right_padded_ids(masked.labels, models::kIgnoreLabel).ids;
@@ -58,7 +87,7 @@ class MaskedLanguageModelTask : public ModelTask {
     const at::Tensor hidden = transformer->forward(in).last_hidden_state;
     const at::Tensor selected = labels.ne(models::kIgnoreLabel);
     const at::Tensor logits = model_->masked_lm->forward(hidden.index({selected}), transformer->word_embeddings());
-    return {logits, labels.index({selected}), mask.sum().item<int64_t>()};
+    return {logits, labels.index({selected}), selected, mask.sum().item<int64_t>()};
   }
   std::vector<Ids> train_, val_;
   MaskingVocabulary vocabulary_;
@@ -66,6 +95,7 @@ class MaskedLanguageModelTask : public ModelTask {
   int64_t pad_;
   uint64_t seed_;
   BatchOrder order_;
+  std::optional<metrics::ItemStatistics> items_;  // of the last evaluate()
 };
 
 }  // namespace
