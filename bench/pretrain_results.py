@@ -194,6 +194,18 @@ def cells():
 
 
 CELLS = cells()
+
+
+def seeded(cell, seed):
+    """The cell CELL trained with --run.seed SEED (a fine-tuning cell's other seeds: the same
+    pretrained start, another head initialisation, data order and dropout); seed 0 is CELL itself.
+    Registers the variant in CELLS and returns its name."""
+    if seed == 0:
+        return cell
+    name = f"{cell}-seed{seed}"
+    spec = CELLS[cell]
+    CELLS[name] = dict(spec, label=f"{spec['label']}, seed {seed}", flags=[*spec["flags"], "--run.seed", str(seed)])
+    return name
 # What each experiment needs, in order (cells of other experiments included).
 NEEDS = {
     "a": [f"mlm-{slug(k)}" for k in KINDS],
@@ -285,6 +297,7 @@ def run_cell(args, attnkit, cell):
               "checkpoint": os.path.relpath(newest_checkpoint(run), ROOT), "train_curve": train, "eval_curve": evals}
     if spec.get("test"):
         result["test"] = evaluate(attnkit, run, "test", args)
+        result["test_items"] = eval_items(args, attnkit, run, "test")
     if cell in NEEDS["a"]:
         result["val_items"] = val_items(args, attnkit, run)
     result["machine"] = machine()
@@ -309,10 +322,17 @@ def keep(args, cell, result):
 def val_items(args, attnkit, run):
     """The per-block items (masked tokens' summed NLL, their count) of the run's newest checkpoint
     on its validation blocks: what `attnkit compare` pairs between kinds."""
-    out = os.path.join(run, "val-items.json")
+    return eval_items(args, attnkit, run, "val")
+
+
+def eval_items(args, attnkit, run, split):
+    """`attnkit eval --items` of the run's newest checkpoint: on its own validation blocks (val; the
+    run's task.eval_examples), or on every test example (test: a classification cell's passages,
+    each right or not)."""
+    out = os.path.join(run, f"{split}-items.json")
     if not os.path.exists(out):
         command = ["nice", "-n", str(args.nice), attnkit, "--threads", "1", "--quiet", "eval", "--run", run, "--split",
-                   "val", "--items", out + ".tmp"]  # the run's own validation blocks (its task.eval_examples)
+                   split, *(["--examples", "0"] if split == "test" else []), "--items", out + ".tmp"]
         done = subprocess.run(command, capture_output=True, text=True, env=env1())
         if done.returncode != 0:
             sys.exit(f"pretrain_results: eval --items of {run} failed: {done.stderr.strip()}")
@@ -757,7 +777,10 @@ def markdown(summary, experiments):
         out += ["### (b) Fine-tuning: pretrained vs from scratch", "",
                 f"Fortune-category classification, {fb:g} CPU s of steps each; the pretrained cells start from the "
                 "last checkpoint of (a) (`train --init`; mean pooling and a fresh classification layer), the "
-                "scratch cells from random weights of the same shape (mean pooling too). Test accuracy (%) of the last checkpoint on the whole test split:", "",
+                "scratch cells from random weights of the same shape (mean pooling too). Test accuracy (%) of the last "
+                "checkpoint on the whole test split, one run per cell (seed 0), no interval: a difference of a few "
+                "points is not a finding (`bench/finetune_seeds.py --studies pretrained-KIND` runs a kind's pair by "
+                "seeds with paired intervals):", "",
                 "| attention | pretrained (MLM) → fine-tuned | from scratch | cost (pretrained / scratch) |", "|---|---|---|---|"]
         for kind in KINDS:
             p, s = cells.get(f"ft-{slug(kind)}-pretrained"), cells.get(f"ft-{slug(kind)}-scratch")
@@ -809,7 +832,9 @@ def markdown(summary, experiments):
                    f"{cost(cells.get('mlm-albert'))} |")
         for cell in ("ft-albert-shared", "ft-albert-unshared"):
             out.append(f"| {cell} | {accuracy(cells.get(cell))} | {cost(cells.get(cell))} |")
-        out += ["", f"**key_size** (the low-rank bottleneck): MLM as in (a) with softmax and {KEY_HEADS} heads, key_size "
+        out += ["", "One run each (seed 0), no interval; the same comparison over seeds with paired intervals: "
+                "\"Fine-tuning by seeds\" (`bench/finetune_seeds.py`).", "",
+                f"**key_size** (the low-rank bottleneck): MLM as in (a) with softmax and {KEY_HEADS} heads, key_size "
                 f"{key_small} (= hidden / heads) against {KEY_LARGE}, {b:g} CPU s each:", "",
                 "| key_size | validation perplexity | validation loss | masked accuracy | cost |", "|---|---|---|---|---|"]
         for key in (key_small, KEY_LARGE):
@@ -898,10 +923,11 @@ def planned_cpu(budget, finetune_budget, experiments):
     return sum(budget if CELLS[c]["budget"] == "pretrain" else finetune_budget for c in needed(experiments))
 
 
-def write_docs(args, summary, experiments, docs):
-    name = f"pretrain-results{study(args.budget, args.finetune_budget)}.json"
+def write_docs(summary, experiments, docs):
+    budgets = summary["budget_cpu_s"], summary["finetune_budget_cpu_s"]
+    name = f"pretrain-results{study(*budgets)}.json"
     write_json(os.path.join(docs, name), summary)
-    begin, end = markers(args.budget, args.finetune_budget)
+    begin, end = markers(*budgets)
     replace_region(os.path.join(docs, "results.md"), begin, end, markdown(summary, experiments))
     log(f"wrote {docs}/{name} and its part of {docs}/results.md")
 
@@ -966,7 +992,7 @@ def main():
     summary["experiments"] = shown
     os.makedirs(args.runs, exist_ok=True)
     write_json(os.path.join(args.runs, "summary.json"), summary)
-    write_docs(args, summary, shown, docs)
+    write_docs(summary, shown, docs)
 
 
 if __name__ == "__main__":

@@ -111,6 +111,7 @@ class DocsTables(unittest.TestCase):
         ("pretrained_linearize_results", "analysis.md", "pretrained-linearize.json",
          "<!-- pretrained-linearize:begin -->"),
         ("listops_seeds", "results.md", "listops-seeds.json", "<!-- listops-seeds:begin -->"),
+        ("finetune_seeds", "results.md", "finetune-seeds.json", "<!-- finetune-seeds:begin -->"),
         ("pruned_speed", "analysis.md", "pruned-speed.json", "<!-- pruned-speed:begin -->"),
         ("linearized_decode", "analysis.md", "linearized-decode.json", "<!-- linearized-decode:begin -->"),
         ("decode_smollm2", "decoding.md", "decode-smollm2.json", "<!-- decode-smollm2:begin -->"),

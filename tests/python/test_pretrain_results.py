@@ -35,10 +35,10 @@ def fake_cell(steps, loss, test=None):
     return cell
 
 
-def fake_summary(budget):
+def fake_summary(budget, finetune_budget=180):
     cells = {name: fake_cell(10, 6.0, test=0.5 if name.startswith("ft-") else None) for name in pr.CELLS}
     cells["ft-linear-elu-scratch"] = {"cell": "ft-linear-elu-scratch", "failed": "attnkit: error: something"}
-    return {"budget_cpu_s": budget, "finetune_budget_cpu_s": budget, "smoke": budget < pr.SMOKE_BUDGET,
+    return {"budget_cpu_s": budget, "finetune_budget_cpu_s": finetune_budget, "smoke": budget < pr.SMOKE_BUDGET,
             "date": "2026-01-01 00:00 UTC", "machine": "test machine", "data": {}, "cells": cells,
             "plots": {"mlm_steps": "images/pretrain-mlm-steps.svg"},
             "samples": {"cloze": {"mlm-softmax": [{"masked": "a [MASK] b", "answers": ["x"], "predicted": ["y"]}]},
@@ -104,27 +104,45 @@ class PretrainResults(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "results.md"), "w") as f:
                 f.write("# Results\n\nearlier text\n\n" + pr.BEGIN + "\nold block\n" + pr.END + "\n\nlater text\n")
-            args = type("Args", (), {})()
-            pr.write_docs(args, fake_summary(5), pr.EXPERIMENTS, tmp)
-            pr.write_docs(args, fake_summary(5), pr.EXPERIMENTS, tmp)
+            pr.write_docs(fake_summary(600), pr.EXPERIMENTS, tmp)
+            pr.write_docs(fake_summary(600), pr.EXPERIMENTS, tmp)
             text = read(os.path.join(tmp, "results.md"))
             self.assertEqual(text.count(pr.BEGIN), 1)
             self.assertNotIn("old block", text)
             self.assertTrue(text.startswith("# Results\n\nearlier text\n"))
             self.assertTrue(text.rstrip().endswith("later text"))
-            self.assertIn("SMOKE RUN", text)
+            self.assertNotIn("SMOKE RUN", text)
             self.assertIn("| ft-albert-unshared | 50.0 |", text)
             self.assertIn("| linear:elu | 50.0 | failed |", text)
             self.assertIn("(refused: refused)", text)
             self.assertIn("`a \\| b`", text)  # a table cell keeps its column
             self.assertIn("failed: every sample was empty", text)
             self.assertIn("layer 1", text)  # where X vanished
-            self.assertEqual(json.loads(read(os.path.join(tmp, "pretrain-results.json")))["budget_cpu_s"], 5)
-            pr.write_docs(args, fake_summary(600), ["a"], tmp)
+            self.assertEqual(json.loads(read(os.path.join(tmp, "pretrain-results.json")))["budget_cpu_s"], 600)
+            main = text[text.index(pr.BEGIN):text.index(pr.END)]
+
+            # Another budget is a study of its own: its JSON, its region (appended), the main one kept.
+            smoke = fake_summary(5, 5)
+            smoke["mlm_comparisons"] = [{"a": "cosformer", "b": "softmax", "difference": -12.5, "low": -20.0,
+                                         "high": -5.0, "verdict": "a", "items": 174, "a_perplexity": 400.0,
+                                         "b_perplexity": 412.5},
+                                        {"a": "linear:relu", "b": "softmax", "difference": 1.0, "low": -2.0,
+                                         "high": 4.0, "verdict": "level", "items": 174, "a_perplexity": 413.5,
+                                         "b_perplexity": 412.5}]
+            pr.write_docs(smoke, ["a"], tmp)
             text = read(os.path.join(tmp, "results.md"))
-            self.assertNotIn("SMOKE RUN", text)
-            self.assertNotIn("### (b)", text)
-            self.assertIn("--budget 600 --finetune-budget 600 --experiments a`", text)
+            begin, end = pr.markers(5, 5)
+            self.assertEqual(begin, "<!-- pretrain-results-b5-f5:begin -->")
+            self.assertEqual(text[text.index(pr.BEGIN):text.index(pr.END)], main)
+            block = text[text.index(begin):text.index(end)]
+            self.assertIn("SMOKE RUN", block)
+            self.assertIn("## Pretraining at 5 CPU s per cell", block)
+            self.assertIn("(174 blocks with masked tokens", block)
+            self.assertIn("| cosformer − softmax | 400.0 / 412.5 | -12.5 [-20.0, -5.0] | cosformer better |", block)
+            self.assertIn("| linear:relu − softmax | 413.5 / 412.5 | +1.0 [-2.0, +4.0] | level |", block)
+            self.assertIn("images/pretrain-mlm-steps.svg", block)
+            self.assertNotIn("### (b)", block)
+            self.assertEqual(json.loads(read(os.path.join(tmp, "pretrain-results-b5-f5.json")))["budget_cpu_s"], 5)
 
     def test_a_smoke_run_is_refused_for_the_repository_docs(self):
         before = read(os.path.join(ROOT, "docs", "results.md"))
