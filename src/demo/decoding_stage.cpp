@@ -45,7 +45,7 @@ void int8_quality(const StageContext& context, const fs::path& run, report::Sect
   const std::string items = (context.dir / "lm-float32-items.json").string();
   const std::string paired = (context.dir / "lm-int8-vs-float32.json").string();
   const std::vector<std::string> eval = {"--threads", "1", "--quiet", "eval", "--run", run.string(),
-                                         "--checkpoint", "best", "--split", "val", "--examples", "0"};
+                                         "--checkpoint", "best", "--split", "val"};  // the run's held-out blocks
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = eval;
     args.insert(args.end(), extra.begin(), extra.end());
@@ -71,7 +71,7 @@ void int8_quality(const StageContext& context, const fs::path& run, report::Sect
   section.blocks.push_back({"int8 (`generate --compute-type int8`: every attention and feed-forward layer and the LM "
                             "head as per-row int8 weights, activations quantized per row at run time) against float32 "
                             "on that language model, measured as a user would: `attnkit eval --run RUN --checkpoint "
-                            "best --split val --examples 0 --items F`, then the same with `--compute-type int8 "
+                            "best --split val --items F` (the run's held-out blocks), then the same with `--compute-type int8 "
                             "--paired-bs F`. docs/decoding.md (\"int8\") has the Bible translation model's BLEU and "
                             "SmolLM2-135M's perplexity the same way.", {}, {}});
   section.blocks.push_back({{}, table, {}});

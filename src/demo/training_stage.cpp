@@ -240,7 +240,8 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
     mlm.rows.push_back({kind, std::to_string(c["steps"].get<int64_t>()), fmt::format("{:.0f}", c.value("step_cpu_ms", NAN)),
                         eval_value(name, "perplexity"), eval_value(name, "loss"), eval_value(name, "masked_accuracy")});
   }
-  section.headlines.push_back({"pretraining experiments: MLM kinds measured (bench/pretrain_results.py)",
+  section.headlines.push_back({fmt::format("pretraining experiments at {:g} CPU s per kind: MLM kinds measured "
+                                           "(bench/pretrain_results.py)", budget),
                                fmt::format("{} of {}", measured, kinds.size()), {}});
   section.blocks.push_back({fmt::format(
       "Masked-LM pretraining as in cosFormer's bidirectional experiment (its Figure 4), measured by "
@@ -254,8 +255,24 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
     section.blocks.push_back({{}, {}, report::Figure{by_cpu.title, report::render_svg(by_cpu)}});
   }
   section.blocks.push_back({{}, mlm, {}});
+  if (j.contains("mlm_comparisons") && j["mlm_comparisons"].is_array() && !j["mlm_comparisons"].empty()) {
+    report::Table pairs{"the kinds on every validation block (the same masks): validation perplexity and the paired "
+                        "bootstrap of the difference (attnkit compare, 1,000 resamples); a kind is better only where "
+                        "the 95% interval excludes 0",
+                        {"a − b", "perplexity a / b", "difference [95%]", "verdict"}, {}};
+    for (const auto& c : j["mlm_comparisons"]) {
+      const std::string a = c.value("a", ""), b = c.value("b", ""), v = c.value("verdict", "");
+      pairs.rows.push_back({a + " − " + b,
+                            fmt::format("{:.1f} / {:.1f}", c.value("a_perplexity", NAN), c.value("b_perplexity", NAN)),
+                            fmt::format("{:+.1f} [{:+.1f}, {:+.1f}]", c.value("difference", NAN), c.value("low", NAN),
+                                        c.value("high", NAN)),
+                            v == "level" ? "level" : (v == "a" ? a : b) + " better"});
+    }
+    section.blocks.push_back({{}, pairs, {}});
+  }
   report::Table ft{fmt::format("Fine-tuning ({:g} CPU s of steps) on which of four fortune files a passage comes from: "
-                               "test accuracy, from the MLM checkpoint vs from scratch (chance 25%)", finetune),
+                               "test accuracy, from the MLM checkpoint vs from scratch (chance 25%); one run per "
+                               "cell, no interval: a difference of a few points is not a finding", finetune),
                    {"attention", "pretrained (MLM) then fine-tuned", "from scratch"}, {}};
   bool any_ft = false;
   for (const auto& kind : kinds) {
@@ -284,6 +301,102 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
     section.blocks.push_back({{}, {}, report::Figure{objective_plot.title, report::render_svg(objective_plot)}});
     section.blocks.push_back({{}, objective_table, {}});
   }
+}
+
+// "seed 0: +1.2 [-0.5, +2.9] level; seed 1: ..." of a driver's per-seed paired comparisons (in
+// points of accuracy), each verdict named by its arm.
+std::string seed_comparisons(const nlohmann::json& rows, const std::string& a, const std::string& b) {
+  std::string out;
+  for (const auto& c : rows) {
+    const std::string v = c.value("verdict", "");
+    out += fmt::format("{}seed {}: {:+.1f} [{:+.1f}, {:+.1f}] {}", out.empty() ? "" : "; ", c.value("seed", 0),
+                       100 * c.value("difference", NAN), 100 * c.value("low", NAN), 100 * c.value("high", NAN),
+                       v == "level" ? "level" : (v == "a" ? a : b) + " better");
+  }
+  return out;
+}
+
+// "75.0% / 72.5% / 74.2% (mean 73.9 ± 1.3)" of per-seed accuracies.
+std::string seed_accuracies(const std::vector<double>& values) {
+  std::string out;
+  double mean = 0, sd = 0;
+  for (double v : values) {
+    out += fmt::format("{}{:.1f}%", out.empty() ? "" : " / ", 100 * v);
+    mean += v / static_cast<double>(values.size());
+  }
+  for (double v : values) sd += (v - mean) * (v - mean);
+  sd = values.size() > 1 ? std::sqrt(sd / static_cast<double>(values.size() - 1)) : 0.0;
+  return out + fmt::format(" (mean {:.1f} ± {:.1f})", 100 * mean, 100 * sd);
+}
+
+// The fine-tuning comparisons by seeds of docs/finetune-seeds.json (bench/finetune_seeds.py).
+void add_finetune_seeds(report::Section& section, const fs::path& file) {
+  const auto summary = read_docs_summary(
+      section, file,
+      "fine-tuning comparisons by seeds (ALBERT un-shared vs shared, pretrained vs scratch) are made by "
+      "`/usr/bin/python3 bench/finetune_seeds.py` (CPU hours; it writes that file and docs/results.md).",
+      "bench/finetune_seeds.py", {{"studies", SummaryField::kObject}, {"seeds", SummaryField::kArray}});
+  if (!summary) return;
+  const auto& j = *summary;
+  if (j.value("smoke", false)) return;
+  report::Table table{fmt::format("Fine-tuning by seeds (bench/finetune_seeds.py, {}): test accuracy per seed, and "
+                                  "the paired bootstrap of the difference per seed (attnkit compare, 1,000 "
+                                  "resamples; better only where the 95% interval excludes 0); one pretraining per "
+                                  "study, {:g} CPU s per fine-tuning run",
+                                  j.value("date", ""), j.value("finetune_budget_cpu_s", 0.0)),
+                      {"study", "a: test accuracy per seed", "b: test accuracy per seed", "a − b per seed (points)"},
+                      {}};
+  for (const auto& [name, study] : j["studies"].items()) {
+    const std::string a = study.value("a", ""), b = study.value("b", "");
+    auto accuracies = [&](const std::string& arm) {
+      std::vector<double> values;
+      for (const auto& r : study["arms"][arm]) values.push_back(r.value("test_accuracy", NAN));
+      return arm + ": " + seed_accuracies(values);
+    };
+    table.rows.push_back({study.value("title", name), accuracies(a), accuracies(b),
+                          seed_comparisons(study["comparisons"], a, b)});
+  }
+  section.blocks.push_back({{}, table, {}});
+}
+
+// ListOps by seeds of docs/listops-seeds.json (bench/listops_seeds.py).
+void add_listops_seeds(report::Section& section, const fs::path& file) {
+  const auto summary = read_docs_summary(
+      section, file,
+      "ListOps by seeds (softmax, linear, cosFormer; three seeds each, paired intervals) is made by "
+      "`/usr/bin/python3 bench/listops_seeds.py` (CPU hours; it writes that file and docs/results.md).",
+      "bench/listops_seeds.py", {{"cells", SummaryField::kObject}, {"comparisons", SummaryField::kArray}});
+  if (!summary) return;
+  const auto& j = *summary;
+  report::Table table{fmt::format("ListOps by seeds (bench/listops_seeds.py, {}; {} steps per run): test accuracy of "
+                                  "each run's best-validation checkpoint",
+                                  j.value("date", ""), j.value("steps", 0)),
+                      {"attention", "test accuracy per seed"}, {}};
+  std::vector<std::string> kinds;
+  for (const auto& [key, cell] : j["cells"].items()) {
+    const std::string kind = cell.value("kind", "");
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  }
+  for (const auto& kind : kinds) {
+    std::vector<double> values;
+    for (const auto& [key, cell] : j["cells"].items())
+      if (cell.value("kind", "") == kind) values.push_back(cell.value("test_accuracy", NAN));
+    table.rows.push_back({kind, seed_accuracies(values)});
+  }
+  section.blocks.push_back({{}, table, {}});
+  report::Table pairs{"ListOps kinds compared seed by seed on the same test expressions (paired bootstrap of "
+                      "accuracy, 1,000 resamples; better only where the 95% interval excludes 0)",
+                      {"a − b", "per seed (points)"}, {}};
+  std::map<std::pair<std::string, std::string>, nlohmann::json> rows;
+  std::vector<std::pair<std::string, std::string>> order;
+  for (const auto& c : j["comparisons"]) {
+    const auto key = std::make_pair(c.value("a", ""), c.value("b", ""));
+    if (!rows.count(key)) order.push_back(key);
+    rows[key].push_back(c);
+  }
+  for (const auto& key : order)
+    pairs.rows.push_back({key.first + " − " + key.second, seed_comparisons(rows[key], key.first, key.second)});
+  section.blocks.push_back({{}, pairs, {}});
 }
 
 }  // namespace
@@ -406,7 +519,17 @@ report::Section training_stage(const StageContext& context) {
   permutation_lm(context, section);
 
   // --- The pretraining experiments (measured by bench/pretrain_results.py) ---------------------------
+  add_listops_seeds(section, o.source_dir / "docs" / "listops-seeds.json");
   add_pretraining_results(section, o.source_dir / "docs" / "pretrain-results.json");
+  // Studies at other budgets (bench/pretrain_results.py --budget B: docs/pretrain-results-bB-fF.json).
+  std::vector<fs::path> studies;
+  for (const auto& entry : fs::directory_iterator(o.source_dir / "docs")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("pretrain-results-", 0) == 0 && entry.path().extension() == ".json") studies.push_back(entry.path());
+  }
+  std::sort(studies.begin(), studies.end());
+  for (const auto& study : studies) add_pretraining_results(section, study);
+  add_finetune_seeds(section, o.source_dir / "docs" / "finetune-seeds.json");
   return section;
 }
 

@@ -116,6 +116,31 @@ class Report(unittest.TestCase):
                 self.assertIn(heading, page.sections["translation"]["text"])
                 self.assertIn(f"test perplexity {teacher['test_perplexity']:.2f} on {teacher['test_blocks']} blocks",
                               page.sections["translation"]["text"])
+            # The seed studies (docs/listops-seeds.json, docs/finetune-seeds.json) with each seed's
+            # paired verdict, or the line naming each one's maker.
+            training = page.sections["training"]["text"]
+            for name in ("listops-seeds.json", "finetune-seeds.json"):
+                summary = os.path.join(ROOT, "docs", name)
+                if not os.path.exists(summary):
+                    self.assertIn(f"{name} is missing", training)
+                    continue
+                with open(summary, encoding="utf-8") as f:
+                    seeds = json.load(f)
+                rows = seeds["comparisons"] if "comparisons" in seeds else [
+                    c for study in seeds["studies"].values() for c in study["comparisons"]]
+                for c in rows:
+                    self.assertIn(f"seed {c['seed']}: {100 * c['difference']:+.1f} [{100 * c['low']:+.1f}, "
+                                  f"{100 * c['high']:+.1f}]", training)
+                for study in seeds.get("studies", {}).values():
+                    self.assertIn(study["title"], training)
+            # Pretraining studies at other budgets, each with its kinds' paired verdicts.
+            for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
+                if name.startswith("pretrain-results-") and name.endswith(".json"):
+                    with open(os.path.join(ROOT, "docs", name), encoding="utf-8") as f:
+                        study = json.load(f)
+                    self.assertIn(f"pretraining experiments at {study['budget_cpu_s']:g} CPU s per kind", text)
+                    for c in study.get("mlm_comparisons", []):
+                        self.assertIn(f"{c['difference']:+.1f} [{c['low']:+.1f}, {c['high']:+.1f}]", training)
             # Michel et al.'s experiment on the leak-free split, from docs/bible-heads.json.
             with open(os.path.join(ROOT, "docs", "bible-heads.json"), encoding="utf-8") as f:
                 bible = json.load(f)
