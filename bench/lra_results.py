@@ -117,27 +117,49 @@ def pilot_curve(run):
     return out
 
 
+def pilot_record_path(args, task, kind):
+    return os.path.join(args.store, os.path.basename(args.runs), f"{task}-{kind.replace(':', '-')}.json")
+
+
+def pilot_cell(args, task, kind):
+    """A pilot cell's entry: its validation curve, the task's chance level, its result when finished
+    (from its run directory; else from its record in --store, or None)."""
+    run = cell_dir(args, task, kind)
+    if not os.path.isfile(os.path.join(run, "metrics.jsonl")):
+        path = pilot_record_path(args, task, kind)
+        return json.load(open(path)) if os.path.isfile(path) else None
+    result = os.path.join(run, "result.json")
+    return {"task": task, "kind": kind, "chance": CHANCE[task], "curve": pilot_curve(run),
+            "result": json.load(open(result)) if os.path.isfile(result) else None}
+
+
+def record_pilot_cell(args, task, kind):
+    """A finished pilot cell's entry, kept in --store (in git: runs/ lives on one machine)."""
+    path = pilot_record_path(args, task, kind)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_json(path, dict(pilot_cell(args, task, kind), machine=machine(),
+                          date=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")))
+
+
 def write_pilot(args):
     """runs/lra-pilot-bBUDGET/pilot.json: each finished or running cell's validation curve, the
     task's chance level and its test accuracy when finished; printed too. Every cell under the
-    pilot's directory is kept, not only those of this invocation's --tasks / --kinds (a pilot of
-    one kind after another must not drop the earlier kinds' curves)."""
+    pilot's directory or recorded in --store is kept, not only those of this invocation's --tasks /
+    --kinds (a pilot of one kind after another must not drop the earlier kinds' curves)."""
     cells = {}
     kinds = args.kinds + [k for k in KINDS if k not in args.kinds]
     for task in ORDER:
         for kind in kinds:
-            run = cell_dir(args, task, kind)
-            if not os.path.isfile(os.path.join(run, "metrics.jsonl")):
+            cell = pilot_cell(args, task, kind)
+            if cell is None:
                 continue
-            result = os.path.join(run, "result.json")
-            cells[f"{task}/{kind}"] = {"task": task, "kind": kind, "chance": CHANCE[task],
-                                       "curve": pilot_curve(run),
-                                       "result": json.load(open(result)) if os.path.isfile(result) else None}
+            cells[f"{task}/{kind}"] = cell
             if task not in args.tasks or kind not in args.kinds:
                 continue
             for step, cpu, accuracy in cells[f"{task}/{kind}"]["curve"]:
                 print(f"{task} {kind} step {step} cpu_s {cpu:.0f} validation accuracy {100 * accuracy:.1f}% "
                       f"(chance {CHANCE[task]:g}%)")
+    os.makedirs(args.runs, exist_ok=True)
     write_json(os.path.join(args.runs, "pilot.json"),
                {"budget_cpu_s": args.budget, "eval_every": args.eval_every, "machine": machine(),
                 "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "cells": cells})
@@ -346,6 +368,8 @@ def main():
                         "validation every --eval-every steps, run under runs/lra-pilot-bBUDGET, and their curves "
                         "(validation accuracy against CPU seconds) go to its pilot.json and stdout; no docs")
     p.add_argument("--eval-every", type=int, default=200, help="with --pilot: steps between validation evaluations")
+    p.add_argument("--store", default=os.path.join(ROOT, "docs", "cells"),
+                   help="with --pilot: finished cells' records, STORE/lra-pilot-bBUDGET/TASK-KIND.json (kept in git)")
     args = p.parse_args()
     os.chdir(ROOT)
     args.runs = os.path.join("runs", f"lra-{'pilot-' if args.pilot else ''}b{args.budget:g}")
@@ -356,8 +380,11 @@ def main():
         make_data(attnkit)
         for task in args.tasks:
             for kind in args.kinds:
+                if os.path.isfile(pilot_record_path(args, task, kind)):
+                    continue
                 if not os.path.isfile(os.path.join(cell_dir(args, task, kind), "result.json")):
                     run_cell(args, attnkit, task, kind)
+                record_pilot_cell(args, task, kind)
         write_pilot(args)
         return
     summary_path = os.path.join(args.runs, "summary.json")

@@ -5,8 +5,8 @@ scratch, the permutation LM next to the causal LM and MLM, ALBERT un-sharing, ke
 conditional LM, and rank collapse of the pretrained checkpoints.
 
     /usr/bin/python3 bench/pretrain_results.py [--build build] [--budget 600] [--finetune-budget 180]
-                                               [--experiments a b c d e] [--cells N] [--report-only]
-                                               [--docs docs]
+                                               [--experiments a b c d e] [--kinds K1,K2] [--cells N]
+                                               [--report-only] [--docs docs] [--store docs/cells]
 
 Experiments (each runs on its own; the cells it needs from another experiment run first):
   a  MLM pretraining of one BERT-mini-shaped model per attention kind (softmax, cosformer,
@@ -25,10 +25,15 @@ Experiments (each runs on its own; the cells it needs from another experiment ru
 Each cell is `attnkit --threads 1 train ... --run.cpu_budget B` under `/usr/bin/time -v`, niced, in
 runs/pretrain-bBUDGET-fFINETUNE/CELL. The budget counts the CPU time of the training steps only
 (evaluations and checkpoints do not count; run.cpu_budget in docs/training.md). A finished cell has
-result.json and never runs again; an interrupted one resumes from its newest checkpoint. Afterwards
-DOCS/pretrain-results.json, the plots DOCS/images/pretrain-*.svg and the part of DOCS/results.md
-between the pretrain-results markers are rewritten. A budget under 60 CPU s is a smoke run (the
-pipeline only): its report says so, and it is refused for the repository's docs/.
+result.json and never runs again; an interrupted one resumes from its newest checkpoint. A finished
+cell is also recorded in STORE/pretrain-bBUDGET-fFINETUNE/CELL.json (kept in git: runs/ lives on one
+machine), and a recorded cell is not trained again on another machine (a cell that starts from a
+recorded cell's checkpoint needs that checkpoint here). Afterwards DOCS/pretrain-results.json, the
+plots DOCS/images/pretrain-*.svg and the part of DOCS/results.md between the pretrain-results
+markers are rewritten; at budgets other than 600 / 180 the study has its own:
+DOCS/pretrain-results-bB-fF.json, images/pretrain-bB-fF-*.svg and a region of its own (appended
+to results.md the first time). A budget under 60 CPU s is a smoke run (the pipeline only): its
+report says so, and it is refused for the repository's docs/.
 
 Data (made once under data/pretrain/ from Debian's fortunes; nothing is downloaded):
   corpus/     `attnkit data corpus` of the 38 English fortune files other than the four
@@ -939,6 +944,8 @@ def main():
     p.add_argument("--finetune-budget", type=float, default=180, help="CPU seconds of training steps per fine-tuning cell")
     p.add_argument("--experiments", nargs="+", default=EXPERIMENTS, choices=EXPERIMENTS)
     p.add_argument("--cells", type=int, default=0, help="train at most N cells, then write the docs (0 = all)")
+    p.add_argument("--kinds", default=",".join(KINDS),
+                   help="the attention kinds of experiment (a) to train (the others' cells are left out)")
     p.add_argument("--report-only", action="store_true", help="train nothing; samples and analyses of finished cells")
     p.add_argument("--docs", default="docs", help="where results.md, pretrain-results.json and images/ are written")
     p.add_argument("--nice", type=int, default=10)
@@ -946,6 +953,9 @@ def main():
                    help="finished cells' records, STORE/pretrain-bB-fF/CELL.json (kept in git; none for smoke runs)")
     p.add_argument("--plan", action="store_true", help="print the cells and the CPU budget, run nothing")
     args = p.parse_args()
+    args.kinds = args.kinds.split(",")
+    if any(k not in KINDS for k in args.kinds):
+        p.error(f"--kinds: each of {', '.join(KINDS)}")
     if args.budget < SMOKE_BUDGET and os.path.abspath(args.store).startswith(os.path.join(ROOT, "docs")):
         args.store = None  # a smoke run's cells are not results
     os.chdir(ROOT)
@@ -969,7 +979,12 @@ def main():
     make_data(attnkit)
     if not args.report_only:
         ran = 0
+        # --kinds: experiment (a)'s MLM cells of the other kinds are not trained (unless another
+        # experiment asked for needs them).
+        left_out = {f"mlm-{slug(k)}" for k in KINDS if k not in args.kinds}
         for cell in needed(experiments):
+            if cell in left_out and not any(cell in NEEDS[e] for e in experiments if e != "a"):
+                continue
             previous = load(args, cell)
             if previous and "failed" not in previous:
                 continue
