@@ -20,10 +20,12 @@ fortune passages for Text and Retrieval (docs/lra.md names each stand-in).
 """
 import argparse
 import datetime
+import gzip
 import json
 import os
 import re
 import resource
+import struct
 import subprocess
 import sys
 
@@ -95,6 +97,32 @@ def make_data(attnkit):
         if not os.path.isfile(marker):
             log("making " + os.path.dirname(marker))
             subprocess.run([attnkit, *command], check=True, stdout=subprocess.DEVNULL)
+
+
+def test_labels(task):
+    """The labels of the task's test split, in file order (what a cell's test accuracy is over)."""
+    data = TASKS[task]["data"]
+    if task == "image":
+        with gzip.open(os.path.join(data, "t10k-labels-idx1-ubyte.gz")) as f:
+            return list(f.read()[8:])  # IDX: magic, count, then one byte per label
+    if task == "pathfinder":
+        with open(os.path.join(data, "pathfinder32_test.bin"), "rb") as f:
+            raw = f.read()
+        width, height, count = struct.unpack("<3I", raw[8:20])
+        return [raw[20 + i * (1 + width * height)] for i in range(count)]
+    name = {"listops": "basic_test.tsv", "text": "text_test.tsv", "retrieval": "retrieval_test.tsv"}[task]
+    with open(os.path.join(data, name)) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    return [r[-1] for r in rows[1:]] if task == "listops" else [r[0] for r in rows]  # listops: a header, label last
+
+
+def majority_shares():
+    """Each task's most frequent test label's share (%) of the examples a cell is scored on."""
+    shares = {}
+    for task in ORDER:
+        labels = test_labels(task)[:TEST_EXAMPLES]
+        shares[task] = 100 * max(labels.count(v) for v in set(labels)) / len(labels)
+    return shares
 
 
 def metrics(run):
@@ -310,6 +338,9 @@ def markdown(summary):
         average = f"{100 * sum(c['test_accuracy'] for c in done) / len(done):.1f}" if len(done) == len(tasks) else "—"
         out.append(f"| attnkit {kind} | " + " | ".join(fmt_acc(c) for c in row) + f" | {average} |")
     out.append("| chance | " + " | ".join(f"{CHANCE[t]:.0f}" for t in tasks) + " | — |")
+    if summary.get("majority"):
+        out.append("| the most frequent test label (always answering it) | " +
+                   " | ".join(f"{summary['majority'][t]:.2f}" for t in tasks) + " | — |")
     out += ["", "Cost per cell: training steps reached in the budget, CPU milliseconds per step, peak "
             "resident memory of the training process (evaluation included):", "",
             "| attention | " + " | ".join(TASKS[t]["label"] for t in tasks) + " |",
@@ -412,6 +443,7 @@ def main():
                "machine": machine(), "tasks": ORDER, "kinds": args.kinds,
                "task_labels": {t: TASKS[t]["label"] for t in ORDER},
                "published": [{"name": n, "accuracy": row} for n, row in PUBLISHED], "chance": CHANCE,
+               "majority": majority_shares(),
                "cells": cells,
                "pathfinder_x": [r if r["fits"] else dict(r, error=did_not_fit(r["error"])) for r in px or []]}
     os.makedirs(args.runs, exist_ok=True)

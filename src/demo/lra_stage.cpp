@@ -119,6 +119,12 @@ void add_measured_table(report::Section& section, const fs::path& file) {
   for (const auto& t : tasks) chance.push_back(fmt::format("{:.0f}", j["chance"][t].get<double>()));
   chance.push_back("—");
   table.rows.push_back(chance);
+  if (j.contains("majority") && j["majority"].is_object()) {
+    std::vector<std::string> majority = {"the most frequent test label (always answering it)"};
+    for (const auto& t : tasks) majority.push_back(fmt::format("{:.2f}", j["majority"].value(t, NAN)));
+    majority.push_back("—");
+    table.rows.push_back(majority);
+  }
   section.headlines.push_back({"LRA cells measured (bench/lra_results.py)",
                                fmt::format("{} of {}", measured, tasks.size() * kinds.size()), {}});
   section.blocks.push_back({fmt::format(

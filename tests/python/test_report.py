@@ -116,6 +116,12 @@ class Report(unittest.TestCase):
                 self.assertIn(heading, page.sections["translation"]["text"])
                 self.assertIn(f"test perplexity {teacher['test_perplexity']:.2f} on {teacher['test_blocks']} blocks",
                               page.sections["translation"]["text"])
+            # The LRA table's row of the most frequent test label (docs/lra-results.json).
+            with open(os.path.join(ROOT, "docs", "lra-results.json"), encoding="utf-8") as f:
+                majority = json.load(f).get("majority")
+            if majority:
+                self.assertIn("the most frequent test label", page.sections["lra"]["text"])
+                self.assertIn(f"{majority['listops']:.2f}", page.sections["lra"]["text"])
             # The seed studies (docs/listops-seeds.json, docs/finetune-seeds.json) with each seed's
             # paired verdict, or the line naming each one's maker.
             training = page.sections["training"]["text"]
