@@ -33,7 +33,8 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pretrain_results as pr  # noqa: E402
 from bench_process import compare_items  # noqa: E402
-from gnu_time import machine, render_from_json, replace_region, write_json  # noqa: E402
+from gnu_time import (add_store_and_docs_arguments, machine, render_from_json, replace_region,  # noqa: E402
+                      write_json)
 
 ROOT = pr.ROOT
 STUDIES = {"albert": {"title": "ALBERT: un-shared vs shared layers", "pretrain": "mlm-albert",
@@ -152,10 +153,7 @@ def main():
     ap.add_argument("--nice", type=int, default=10)
     ap.add_argument("--budget", type=float, default=pr.DEFAULT_BUDGETS[0], help="CPU s of MLM steps per pretraining")
     ap.add_argument("--finetune-budget", type=float, default=pr.DEFAULT_BUDGETS[1], help="CPU s per fine-tuning cell")
-    ap.add_argument("--store", default=os.path.join(ROOT, "docs", "cells"),
-                    help="finished cells' records, STORE/finetune-seeds-b600-f180/CELL.json (kept in git)")
-    ap.add_argument("--docs", default=os.path.join(ROOT, "docs"), help="where finetune-seeds.json and results.md are")
-    ap.add_argument("--report-only", action="store_true", help="re-render the docs from the JSON")
+    add_store_and_docs_arguments(ap, ROOT, "finetune-seeds.json", "finetune-seeds-bB-fF/CELL.json")
     a = ap.parse_args()
     doc, json_path = os.path.join(a.docs, "results.md"), os.path.join(a.docs, "finetune-seeds.json")
     if a.report_only:

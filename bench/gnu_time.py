@@ -88,6 +88,15 @@ def render_from_json(json_path, doc_path, begin, end, markdown, who):
         replace_region(doc_path, begin, end, markdown(json.load(f)))
 
 
+def add_store_and_docs_arguments(ap, root, json_name, store_layout):
+    """--store (finished runs' records under docs/cells/, kept in git), --docs and --report-only of
+    an experiment driver that records its runs."""
+    ap.add_argument("--store", default=os.path.join(root, "docs", "cells"),
+                    help=f"finished runs' records, STORE/{store_layout} (kept in git)")
+    ap.add_argument("--docs", default=os.path.join(root, "docs"), help=f"where {json_name} and results.md are")
+    ap.add_argument("--report-only", action="store_true", help="re-render the docs from the JSON")
+
+
 def results_driver_main(description, run_help, json_path, doc, begin, end, markdown, summarize, who):
     """main() of a results driver that summarizes a script's OUT folder (--run, with --build's
     attnkit) into json_path and doc's begin..end region, or re-renders the region from the JSON

@@ -34,7 +34,8 @@ import tempfile
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_process import cached_test_eval, compare_items  # noqa: E402
-from gnu_time import machine, read_gnu_time, render_from_json, replace_region, write_json  # noqa: E402
+from gnu_time import (add_store_and_docs_arguments, machine, read_gnu_time, render_from_json,  # noqa: E402
+                      replace_region, write_json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = (("softmax", "softmax"), ("linear", "linear:elu"), ("cosformer", "cosformer"))
@@ -176,10 +177,7 @@ def main():
     ap.add_argument("--steps", type=int, default=18000)
     ap.add_argument("--prefix", default="listops-18k", help="run directories runs/PREFIX-KIND[-seedS]")
     ap.add_argument("--nice", type=int, default=10)
-    ap.add_argument("--store", default=os.path.join(ROOT, "docs", "cells"),
-                    help="finished runs' records, STORE/PREFIX/KIND-seedS.json (kept in git)")
-    ap.add_argument("--docs", default=os.path.join(ROOT, "docs"), help="where listops-seeds.json and results.md are")
-    ap.add_argument("--report-only", action="store_true", help="re-render the docs from the JSON")
+    add_store_and_docs_arguments(ap, ROOT, "listops-seeds.json", "PREFIX/KIND-seedS.json")
     a = ap.parse_args()
     doc, json_path = os.path.join(a.docs, "results.md"), os.path.join(a.docs, "listops-seeds.json")
     if a.report_only:
