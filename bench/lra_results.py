@@ -209,7 +209,7 @@ def run_cell(args, attnkit, task, kind):
     part = len([f for f in os.listdir(run) if f.startswith("time-")]) if os.path.isdir(run) else 0
     os.makedirs(run, exist_ok=True)
     timing = os.path.join(run, f"time-{part}.txt")
-    base = ["nice", "-n", "10", "/usr/bin/time", "-v", "-o", timing, attnkit, "--threads", "1", "--quiet"]
+    base = ["nice", "-n", str(args.nice), "/usr/bin/time", "-v", "-o", timing, attnkit, "--threads", "1", "--quiet"]
     if resuming:
         command = [*base, "train", "--resume", run, "--run.cpu_budget", str(args.budget)]
     else:
@@ -227,7 +227,7 @@ def run_cell(args, attnkit, task, kind):
         write_json(os.path.join(run, "result.json"), result)
         log(f"{task} / {kind}: failed: {result['failed']}")
         return
-    test = subprocess.run(["nice", "-n", "10", attnkit, "--threads", "1", "eval", "--run", run, "--split",
+    test = subprocess.run(["nice", "-n", str(args.nice), attnkit, "--threads", "1", "eval", "--run", run, "--split",
                            "test", "--examples", str(TEST_EXAMPLES)],
                           capture_output=True, text=True, env=env)
     if test.returncode != 0:
@@ -399,6 +399,7 @@ def main():
                         "validation every --eval-every steps, run under runs/lra-pilot-bBUDGET, and their curves "
                         "(validation accuracy against CPU seconds) go to its pilot.json and stdout; no docs")
     p.add_argument("--eval-every", type=int, default=200, help="with --pilot: steps between validation evaluations")
+    p.add_argument("--nice", type=int, default=10, help="niceness of the cells' processes")
     p.add_argument("--store", default=os.path.join(ROOT, "docs", "cells"),
                    help="with --pilot: finished cells' records, STORE/lra-pilot-bBUDGET/TASK-KIND.json (kept in git)")
     args = p.parse_args()
