@@ -757,7 +757,14 @@ def markdown(summary, experiments):
                 out.append(f"![MLM loss {caption}]({summary['plots'][key]})")
         out += ["", "The x axis of the second plot is the CPU time of the training steps (one thread), which is the "
                 "wall-clock time of the steps on an idle core; the wall time of this shared machine is given per cell "
-                "below but does not compare between cells.", "",
+                "below but does not compare between cells.", ""]
+        ran_on = {k: cells[f"mlm-{slug(k)}"].get("machine") for k in KINDS if cells.get(f"mlm-{slug(k)}")}
+        if len({m for m in ran_on.values() if m}) > 1:
+            out += ["**These cells ran on different machines** (" +
+                    "; ".join(f"{k}: {m or 'not recorded'}" for k, m in ran_on.items()) +
+                    "): an equal CPU budget is not equal work across them; compare them against steps, not CPU "
+                    "seconds.", ""]
+        out += [
                 "| attention | validation MLM perplexity | validation loss | masked accuracy | final training loss | cost |",
                 "|---|---|---|---|---|---|"]
         for kind in KINDS:

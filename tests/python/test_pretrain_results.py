@@ -129,6 +129,8 @@ class PretrainResults(unittest.TestCase):
                                         {"a": "linear:relu", "b": "softmax", "difference": 1.0, "low": -2.0,
                                          "high": 4.0, "verdict": "level", "items": 174, "a_perplexity": 413.5,
                                          "b_perplexity": 412.5}]
+            smoke["cells"]["mlm-softmax"]["machine"] = "machine A"
+            smoke["cells"]["mlm-cosformer"]["machine"] = "machine B"
             pr.write_docs(smoke, ["a"], tmp)
             text = read(os.path.join(tmp, "results.md"))
             begin, end = pr.markers(5, 5)
@@ -141,6 +143,9 @@ class PretrainResults(unittest.TestCase):
             self.assertIn("| cosformer − softmax | 400.0 / 412.5 | -12.5 [-20.0, -5.0] | cosformer better |", block)
             self.assertIn("| linear:relu − softmax | 413.5 / 412.5 | +1.0 [-2.0, +4.0] | level |", block)
             self.assertIn("images/pretrain-mlm-steps.svg", block)
+            self.assertIn("**These cells ran on different machines** (softmax: machine A; cosformer: machine B; "
+                          "linear:relu: not recorded", block)
+            self.assertNotIn("different machines", main)
             self.assertNotIn("### (b)", block)
             self.assertEqual(json.loads(read(os.path.join(tmp, "pretrain-results-b5-f5.json")))["budget_cpu_s"], 5)
 
