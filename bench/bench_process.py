@@ -3,8 +3,10 @@ a run that gives back the child's output or says in one line why it failed (benc
 bench/mlm_compare.py, bench/decode_*.py, bench/pruned_speed.py)."""
 import json
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
 
 
 def load_averages():
@@ -77,12 +79,26 @@ def cached_test_eval(build, run, out, extra, who, checkpoint="best"):
         return json.load(f)
 
 
-def compare_items(build, a, b, out, who):
-    """`attnkit compare A B --json out`: the paired bootstrap of two stored evaluations' items (A - B,
-    1,000 resamples, sacreBLEU's seed), no model needed. Returns out's JSON."""
-    run_or_exit([os.path.join(build, "attnkit"), "--quiet", "compare", a, b, "--json", out], who)
-    with open(out) as f:
-        return json.load(f)
+def mean_sd(values):
+    """Mean and sample standard deviation (0 for one value) of per-seed results."""
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def compare_items(build, a, b, who):
+    """`attnkit compare` of two stored evaluations' items (the JSON objects `eval --items` wrote):
+    the paired bootstrap of A - B (1,000 resamples, sacreBLEU's seed), no model needed. Returns
+    {difference, low, high, verdict, items, a_score, b_score} (verdict "a", "b" or "level")."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [os.path.join(tmp, name) for name in ("a.json", "b.json", "out.json")]
+        for path, items in zip(paths, (a, b)):
+            with open(path, "w") as f:
+                json.dump(items, f)
+        run_or_exit([os.path.join(build, "attnkit"), "--quiet", "compare", *paths[:2], "--json", paths[2]], who)
+        with open(paths[2]) as f:
+            p = json.load(f)
+    d = p["difference"]
+    return {"difference": d["score"], "low": d["low"], "high": d["high"], "verdict": p["verdict"],
+            "items": p["items"], "a_score": p["a"]["score"], "b_score": p["b"]["score"]}
 
 
 # Issue 44's rule for a speed verdict: "met" only when the ratio of every one of at least this many

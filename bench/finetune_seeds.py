@@ -24,15 +24,13 @@ docs/results.md are written from the records of every study whose cells are all 
 import argparse
 import datetime
 import os
-import statistics
 import sys
-import tempfile
 import types
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pretrain_results as pr  # noqa: E402
-from bench_process import compare_items  # noqa: E402
+from bench_process import compare_items, mean_sd  # noqa: E402
 from gnu_time import (add_store_and_docs_arguments, machine, render_from_json, replace_region,  # noqa: E402
                       write_json)
 
@@ -72,39 +70,30 @@ def summarize(args, studies, seeds):
            "budget_cpu_s": args.budget, "finetune_budget_cpu_s": args.finetune_budget,
            "smoke": args.budget < pr.SMOKE_BUDGET, "studies": {}}
     machines = set()
-    with tempfile.TemporaryDirectory() as tmp:
-        for study in studies:
-            spec = STUDIES[study]
-            pretrain = pr.load(args, spec["pretrain"])
-            machines.add(pretrain.get("machine", "?"))
-            arms, comparisons = {}, []
-            for arm, cell in spec["arms"]:
-                rows = []
-                for seed in seeds:
-                    r = pr.load(args, pr.seeded(cell, seed))
-                    machines.add(r.get("machine", "?"))
-                    rows.append({"seed": seed, "test_accuracy": r["test"]["accuracy"], "steps": r["steps"],
-                                 "train_cpu_s": r["train_cpu_s"], "items": r["test_items"]["items"]})
-                arms[arm] = rows
-            (a_arm, a_cell), (b_arm, b_cell) = spec["arms"]
+    for study in studies:
+        spec = STUDIES[study]
+        pretrain = pr.load(args, spec["pretrain"])
+        machines.add(pretrain.get("machine", "?"))
+        arms, comparisons = {}, []
+        for arm, cell in spec["arms"]:
+            rows = []
             for seed in seeds:
-                files = [os.path.join(tmp, f"{arm}.json") for arm in (a_arm, b_arm)]
-                for path, cell in zip(files, (a_cell, b_cell)):
-                    write_json(path, pr.load(args, pr.seeded(cell, seed))["test_items"])
-                p = compare_items(os.path.dirname(args.attnkit), files[0], files[1], os.path.join(tmp, "out.json"),
-                                  "finetune_seeds")
-                comparisons.append({"seed": seed, "difference": p["difference"]["score"], "low": p["difference"]["low"],
-                                    "high": p["difference"]["high"], "verdict": p["verdict"]})
-            out["studies"][study] = {"title": spec["title"], "a": a_arm, "b": b_arm, "arms": arms,
-                                     "pretrain": {"cell": spec["pretrain"], "steps": pretrain["steps"],
-                                                  "validation_perplexity": (pretrain.get("final_eval") or {}).get("perplexity")},
-                                     "comparisons": comparisons}
+                r = pr.load(args, pr.seeded(cell, seed))
+                machines.add(r.get("machine", "?"))
+                rows.append({"seed": seed, "test_accuracy": r["test"]["accuracy"], "steps": r["steps"],
+                             "train_cpu_s": r["train_cpu_s"], "items": r["test_items"]["items"]})
+            arms[arm] = rows
+        (a_arm, a_cell), (b_arm, b_cell) = spec["arms"]
+        for seed in seeds:
+            items = [pr.load(args, pr.seeded(cell, seed))["test_items"] for cell in (a_cell, b_cell)]
+            p = compare_items(os.path.dirname(args.attnkit), *items, "finetune_seeds")
+            comparisons.append({"seed": seed, **{k: p[k] for k in ("difference", "low", "high", "verdict")}})
+        out["studies"][study] = {"title": spec["title"], "a": a_arm, "b": b_arm, "arms": arms,
+                                 "pretrain": {"cell": spec["pretrain"], "steps": pretrain["steps"],
+                                              "validation_perplexity": (pretrain.get("final_eval") or {}).get("perplexity")},
+                                 "comparisons": comparisons}
     out["machine"] = "; ".join(sorted(machines))
     return out
-
-
-def mean_sd(values):
-    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def markdown(s):

@@ -26,14 +26,12 @@ import datetime
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_process import cached_test_eval, compare_items  # noqa: E402
+from bench_process import cached_test_eval, compare_items, mean_sd  # noqa: E402
 from gnu_time import (add_store_and_docs_arguments, machine, read_gnu_time, render_from_json,  # noqa: E402
                       replace_region, write_json)
 
@@ -112,24 +110,14 @@ def summarize(a, seeds):
     records = {(kind, seed): stored(a, kind, seed) for seed in seeds for kind, _ in KINDS}
     cells = {f"{kind}/{seed}": r["cell"] for (kind, seed), r in records.items()}
     comparisons = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in seeds:
-            for x, y in PAIRS:
-                files = []
-                for kind in (x, y):
-                    files.append(os.path.join(tmp, f"{kind}-{seed}.json"))
-                    write_json(files[-1], records[(kind, seed)]["items"])
-                p = compare_items(a.build, files[0], files[1], os.path.join(tmp, "compare.json"), "listops_seeds")
-                comparisons.append({"a": x, "b": y, "seed": seed, "difference": p["difference"]["score"],
-                                    "low": p["difference"]["low"], "high": p["difference"]["high"],
-                                    "verdict": p["verdict"]})
+    for seed in seeds:
+        for x, y in PAIRS:
+            p = compare_items(a.build, records[(x, seed)]["items"], records[(y, seed)]["items"], "listops_seeds")
+            comparisons.append({"a": x, "b": y, "seed": seed,
+                                **{k: p[k] for k in ("difference", "low", "high", "verdict")}})
     machines = sorted({c["machine"] for c in cells.values()})
     return {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "machine": "; ".join(machines),
             "steps": a.steps, "seeds": seeds, "target": TARGET, "cells": cells, "comparisons": comparisons}
-
-
-def mean_sd(values):
-    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def verdict_text(c):

@@ -52,7 +52,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 from gnu_time import machine, replace_region, write_json, read_run_times
 from bench_process import compare_items
@@ -664,19 +663,13 @@ def mlm_comparisons(args, attnkit, results):
             keep(args, cell, dict(json.load(open(os.path.join(cell_dir(args, cell), "result.json"))),
                                   val_items=r["val_items"]))
     out = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for a, b in MLM_PAIRS:
-            ra, rb = results.get(f"mlm-{slug(a)}"), results.get(f"mlm-{slug(b)}")
-            if not (ra and rb and "val_items" in ra and "val_items" in rb):
-                continue
-            files = [os.path.join(tmp, f"{slug(k)}.json") for k in (a, b)]
-            write_json(files[0], ra["val_items"])
-            write_json(files[1], rb["val_items"])
-            p = compare_items(os.path.dirname(attnkit), files[0], files[1], os.path.join(tmp, "out.json"),
-                              "pretrain_results")
-            out.append({"a": a, "b": b, "difference": p["difference"]["score"], "low": p["difference"]["low"],
-                        "high": p["difference"]["high"], "verdict": p["verdict"], "items": p["items"],
-                        "a_perplexity": p["a"]["score"], "b_perplexity": p["b"]["score"]})
+    for a, b in MLM_PAIRS:
+        ra, rb = results.get(f"mlm-{slug(a)}"), results.get(f"mlm-{slug(b)}")
+        if not (ra and rb and "val_items" in ra and "val_items" in rb):
+            continue
+        p = compare_items(os.path.dirname(attnkit), ra["val_items"], rb["val_items"], "pretrain_results")
+        out.append({"a": a, "b": b, **{k: p[k] for k in ("difference", "low", "high", "verdict", "items")},
+                    "a_perplexity": p["a_score"], "b_perplexity": p["b_score"]})
     return out
 
 
