@@ -346,8 +346,9 @@ def eval_items(args, attnkit, run, split):
 
 
 def evaluate(attnkit, run, split, args, checkpoint=None):
+    # Validation is the run's own held-out blocks (eval refuses another count); test is every example.
     command = ["nice", "-n", str(args.nice), attnkit, "--threads", "1", "eval", "--run", run, "--split", split,
-               "--examples", "0"]
+               *(["--examples", "0"] if split == "test" else [])]
     if checkpoint:
         command += ["--checkpoint", checkpoint]
     done = subprocess.run(command, capture_output=True, text=True, env=env1())
@@ -617,6 +618,7 @@ def summarise(args, attnkit, experiments, docs):
     done = lambda cell: cell in results and "failed" not in results[cell]  # noqa: E731
     prefix = "pretrain" + study(args.budget, args.finetune_budget)
     if "a" in experiments:
+        mask_input_evals(args, attnkit, results)
         summary["mlm_comparisons"] = mlm_comparisons(args, attnkit, results)
     if all(done(f"mlm-{slug(k)}") for k in KINDS[:1]):
         names = [f"mlm-{slug(k)}" for k in KINDS]
@@ -649,6 +651,33 @@ def summarise(args, attnkit, experiments, docs):
 # (a)'s kinds compared on the same validation blocks and masks (the cells share the run seed):
 # each against softmax, and cosFormer against linear:relu (what its cos re-weighting adds).
 MLM_PAIRS = [(k, "softmax") for k in KINDS[1:]] + [("cosformer", "linear:relu")]
+
+
+MASK_INPUT_KEYS = ("mask_input_perplexity", "mask_input_accuracy", "unigram_perplexity", "unigram_accuracy")
+
+
+def mask_input_evals(args, attnkit, results):
+    """(a)'s cells on the targets whose input is [MASK], beside the frequency baseline on the same
+    targets (`attnkit eval`'s mask_input_* and unigram_*; docs/training.md): from the final
+    evaluation, else from an eval of the last checkpoint when its run is on this machine and the
+    build gives them (kept in the record as mask_input_eval)."""
+    for kind in KINDS:
+        cell = f"mlm-{slug(kind)}"
+        r = results.get(cell)
+        if not r or "failed" in r or "mask_input_eval" in r:
+            continue
+        final = r.get("final_eval") or {}
+        if all(k in final for k in MASK_INPUT_KEYS):
+            r["mask_input_eval"] = {k: final[k] for k in MASK_INPUT_KEYS}
+            continue
+        run = cell_dir(args, cell)
+        if not os.path.isdir(os.path.join(run, "checkpoints")):
+            continue
+        found = evaluate(attnkit, run, "val", args)
+        if not all(k in found for k in MASK_INPUT_KEYS) or found["step"] != r.get("steps"):
+            continue
+        r["mask_input_eval"] = {k: found[k] for k in MASK_INPUT_KEYS}
+        keep(args, cell, dict(json.load(open(os.path.join(run, "result.json"))), mask_input_eval=r["mask_input_eval"]))
 
 
 def mlm_comparisons(args, attnkit, results):
@@ -766,6 +795,21 @@ def markdown(summary, experiments):
                        f"{fnum(eval_value(c, 'masked_accuracy'))} | "
                        f"{fnum(c.get('final_train_loss') if c else None)} | {cost(c)} |")
         out.append("")
+        on_mask = {k: cells[f"mlm-{slug(k)}"]["mask_input_eval"] for k in KINDS
+                   if (cells.get(f"mlm-{slug(k)}") or {}).get("mask_input_eval")}
+        if on_mask:
+            out += ["On the validation targets whose input is [MASK] (80% of the masked tokens; the others show the "
+                    "model their own token or a random one, which it can copy or correct), beside the frequency "
+                    "baseline on the same targets: each predicted from the training blocks' token counts, whatever "
+                    "its context, the most frequent token as its guess (`attnkit eval`'s mask_input_* and unigram_*). "
+                    "A model level with the baseline there has learned which tokens are frequent, not how to read "
+                    "the context:", "",
+                    "| attention | perplexity at [MASK] | baseline's | accuracy at [MASK] | baseline's |",
+                    "|---|---|---|---|---|"]
+            for kind, e in on_mask.items():
+                out.append(f"| {kind} | {e['mask_input_perplexity']:.1f} | {e['unigram_perplexity']:.1f} | "
+                           f"{100 * e['mask_input_accuracy']:.1f}% | {100 * e['unigram_accuracy']:.1f}% |")
+            out.append("")
         comparisons = summary.get("mlm_comparisons") or []
         if comparisons:
             out += [f"Kinds compared on every validation block ({comparisons[0]['items']:,} blocks with masked tokens; "

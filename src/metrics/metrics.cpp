@@ -269,6 +269,34 @@ double perplexity(double total_negative_log_likelihood, double token_count) {
   return std::exp(total_negative_log_likelihood / token_count);
 }
 
+UnigramBaseline unigram_baseline(const std::vector<const std::vector<int64_t>*>& rows,
+                                 const std::vector<char>& excluded) {
+  const auto size = static_cast<int64_t>(excluded.size());
+  std::vector<int64_t> count(excluded.size(), 0);
+  int64_t total = 0;
+  for (const auto* row : rows)
+    for (const int64_t id : *row) {
+      if (id < 0 || id >= size)
+        throw Error(fmt::format("unigram baseline: token id {} is outside the vocabulary [0, {})", id, size));
+      if (excluded[static_cast<size_t>(id)]) continue;
+      ++count[static_cast<size_t>(id)];
+      ++total;
+    }
+  const auto kept = static_cast<int64_t>(std::count(excluded.begin(), excluded.end(), 0));
+  if (kept == 0) throw Error("unigram baseline: every id of the vocabulary is excluded");
+  UnigramBaseline baseline;
+  baseline.log_probability.assign(excluded.size(), -std::numeric_limits<double>::infinity());
+  const double denominator = std::log(static_cast<double>(total + kept));
+  baseline.most_frequent = -1;
+  for (size_t id = 0; id < excluded.size(); ++id) {
+    if (excluded[id]) continue;
+    baseline.log_probability[id] = std::log(static_cast<double>(count[id] + 1)) - denominator;
+    if (baseline.most_frequent < 0 || count[id] > count[static_cast<size_t>(baseline.most_frequent)])
+      baseline.most_frequent = static_cast<int64_t>(id);
+  }
+  return baseline;
+}
+
 // ---------------------------------------------------------------------------------------------
 BleuScore corpus_bleu(const std::vector<std::vector<std::string>>& hypotheses,
                       const std::vector<std::vector<std::vector<std::string>>>& references) {

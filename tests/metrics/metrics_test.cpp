@@ -7,10 +7,12 @@
 
 #include "attnkit/error.h"
 #include "attnkit/metrics/metrics.h"
+#include "support/test_files.h"
 
 namespace attnkit::metrics {
 namespace {
 
+using attnkit::testing::error_of;
 using Tags = std::vector<std::string>;
 using Tokens = std::vector<std::string>;
 
@@ -106,6 +108,34 @@ TEST(LanguageModelMetrics, Perplexity) {
   EXPECT_THROW(perplexity(1.0, 0), Error);
   EXPECT_THROW(perplexity(-1.0, 2), Error);
   EXPECT_THROW(perplexity(std::nan(""), 2), Error);
+}
+
+// The frequency baseline by hand: add-one smoothing over the ids not excluded, excluded ids
+// neither counted nor predicted, the most frequent id (the smallest on a tie), bad ids refused.
+TEST(LanguageModelMetrics, UnigramBaseline) {
+  const std::vector<char> excluded = {1, 1, 0, 0, 0, 0, 0};  // ids 0, 1 excluded: five ids kept
+  const std::vector<int64_t> a = {0, 2, 2, 3, 1}, b = {0, 2, 5, 1, 1};
+  const auto baseline = unigram_baseline({&a, &b}, excluded);
+  ASSERT_EQ(baseline.log_probability.size(), 7u);
+  for (int id : {0, 1}) EXPECT_TRUE(std::isinf(baseline.log_probability[id]) && baseline.log_probability[id] < 0);
+  // 5 kept tokens counted (id 2 three times, ids 3 and 5 once) + 5 kept ids = 10.
+  EXPECT_DOUBLE_EQ(baseline.log_probability[2], std::log(4.0 / 10));
+  EXPECT_DOUBLE_EQ(baseline.log_probability[3], std::log(2.0 / 10));
+  EXPECT_DOUBLE_EQ(baseline.log_probability[4], std::log(1.0 / 10));
+  EXPECT_DOUBLE_EQ(baseline.log_probability[5], std::log(2.0 / 10));
+  EXPECT_DOUBLE_EQ(baseline.log_probability[6], std::log(1.0 / 10));
+  EXPECT_EQ(baseline.most_frequent, 2);
+  const std::vector<int64_t> tie = {6, 4, 4, 6};
+  EXPECT_EQ(unigram_baseline({&tie}, excluded).most_frequent, 4);
+  EXPECT_EQ(unigram_baseline({}, excluded).most_frequent, 2);
+  // Nothing excluded: every id counts, excluded ones included.
+  const auto all = unigram_baseline({&a}, std::vector<char>(7, 0));
+  EXPECT_DOUBLE_EQ(all.log_probability[0], std::log(2.0 / 12));
+  const std::vector<int64_t> bad = {2, 7};
+  EXPECT_EQ(error_of([&] { unigram_baseline({&bad}, excluded); }),
+            "unigram baseline: token id 7 is outside the vocabulary [0, 7)");
+  EXPECT_EQ(error_of([&] { unigram_baseline({&a}, std::vector<char>(7, 1)); }),
+            "unigram baseline: every id of the vocabulary is excluded");
 }
 
 // ---------------------------------------------------------------------------------------------

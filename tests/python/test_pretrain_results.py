@@ -129,6 +129,8 @@ class PretrainResults(unittest.TestCase):
                                         {"a": "linear:relu", "b": "softmax", "difference": 1.0, "low": -2.0,
                                          "high": 4.0, "verdict": "level", "items": 174, "a_perplexity": 413.5,
                                          "b_perplexity": 412.5}]
+            smoke["cells"]["mlm-softmax"]["mask_input_eval"] = {"mask_input_perplexity": 636.0, "mask_input_accuracy": 0.0559,
+                                                                "unigram_perplexity": 790.4, "unigram_accuracy": 0.0598}
             smoke["cells"]["mlm-softmax"]["machine"] = "machine A"
             smoke["cells"]["mlm-cosformer"]["machine"] = "machine B"
             pr.write_docs(smoke, ["a"], tmp)
@@ -143,6 +145,10 @@ class PretrainResults(unittest.TestCase):
             self.assertIn("| cosformer − softmax | 400.0 / 412.5 | -12.5 [-20.0, -5.0] | cosformer better |", block)
             self.assertIn("| linear:relu − softmax | 413.5 / 412.5 | +1.0 [-2.0, +4.0] | level |", block)
             self.assertIn("images/pretrain-mlm-steps.svg", block)
+            # The [MASK]-input table: only the cells that have the evaluation.
+            self.assertIn("| softmax | 636.0 | 790.4 | 5.6% | 6.0% |", block)
+            self.assertNotIn("| cosformer | 636.0", block)
+            self.assertNotIn("perplexity at [MASK]", main)
             self.assertIn("**These cells ran on different machines** (softmax: machine A; cosformer: machine B; "
                           "linear:relu: not recorded", block)
             self.assertNotIn("different machines", main)

@@ -131,7 +131,7 @@ class PretrainingCli(unittest.TestCase):
         self.assertTrue(all(1 <= t <= 8 for t in tokens), tokens)  # at most a block of 8 tokens each
         self.assertLessEqual(len(tokens), 50)
         self.assertGreater(max(tokens), 1)  # not one item per token
-        perplexity = float(re.search(r"perplexity=([0-9.eE+-]+)", out).group(1))
+        perplexity = float(re.search(r" perplexity=([0-9.eE+-]+)", out).group(1))
         self.assertAlmostEqual(math.exp(sum(nll) / sum(tokens)) / perplexity, 1.0, delta=1e-5)
         rc, out, err = attnkit(*base, "--paired-bs", items, "--bs-samples", "50", "--json", paired)
         self.assertEqual(rc, 0, err)

@@ -75,6 +75,22 @@ SquadScores squad_scores(const std::vector<std::string>& predictions,
 // when token_count <= 0 or the total is negative or not finite.
 double perplexity(double total_negative_log_likelihood, double token_count);
 
+// A language model's frequency ("unigram") baseline: each target predicted from how often it
+// occurs among the training targets, whatever its context. A model whose perplexity is not well
+// below this one's on the same targets has learned little more than which tokens are frequent.
+// excluded[id] != 0: an id that is never a target (the masked LM's special tokens), neither
+// counted nor predicted; excluded.size() is the vocabulary size.
+// log_probability[id] = log((count(id) + 1) / (N + V)) over the V ids not excluded (add-one
+// smoothing; N: their occurrences in `rows`), -infinity for an excluded id. most_frequent: the
+// id counted most often (the smallest on a tie), the baseline's prediction for its accuracy.
+// Throws attnkit::Error for an id outside [0, excluded.size()) or when every id is excluded.
+struct UnigramBaseline {
+  std::vector<double> log_probability;
+  int64_t most_frequent = 0;
+};
+UnigramBaseline unigram_baseline(const std::vector<const std::vector<int64_t>*>& rows,
+                                 const std::vector<char>& excluded);
+
 // ---------------------------------------------------------------------------------------------
 // Corpus BLEU (Papineni et al. 2002) over given token lists, as NLTK's corpus_bleu with default
 // weights and sacrebleu with tokenize="none", no smoothing: clipped n-gram matches (n = 1..4,

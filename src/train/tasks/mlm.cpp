@@ -19,7 +19,11 @@ class MaskedLanguageModelTask : public ModelTask {
                           MaskingVocabulary vocabulary, MaskingOptions options, int64_t pad)
       : ModelTask(std::move(model), config), train_(std::move(blocks.train)), val_(std::move(blocks.val)),
         vocabulary_(std::move(vocabulary)), options_(options), pad_(pad), seed_(config.trainer.seed),
-        order_(train_.size(), config.task.batch_size, config.trainer.seed) {}
+        order_(train_.size(), config.task.batch_size, config.trainer.seed) {
+    std::vector<const Ids*> rows;
+    for (const auto& row : train_) rows.push_back(&row);
+    unigram_ = UnigramScore(rows, vocabulary_.special);
+  }
 
   MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
     std::vector<const Ids*> rows;
@@ -31,18 +35,33 @@ class MaskedLanguageModelTask : public ModelTask {
   }
 
   std::map<std::string, double> evaluate() override {
-    models::PredictionMetrics metrics;
+    models::PredictionMetrics metrics, on_mask;
     std::vector<double> block_nll, block_tokens;
+    unigram_.reset();
     for_each_batch(val_, batch_size_, [&](size_t start, const std::vector<const Ids*>& rows) {
       auto out = run(rows, kEvaluationStream + start);
       if (out.labels.numel() == 0) return;
       metrics.add(out.logits, out.labels);
       add_block_items(out, block_nll, block_tokens);
+      const at::Tensor labels = out.labels.index({out.mask_input}).contiguous();
+      if (labels.numel() == 0) return;
+      on_mask.add(out.logits.index({out.mask_input}), labels);
+      unigram_.add(labels);
     });
     if (metrics.counted() == 0) throw Error("task 'mlm': the validation blocks have no masked token");
     items_ = attnkit::metrics::perplexity_item_statistics(block_nll, block_tokens);
     const double loss = metrics.mean_loss();
-    return {{"loss", loss}, {"perplexity", std::exp(loss)}, {"masked_accuracy", metrics.accuracy()}};
+    std::map<std::string, double> result = {
+        {"loss", loss}, {"perplexity", std::exp(loss)}, {"masked_accuracy", metrics.accuracy()}};
+    // The targets whose input is the mask token (mask_fraction of them; the others show the model
+    // their own or a random token): the model there, beside the frequency baseline on the same
+    // targets (metrics::unigram_baseline) — how much of the context the model uses.
+    if (on_mask.counted() > 0) {
+      result["mask_input_perplexity"] = std::exp(on_mask.mean_loss());
+      result["mask_input_accuracy"] = on_mask.accuracy();
+      unigram_.put(result);
+    }
+    return result;
   }
   std::string primary_metric() const override { return "perplexity"; }
   bool higher_is_better() const override { return false; }
@@ -57,6 +76,7 @@ class MaskedLanguageModelTask : public ModelTask {
   // labels [selected], the selection [rows, length], and the batch's real tokens.
   struct Output {
     at::Tensor logits, labels, selected;
+    at::Tensor mask_input;  // [selected] bool: the input at the target is the mask token
     int64_t tokens = 0;
   };
 
@@ -87,7 +107,8 @@ class MaskedLanguageModelTask : public ModelTask {
     const at::Tensor hidden = transformer->forward(in).last_hidden_state;
     const at::Tensor selected = labels.ne(models::kIgnoreLabel);
     const at::Tensor logits = model_->masked_lm->forward(hidden.index({selected}), transformer->word_embeddings());
-    return {logits, labels.index({selected}), selected, mask.sum().item<int64_t>()};
+    return {logits, labels.index({selected}), selected, ids.index({selected}).eq(vocabulary_.mask_id),
+            mask.sum().item<int64_t>()};
   }
   std::vector<Ids> train_, val_;
   MaskingVocabulary vocabulary_;
@@ -95,6 +116,7 @@ class MaskedLanguageModelTask : public ModelTask {
   int64_t pad_;
   uint64_t seed_;
   BatchOrder order_;
+  UnigramScore unigram_;  // of the training blocks' ordinary tokens
   std::optional<metrics::ItemStatistics> items_;  // of the last evaluate()
 };
 

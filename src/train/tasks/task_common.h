@@ -5,6 +5,7 @@
 // data-file helpers, and the factory of each task family, which registry.cpp's table names.
 #include "attnkit/error.h"
 #include "attnkit/io/model_directory.h"
+#include "attnkit/metrics/metrics.h"
 #include "attnkit/models/batching.h"
 #include "attnkit/models/prediction_metrics.h"
 #include "attnkit/text/tokenizer.h"
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -158,6 +160,37 @@ class ClassificationTask : public ModelTask {
 // Causal LM over (input, target) rows already aligned: targets[t] is what position t predicts
 // (kIgnoreLabel where nothing is predicted); a class-conditional model (conditional-lm) takes each
 // row's condition class (HeadsConfig::condition_classes).
+// A language model's targets scored by the frequency baseline of its training targets
+// (metrics::unigram_baseline), beside the model: unigram_perplexity and unigram_accuracy.
+class UnigramScore {
+ public:
+  UnigramScore() = default;
+  UnigramScore(const std::vector<const Ids*>& training_targets, std::vector<char> excluded)
+      : baseline_(metrics::unigram_baseline(training_targets, excluded)) {}
+  void reset() { nll_ = 0, right_ = 0, counted_ = 0; }
+  // targets: int64 ids; kIgnoreLabel entries are skipped.
+  void add(const at::Tensor& targets) {
+    const at::Tensor ids = targets.contiguous();
+    const int64_t* p = ids.data_ptr<int64_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      if (p[i] == models::kIgnoreLabel) continue;
+      nll_ -= baseline_.log_probability.at(static_cast<size_t>(p[i]));
+      right_ += p[i] == baseline_.most_frequent;
+      ++counted_;
+    }
+  }
+  void put(std::map<std::string, double>& out) const {
+    if (counted_ == 0) return;
+    out["unigram_perplexity"] = std::exp(nll_ / static_cast<double>(counted_));
+    out["unigram_accuracy"] = static_cast<double>(right_) / static_cast<double>(counted_);
+  }
+
+ private:
+  metrics::UnigramBaseline baseline_;
+  double nll_ = 0;
+  int64_t right_ = 0, counted_ = 0;
+};
+
 struct LmRow {
   Ids input;
   Ids target;
@@ -170,7 +203,12 @@ class LanguageModelTask : public ModelTask {
                     std::vector<LmRow> val, int64_t pad, bool sequence_metric)
       : ModelTask(std::move(model), config), train_(std::move(train)), val_(std::move(val)),
         pad_(pad), sequence_metric_(sequence_metric),
-        order_(train_.size(), config.task.batch_size, config.trainer.seed) {}
+        order_(train_.size(), config.task.batch_size, config.trainer.seed) {
+    if (sequence_metric_) return;
+    std::vector<const Ids*> targets;
+    for (const auto& row : train_) targets.push_back(&row.target);
+    unigram_ = UnigramScore(targets, std::vector<char>(static_cast<size_t>(model_->config().vocab_size), 0));
+  }
 
   MicroBatchLoss train_loss(int64_t index, int rank, int world) override {
     std::vector<const LmRow*> rows;
@@ -182,9 +220,11 @@ class LanguageModelTask : public ModelTask {
   std::map<std::string, double> evaluate() override {
     models::PredictionMetrics metrics;
     if (!sequence_metric_) metrics.record_rows();
+    unigram_.reset();
     for_each_batch(val_, batch_size_, [&](size_t, const std::vector<const LmRow*>& rows) {
       auto [logits, targets, mask] = run(rows);
       metrics.add(logits, targets);
+      if (!sequence_metric_) unigram_.add(targets);
     });
     if (metrics.counted() == 0) throw Error("evaluation data has no target tokens");
     if (!sequence_metric_)
@@ -197,6 +237,7 @@ class LanguageModelTask : public ModelTask {
     if (sequence_metric_)
       out["sequence_accuracy"] =
           static_cast<double>(metrics.rows_all_right()) / static_cast<double>(val_.size());
+    unigram_.put(out);
     return out;
   }
   std::optional<metrics::ItemStatistics> evaluation_items() const override { return items_; }
@@ -231,6 +272,7 @@ class LanguageModelTask : public ModelTask {
   bool sequence_metric_;
   BatchOrder order_;
   std::optional<metrics::ItemStatistics> items_;  // of the last evaluate() (perplexity rows)
+  UnigramScore unigram_;  // the training targets' frequency baseline (not for sequence_metric)
 };
 
 // model.init's checks of one stack of the model at `path` against the task: the tokenizer's
