@@ -727,7 +727,7 @@ def eval_value(cell, key):
 
 def cost(cell):
     if not cell:
-        return "not run"
+        return "not finished"
     if "failed" in cell:
         return f"failed: {cell['failed']}"
     return (f"{cell['steps']} steps, {cell['train_cpu_s']:.0f} CPU s of steps ({cell['step_cpu_ms']:.0f} ms/step), "
@@ -740,6 +740,7 @@ def markdown(summary, experiments):
     data = summary["data"]
     begin, end = markers(b, fb)
     main_study = study(b, fb) == ""
+    study_kinds = summary.get("study_kinds") or KINDS  # (a)'s kinds (--kinds)
     title = ("## Pretraining experiments (issue 32): MLM per attention kind, fine-tuning, PLM, ALBERT, key_size, "
              "conditional LM, rank collapse") if main_study else f"## Pretraining at {b:g} CPU s per cell"
     out = [begin, "", title, ""]
@@ -780,7 +781,7 @@ def markdown(summary, experiments):
         out += ["", "The x axis of the second plot is the CPU time of the training steps (one thread), which is the "
                 "wall-clock time of the steps on an idle core; the wall time of this shared machine is given per cell "
                 "below but does not compare between cells.", ""]
-        ran_on = {k: cells[f"mlm-{slug(k)}"].get("machine") for k in KINDS if cells.get(f"mlm-{slug(k)}")}
+        ran_on = {k: cells[f"mlm-{slug(k)}"].get("machine") for k in study_kinds if cells.get(f"mlm-{slug(k)}")}
         if len({m for m in ran_on.values() if m}) > 1:
             out += ["**These cells ran on different machines** (" +
                     "; ".join(f"{k}: {m or 'not recorded'}" for k, m in ran_on.items()) +
@@ -789,13 +790,13 @@ def markdown(summary, experiments):
         out += [
                 "| attention | validation MLM perplexity | validation loss | masked accuracy | final training loss | cost |",
                 "|---|---|---|---|---|---|"]
-        for kind in KINDS:
+        for kind in study_kinds:
             c = cells.get(f"mlm-{slug(kind)}")
             out.append(f"| {kind} | {fnum(eval_value(c, 'perplexity'), 1)} | {fnum(eval_value(c, 'loss'))} | "
                        f"{fnum(eval_value(c, 'masked_accuracy'))} | "
                        f"{fnum(c.get('final_train_loss') if c else None)} | {cost(c)} |")
         out.append("")
-        on_mask = {k: cells[f"mlm-{slug(k)}"]["mask_input_eval"] for k in KINDS
+        on_mask = {k: cells[f"mlm-{slug(k)}"]["mask_input_eval"] for k in study_kinds
                    if (cells.get(f"mlm-{slug(k)}") or {}).get("mask_input_eval")}
         if on_mask:
             out += ["On the validation targets whose input is [MASK] (80% of the masked tokens; the others show the "
@@ -928,9 +929,10 @@ def markdown(summary, experiments):
                 out.append(f"| {kind} | {which} | {fmt('pure_attention')} | {fmt('attention_skip')} | {fmt('full_block')} | "
                            f"{'layer ' + str(gone) if gone is not None else 'no'} |")
         out.append("")
-    total = planned_cpu(summary["budget_cpu_s"], summary["finetune_budget_cpu_s"], experiments)
+    total = planned_cpu(summary["budget_cpu_s"], summary["finetune_budget_cpu_s"], experiments, study_kinds)
+    kinds_flag = f" --kinds {','.join(study_kinds)}" if study_kinds != KINDS else ""
     out += ["Reproduce: `make build && /usr/bin/python3 bench/pretrain_results.py --budget "
-            f"{b:g} --finetune-budget {fb:g} --experiments {' '.join(experiments)}` ({total / 3600:.1f} CPU hours of "
+            f"{b:g} --finetune-budget {fb:g} --experiments {' '.join(experiments)}{kinds_flag}` ({total / 3600:.1f} CPU hours of "
             "training steps for these experiments, plus evaluations and analyses; one cell at a time, niced; a rerun "
             "skips finished cells and resumes interrupted ones).", "", end]
     return "\n".join(out) + "\n"
@@ -938,7 +940,7 @@ def markdown(summary, experiments):
 
 def accuracy(cell):
     if not cell:
-        return "not run"
+        return "not finished"
     if "failed" in cell:
         return "failed"
     return f"{100 * cell['test']['accuracy']:.1f}" if cell.get("test") else "—"
@@ -968,8 +970,16 @@ def needed(experiments):
     return order
 
 
-def planned_cpu(budget, finetune_budget, experiments):
-    return sum(budget if CELLS[c]["budget"] == "pretrain" else finetune_budget for c in needed(experiments))
+def wanted(experiments, kinds):
+    """The cells to train: needed(experiments) less (a)'s MLM cells of kinds not in `kinds` (unless
+    another experiment asked for needs them)."""
+    left_out = {f"mlm-{slug(k)}" for k in KINDS if k not in kinds}
+    return [c for c in needed(experiments)
+            if c not in left_out or any(c in NEEDS[e] for e in experiments if e != "a")]
+
+
+def planned_cpu(budget, finetune_budget, experiments, kinds=KINDS):
+    return sum(budget if CELLS[c]["budget"] == "pretrain" else finetune_budget for c in wanted(experiments, kinds))
 
 
 def write_docs(summary, experiments, docs):
@@ -1008,9 +1018,10 @@ def main():
     attnkit = os.path.abspath(os.path.join(args.build, "attnkit"))
     docs = os.path.abspath(args.docs)
     if args.plan:
-        for cell in needed(experiments):
+        for cell in wanted(experiments, args.kinds):
             print(f"{cell:28s} {budget_of(args, cell):6g} CPU s  {CELLS[cell]['label']}")
-        print(f"total: {planned_cpu(args.budget, args.finetune_budget, experiments) / 3600:.2f} CPU hours of training steps")
+        print(f"total: {planned_cpu(args.budget, args.finetune_budget, experiments, args.kinds) / 3600:.2f} CPU hours "
+              "of training steps")
         return
     if args.budget < SMOKE_BUDGET and docs == os.path.join(ROOT, "docs"):
         sys.exit(f"pretrain_results: a budget under {SMOKE_BUDGET} CPU s is a smoke run; give --docs DIR outside docs/")
@@ -1023,12 +1034,7 @@ def main():
     make_data(attnkit)
     if not args.report_only:
         ran = 0
-        # --kinds: experiment (a)'s MLM cells of the other kinds are not trained (unless another
-        # experiment asked for needs them).
-        left_out = {f"mlm-{slug(k)}" for k in KINDS if k not in args.kinds}
-        for cell in needed(experiments):
-            if cell in left_out and not any(cell in NEEDS[e] for e in experiments if e != "a"):
-                continue
+        for cell in wanted(experiments, args.kinds):
             previous = load(args, cell)
             if previous and "failed" not in previous:
                 continue
@@ -1049,6 +1055,8 @@ def main():
     shown = reported(args, experiments)
     summary = summarise(args, attnkit, shown, docs)
     summary["experiments"] = shown
+    if args.kinds != KINDS:
+        summary["study_kinds"] = args.kinds  # --kinds: (a)'s table shows these
     os.makedirs(args.runs, exist_ok=True)
     write_json(os.path.join(args.runs, "summary.json"), summary)
     write_docs(summary, shown, docs)

@@ -255,6 +255,20 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
     section.blocks.push_back({{}, {}, report::Figure{by_cpu.title, report::render_svg(by_cpu)}});
   }
   section.blocks.push_back({{}, mlm, {}});
+  report::Table on_mask{"on the validation targets whose input is [MASK], beside the frequency baseline on the same "
+                        "targets (each predicted from the training tokens' counts, whatever its context): a model "
+                        "level with it has learned which tokens are frequent, not how to read the context",
+                        {"attention", "perplexity at [MASK]", "baseline's", "accuracy at [MASK]", "baseline's"}, {}};
+  for (const auto& kind : kinds) {
+    const std::string name = "mlm-" + slug(kind);
+    if (!finished(name) || !cells[name].contains("mask_input_eval")) continue;
+    const auto& e = cells[name]["mask_input_eval"];
+    on_mask.rows.push_back({kind, fmt::format("{:.1f}", e.value("mask_input_perplexity", NAN)),
+                            fmt::format("{:.1f}", e.value("unigram_perplexity", NAN)),
+                            fmt::format("{:.1f}%", 100 * e.value("mask_input_accuracy", NAN)),
+                            fmt::format("{:.1f}%", 100 * e.value("unigram_accuracy", NAN))});
+  }
+  if (!on_mask.rows.empty()) section.blocks.push_back({{}, on_mask, {}});
   if (j.contains("mlm_comparisons") && j["mlm_comparisons"].is_array() && !j["mlm_comparisons"].empty()) {
     report::Table pairs{"the kinds on every validation block (the same masks): validation perplexity and the paired "
                         "bootstrap of the difference (attnkit compare, 1,000 resamples); a kind is better only where "

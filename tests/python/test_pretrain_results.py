@@ -99,6 +99,11 @@ class PretrainResults(unittest.TestCase):
         self.assertEqual(pr.planned_cpu(600, 180, pr.EXPERIMENTS), 11 * 600 + 10 * 180)
         self.assertEqual(pr.planned_cpu(600, 180, ["b"]), 4 * 600 + 8 * 180)
         self.assertEqual(len(pr.needed(pr.EXPERIMENTS)), len(pr.CELLS))
+        # --kinds leaves (a)'s other MLM cells out, unless another experiment needs them.
+        three = ["softmax", "cosformer", "linear:relu"]
+        self.assertEqual(pr.wanted(["a"], three), ["mlm-softmax", "mlm-cosformer", "mlm-linear-relu"])
+        self.assertEqual(pr.planned_cpu(3600, 180, ["a"], three), 3 * 3600)
+        self.assertIn("mlm-linear-elu", pr.wanted(["a", "b"], three))
 
     def test_report_block_is_replaced_in_place_and_smoke_runs_say_so(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -131,6 +136,7 @@ class PretrainResults(unittest.TestCase):
                                          "b_perplexity": 412.5}]
             smoke["cells"]["mlm-softmax"]["mask_input_eval"] = {"mask_input_perplexity": 636.0, "mask_input_accuracy": 0.0559,
                                                                 "unigram_perplexity": 790.4, "unigram_accuracy": 0.0598}
+            smoke["study_kinds"] = ["softmax", "cosformer", "linear:relu"]
             smoke["cells"]["mlm-softmax"]["machine"] = "machine A"
             smoke["cells"]["mlm-cosformer"]["machine"] = "machine B"
             pr.write_docs(smoke, ["a"], tmp)
@@ -153,6 +159,9 @@ class PretrainResults(unittest.TestCase):
                           "linear:relu: not recorded", block)
             self.assertNotIn("different machines", main)
             self.assertNotIn("### (b)", block)
+            # --kinds: the table shows those kinds, and the command to reproduce it says so.
+            self.assertNotIn("| linear:elu |", block)
+            self.assertIn("--experiments a --kinds softmax,cosformer,linear:relu` (0.0 CPU hours", block)
             self.assertEqual(json.loads(read(os.path.join(tmp, "pretrain-results-b5-f5.json")))["budget_cpu_s"], 5)
 
     def test_a_smoke_run_is_refused_for_the_repository_docs(self):

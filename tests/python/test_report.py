@@ -147,6 +147,13 @@ class Report(unittest.TestCase):
                     self.assertIn(f"pretraining experiments at {study['budget_cpu_s']:g} CPU s per kind", text)
                     for c in study.get("mlm_comparisons", []):
                         self.assertIn(f"{c['difference']:+.1f} [{c['low']:+.1f}, {c['high']:+.1f}]", training)
+                    # Each kind at the [MASK] inputs beside the frequency baseline, where measured.
+                    for cell in study["cells"].values():
+                        if cell.get("mask_input_eval"):
+                            e = cell["mask_input_eval"]
+                            self.assertIn("on the validation targets whose input is [MASK]", training)
+                            self.assertIn(f"{e['mask_input_perplexity']:.1f}", training)
+                            self.assertIn(f"{100 * e['unigram_accuracy']:.1f}%", training)
             # Michel et al.'s experiment on the leak-free split, from docs/bible-heads.json.
             with open(os.path.join(ROOT, "docs", "bible-heads.json"), encoding="utf-8") as f:
                 bible = json.load(f)
