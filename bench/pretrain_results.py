@@ -730,8 +730,12 @@ def cost(cell):
         return "not finished"
     if "failed" in cell:
         return f"failed: {cell['failed']}"
+    # GNU time reports a process when it ends: a part killed with its session is missing from the sum.
+    partial = cell["process_cpu_s"] < cell["train_cpu_s"]
     return (f"{cell['steps']} steps, {cell['train_cpu_s']:.0f} CPU s of steps ({cell['step_cpu_ms']:.0f} ms/step), "
-            f"{cell['process_cpu_s']:.0f} CPU s / {cell['wall_s']:.0f} s wall in all, {cell['peak_rss_mib']:.0f} MiB")
+            f"{cell['process_cpu_s']:.0f} CPU s / {cell['wall_s']:.0f} s wall in "
+            f"{'the processes that ended (an interrupted one is not counted)' if partial else 'all'}, "
+            f"{cell['peak_rss_mib']:.0f} MiB")
 
 
 def markdown(summary, experiments):

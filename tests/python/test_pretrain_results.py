@@ -137,6 +137,7 @@ class PretrainResults(unittest.TestCase):
             smoke["cells"]["mlm-softmax"]["mask_input_eval"] = {"mask_input_perplexity": 636.0, "mask_input_accuracy": 0.0559,
                                                                 "unigram_perplexity": 790.4, "unigram_accuracy": 0.0598}
             smoke["study_kinds"] = ["softmax", "cosformer", "linear:relu"]
+            smoke["cells"]["mlm-cosformer"]["process_cpu_s"] = 1.0  # an interrupted process: not in the sum
             smoke["cells"]["mlm-softmax"]["machine"] = "machine A"
             smoke["cells"]["mlm-cosformer"]["machine"] = "machine B"
             pr.write_docs(smoke, ["a"], tmp)
@@ -159,6 +160,8 @@ class PretrainResults(unittest.TestCase):
                           "linear:relu: not recorded", block)
             self.assertNotIn("different machines", main)
             self.assertNotIn("### (b)", block)
+            self.assertIn("1 CPU s / 10 s wall in the processes that ended (an interrupted one is not counted)", block)
+            self.assertIn("7 CPU s / 10 s wall in all", block)
             # --kinds: the table shows those kinds, and the command to reproduce it says so.
             self.assertNotIn("| linear:elu |", block)
             self.assertIn("--experiments a --kinds softmax,cosformer,linear:relu` (0.0 CPU hours", block)
