@@ -12,7 +12,7 @@ import unittest
 
 import runner
 
-runner.build_dir()
+BUILD = runner.build_dir()
 ROOT = runner.ROOT
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import pretrain_results as pr  # noqa: E402
@@ -174,6 +174,29 @@ class PretrainResults(unittest.TestCase):
         self.assertNotEqual(done.returncode, 0)
         self.assertIn("smoke run", done.stderr)
         self.assertEqual(read(os.path.join(ROOT, "docs", "results.md")), before)
+
+    def test_report_only_without_runs_renders_the_json(self):
+        """--report-only where neither runs nor records exist (another machine) re-renders the
+        study's region from its JSON, numbers kept, instead of writing empty tables."""
+        runs = os.path.join(ROOT, "runs", "pretrain-b7777-f180")
+        self.assertFalse(os.path.exists(runs))
+        with tempfile.TemporaryDirectory() as tmp:
+            summary = fake_summary(7777)
+            summary["experiments"] = ["a"]
+            pr.write_docs(summary, ["a"], tmp)
+            begin, end = pr.markers(7777, 180)
+            with open(os.path.join(tmp, "results.md")) as f:
+                text = f.read()
+            with open(os.path.join(tmp, "results.md"), "w") as f:
+                f.write(text.replace(text[text.index(begin):text.index(end)], begin + "\nstale\n"))
+            done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "pretrain_results.py"), "--budget", "7777",
+                                   "--experiments", "a", "--report-only", "--docs", tmp, "--store", tmp,
+                                   "--build", os.path.abspath(BUILD)],
+                                  capture_output=True, text=True, timeout=120)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn("re-rendered from pretrain-results-b7777-f180.json", done.stderr + done.stdout)
+            self.assertEqual(read(os.path.join(tmp, "results.md")), text)
+        self.assertFalse(os.path.exists(runs))
 
     def test_plan_prints_the_cells_and_runs_nothing(self):
         runs = os.path.join(ROOT, "runs", "pretrain-b7777-f180")
