@@ -157,17 +157,18 @@ class ClassificationTask : public ModelTask {
   std::optional<metrics::ItemStatistics> items_;  // of the last evaluate() (each example: right, 1)
 };
 
-// Causal LM over (input, target) rows already aligned: targets[t] is what position t predicts
-// (kIgnoreLabel where nothing is predicted); a class-conditional model (conditional-lm) takes each
-// row's condition class (HeadsConfig::condition_classes).
 // A language model's targets scored by the frequency baseline of its training targets
 // (metrics::unigram_baseline), beside the model: unigram_perplexity and unigram_accuracy.
 class UnigramScore {
  public:
   UnigramScore() = default;
-  UnigramScore(const std::vector<const Ids*>& training_targets, std::vector<char> excluded)
+  UnigramScore(const std::vector<const Ids*>& training_targets, const std::vector<char>& excluded)
       : baseline_(metrics::unigram_baseline(training_targets, excluded)) {}
-  void reset() { nll_ = 0, right_ = 0, counted_ = 0; }
+  void reset() {
+    nll_ = 0;
+    right_ = 0;
+    counted_ = 0;
+  }
   // targets: int64 ids; kIgnoreLabel entries are skipped.
   void add(const at::Tensor& targets) {
     const at::Tensor ids = targets.contiguous();
@@ -191,6 +192,9 @@ class UnigramScore {
   int64_t right_ = 0, counted_ = 0;
 };
 
+// Causal LM over (input, target) rows already aligned: targets[t] is what position t predicts
+// (kIgnoreLabel where nothing is predicted); a class-conditional model (conditional-lm) takes each
+// row's condition class (HeadsConfig::condition_classes).
 struct LmRow {
   Ids input;
   Ids target;
