@@ -19,7 +19,8 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gnu_time import machine, read_gnu_time, replace_region, write_json  # noqa: E402
+from gnu_time import machine_isa, read_gnu_time, replace_region, write_json  # noqa: E402
+from heads_tables import keep_one_and_single, level_until, profile_rows, unpruned  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- bible-heads:begin -->", "<!-- bible-heads:end -->"
@@ -71,56 +72,18 @@ def read_settings(run):
     return out
 
 
-def interval(d):
-    return {"score": d["score"], "low": d["low"], "high": d["high"]}
-
-
 def summarize(out_dir):
     heads = json.load(open(os.path.join(out_dir, "heads", "heads.json")))
     split = json.load(open(os.path.join(out_dir, "split", "split.json")))
     run = os.path.join(out_dir, "run")
     settings = read_settings(run)
-    importance = heads["importance"]["importance"]
-    ablation = heads["ablation"]
-    sites = heads["sites"]
-    # Keep one head per layer and site: the head of highest validation importance in that row.
-    keep, single = [], []
-    for site in sites:
-        for layer in range(site["layers"]):
-            row = site["first_row"] + layer
-            best = max(range(len(importance[row])), key=lambda h: importance[row][h])
-            cell = ablation["all_but_one_vs_unpruned"][row][best]
-            keep.append({"site": site["name"], "layer": layer, "head": best,
-                         "bleu": ablation["all_but_one"][row][best], **interval(
-                             {"score": cell["difference"], "low": cell["low"], "high": cell["high"]}),
-                         "verdict": cell["verdict"],
-                         "all_heads_min": min(ablation["all_but_one"][row]),
-                         "all_heads_max": max(ablation["all_but_one"][row])})
-            for h, c in enumerate(ablation["single_vs_unpruned"][row]):
-                single.append({"site": site["name"], "layer": layer, "head": h, "bleu": ablation["single"][row][h],
-                               "difference": c["difference"], "low": c["low"], "high": c["high"],
-                               "verdict": c["verdict"]})
-    profiles = {p["order"]: p for p in heads["profiles"] if not p.get("groups")}
-    importance_profile = profiles["importance"]
-    stats = {s["step"]: s for s in importance_profile["statistics"]["vs_unpruned"]}
-    band = next(b for b in heads["random_orders"]["bands"] if b["unit"] == "head")
-    versus = {c["step"]: c for c in band["importance_vs_random"]}
-    rows = []
-    for k, step in enumerate(importance_profile["steps"]):
-        if k == 0 or step["pruned"] == importance_profile["steps"][k - 1]["pruned"]:
-            continue  # the unpruned model, and steps that --min-heads left where the last one was
-        rows.append({"fraction": step["fraction"], "pruned": step["pruned"], "bleu": step["metric"],
-                     "pruned_by_site": step["pruned_by_site"],
-                     "change": interval(stats[k]["difference"]),
-                     "random": {key: band["steps"][k]["metric"][key] for key in ("mean", "sd", "low", "high")},
-                     "reverse": profiles["reverse"]["steps"][k]["metric"],
-                     "importance_minus_random": interval(versus[k]["difference"]),
-                     "verdict": versus[k]["verdict_text"]})
-    unpruned = importance_profile["statistics"]["vs_unpruned"][0]["b"]
+    keep, single = keep_one_and_single(heads, "bleu")
+    rows, orders = profile_rows(heads, "bleu")
+    importance, sites = heads["importance"]["importance"], heads["sites"]
+    baseline = unpruned(heads)
     summary = {
         "date": datetime.date.today().isoformat(),
-        "machine": machine().replace(" (one thread per cell)", "") + (
-            ", AVX-512" if "avx512f" in open("/proc/cpuinfo").read() else ", AVX2 only"),
+        "machine": machine_isa(),
         "split": {"source": split["source"], "pairs": split["pairs"], "dropped": split["dropped"],
                   "overlap_before_filter": split["overlap_before_filter"], "overlap": split["overlap"],
                   "threshold": split["near_duplicate_threshold"]},
@@ -129,9 +92,9 @@ def summarize(out_dir):
         "training": training_summary(run),
         "test_scores": open(os.path.join(out_dir, "test-scores.txt")).read().strip().splitlines(),
         "heads_per_layer": len(importance[0]), "layers": sites[0]["layers"],
-        "baseline": {"bleu": unpruned["score"], "low": unpruned["low"], "high": unpruned["high"]},
+        "baseline": {"bleu": baseline["score"], "low": baseline["low"], "high": baseline["high"]},
         "bootstrap_samples": heads["random_orders"]["bootstrap_samples"],
-        "random_orders": len(band["seeds"]),
+        "random_orders": orders,
         "keep_one": keep, "single": single, "profile": rows,
     }
     for line in open(os.path.join(out_dir, "heads.time")):
@@ -220,11 +183,10 @@ def markdown(s):
         out.append(f"| {100 * r['fraction']:.0f}% ({r['pruned']}) | {bleu(r['bleu'])} | {signed(c['score'])} "
                    f"[{signed(c['low'])}, {signed(c['high'])}] | {bleu(rnd['mean'])} ± {bleu(rnd['sd'])} | {bleu(r['reverse'])} | {signed(d['score'])} [{signed(d['low'])}, "
                    f"{signed(d['high'])}] | {r['verdict']} | " + " | ".join(str(by.get(k, 0)) for k in SITES) + " |")
-    lost = [r for r in s["profile"] if r["change"]["high"] < 0]
-    kept = [r for r in s["profile"] if not lost or r["pruned"] < lost[0]["pruned"]]
+    kept, lost = level_until(s["profile"])
     out += ["", (f"Pruning by importance stays level with the unpruned model (interval touching 0) up to "
-                 f"{100 * kept[-1]['fraction']:.0f}% of the heads ({kept[-1]['pruned']}); the first step that loses "
-                 f"BLEU beyond its interval is {100 * lost[0]['fraction']:.0f}% ({lost[0]['pruned']})."
+                 f"{100 * kept['fraction']:.0f}% of the heads ({kept['pruned']}); the first step that loses "
+                 f"BLEU beyond its interval is {100 * lost['fraction']:.0f}% ({lost['pruned']})."
                  if kept and lost else "No pruning step loses BLEU beyond its interval." if not lost else
                  "The first pruning step already loses BLEU beyond its interval."), "", END]
     return "\n".join(out) + "\n"

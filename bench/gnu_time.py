@@ -50,6 +50,13 @@ def machine():
     return f"{model or platform.machine()}, {os.cpu_count()} cores (one thread per cell)"
 
 
+def machine_isa():
+    """machine() without the per-cell note, with the vector instructions the kernels use here
+    (", AVX-512" or ", AVX2 only"): the line of experiments that ran with several threads."""
+    isa = ", AVX-512" if "avx512f" in open("/proc/cpuinfo").read() else ", AVX2 only"
+    return machine().replace(" (one thread per cell)", "") + isa
+
+
 def write_json(path, value, indent=1):
     """Writes value as JSON (indented unless indent=None) to path through a temporary file and a
     rename (atomic)."""

@@ -21,7 +21,7 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gnu_time import machine, read_gnu_time, replace_region, write_json  # noqa: E402
+from gnu_time import machine_isa, read_gnu_time, replace_region, write_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- pretrained-heads:begin -->", "<!-- pretrained-heads:end -->"
@@ -68,8 +68,7 @@ def summarize(name, run):
                "importance_data": heads["importance_data"], "evaluation_data": None,
                "bootstrap_samples": heads["random_orders"]["bootstrap_samples"], "units": units,
                "date": datetime.date.today().isoformat(),
-               "machine": machine().replace(" (one thread per cell)", "") + (
-                   ", AVX-512" if "avx512f" in open("/proc/cpuinfo").read() else ", AVX2 only")}
+               "machine": machine_isa()}
     for line in open(os.path.join(run, "heads.time")):
         if "Command being timed" in line:
             command = line.split(":", 1)[1].strip().strip('"')

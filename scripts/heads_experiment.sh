@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# The experiment of docs/analysis.md ("Attention heads"): a random-init BERT saved by Hugging Face
-# transformers (test venv), fine-tuned with `attnkit train --init` on a synthetic sentiment task
-# (label = more positive than negative words among 16), then `attnkit analyze heads`, `attnkit
-# prune` and `attnkit analyze heads --run`. Usage: bash scripts/heads_experiment.sh BUILD OUT
+# The classifier experiment of docs/analysis.md ("A classifier fine-tuned with attnkit train
+# --init"): a random-init BERT saved by Hugging Face transformers (test venv), fine-tuned with
+# `attnkit train --init` on a synthetic sentiment task (label = more positive than negative words
+# among 16), then Michel et al.'s analysis with the heads chosen on validation data and judged on
+# test data: `attnkit analyze heads` (importance and the pruning orders from val.tsv, every reported
+# number on test.tsv, RANDOM_ORDERS random orders, paired bootstrap intervals), the same with the
+# importance re-scored after each step (--exact), `attnkit prune` of half the heads, and `analyze
+# heads --run` over the training checkpoints. bench/classifier_heads_results.py writes its part of
+# docs/analysis.md from OUT. Every command is timed into OUT/*.time.
+# Usage: bash scripts/heads_experiment.sh [BUILD] [OUT] [RANDOM_ORDERS]   (defaults: build,
+# runs/heads, 5; a few CPU minutes)
 set -euo pipefail
 BUILD="${1:-build}"
 OUT="${2:-runs/heads}"
+ORDERS="${3:-5}"
 mkdir -p "$OUT"
 PY="$(scripts/peer_python.sh)"
 "$PY" - "$OUT" <<'PYEOF'
@@ -28,6 +36,7 @@ def data(path, count, seed, length):
 data(os.path.join(out, "train.tsv"), 4000, 1, 16)
 data(os.path.join(out, "val.tsv"), 500, 2, 16)
 data(os.path.join(out, "other.tsv"), 500, 3, 24)
+data(os.path.join(out, "test.tsv"), 1000, 4, 16)
 torch.manual_seed(0)
 config = transformers.BertConfig(vocab_size=5 + len(words), hidden_size=64, num_hidden_layers=4,
                                  num_attention_heads=8, intermediate_size=256,
@@ -37,18 +46,24 @@ transformers.BertForMaskedLM(config).save_pretrained(base, safe_serialization=Tr
 with open(os.path.join(base, "vocab.txt"), "w") as f:
     f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
 PYEOF
-rm -rf "$OUT/run"
-"$BUILD/attnkit" --threads 2 train --init "$OUT/base" --task.name classification \
+rm -rf "$OUT/run" "$OUT"/*.time
+AK=("$BUILD/attnkit" --threads 2)
+timed() { local name="$1"; shift; /usr/bin/time -o "$OUT/$name.time" -v "${AK[@]}" "$@"; }
+timed train train --init "$OUT/base" --task.name classification \
   --task.data "$OUT/train.tsv" --task.batch_size 32 --task.truncate 32 --run.steps 600 \
-  --run.checkpoint_every 100 --run.eval_every 100 --optimizer.lr 5e-4 --run.dir "$OUT/run"
-last="$(ls -d "$OUT"/run/checkpoints/step-* | sort | tail -1)"
-"$BUILD/attnkit" --threads 2 analyze heads --model "$last" --tokenizer "$OUT/base" \
-  --data "$OUT/val.tsv" --data2 "$OUT/other.tsv" --fractions 10,20,30,40,50,60,70,80,90,100 \
-  --out "$OUT/analysis"
-"$BUILD/attnkit" --threads 2 analyze heads --model "$last" --tokenizer "$OUT/base" \
-  --data "$OUT/val.tsv" --fractions 10,20,30,40,50,60,70,80,90,100 --exact --no-ablation \
-  --out "$OUT/analysis-exact"
-"$BUILD/attnkit" --threads 2 prune --model "$last" --fraction 0.5 \
+  --run.checkpoint_every 100 --run.eval_every 100 --run.keep_last 6 --optimizer.lr 5e-4 \
+  --run.dir "$OUT/run"
+# The best checkpoint by validation accuracy (the run directory's best) is the model.
+"${AK[@]}" eval --run "$OUT/run" --checkpoint best --split test --examples 0 > "$OUT/test-scores.txt"
+timed heads analyze heads --model "$OUT/run" --tokenizer "$OUT/base" \
+  --score-data "$OUT/val.tsv" --data "$OUT/test.tsv" --data2 "$OUT/other.tsv" \
+  --fractions 10,20,30,40,50,60,70,80,90,100 --random-orders "$ORDERS" --out "$OUT/analysis"
+timed exact analyze heads --model "$OUT/run" --tokenizer "$OUT/base" \
+  --score-data "$OUT/val.tsv" --data "$OUT/test.tsv" --fractions 10,20,30,40,50,60,70,80,90,100 \
+  --exact --no-ablation --random-orders 1 --out "$OUT/analysis-exact"
+timed prune prune --model "$OUT/run" --fraction 0.5 \
   --importance "$OUT/analysis/heads.json" --out "$OUT/pruned"
-"$BUILD/attnkit" --threads 2 analyze heads --run "$OUT/run" --tokenizer "$OUT/base" \
-  --data "$OUT/val.tsv" --fractions 10,30,50,70,90 --out "$OUT/over-training"
+timed over-training analyze heads --run "$OUT/run" --tokenizer "$OUT/base" \
+  --score-data "$OUT/val.tsv" --data "$OUT/test.tsv" --fractions 10,30,50,70,90 \
+  --random-orders "$ORDERS" --out "$OUT/over-training"
+echo "heads_experiment.sh: $OUT/analysis/heads.json, $OUT/analysis-exact, $OUT/pruned, $OUT/over-training"

@@ -106,6 +106,7 @@ class DocsTables(unittest.TestCase):
     OPTIONAL_REGIONS = (
         ("pretrained_heads_results", "analysis.md", "pretrained-heads.json", "<!-- pretrained-heads:begin -->"),
         ("bible_heads_results", "analysis.md", "bible-heads.json", "<!-- bible-heads:begin -->"),
+        ("classifier_heads_results", "analysis.md", "classifier-heads.json", "<!-- classifier-heads:begin -->"),
         ("bible_linearize_results", "analysis.md", "bible-linearize.json", "<!-- bible-linearize:begin -->"),
         ("lm_linearize_results", "analysis.md", "lm-linearize.json", "<!-- lm-linearize:begin -->"),
         ("pretrained_linearize_results", "analysis.md", "pretrained-linearize.json",
