@@ -57,9 +57,23 @@ def machine_isa():
     return machine().replace(" (one thread per cell)", "") + isa
 
 
+DATE_KEYS = ("date", "generated")
+
+
 def write_json(path, value, indent=1):
     """Writes value as JSON (indented unless indent=None) to path through a temporary file and a
-    rename (atomic)."""
+    rename (atomic). A dict equal to the file's but for its date ("date" or "generated") takes the
+    file's date back (value is changed in place, before the caller renders its docs from it): a
+    re-run that finds nothing new leaves the JSON and its docs as they were."""
+    if isinstance(value, dict) and any(k in value for k in DATE_KEYS) and os.path.isfile(path):
+        try:
+            with open(path) as f:
+                old = json.load(f)
+        except (OSError, ValueError):
+            old = None
+        undated = lambda d: {k: v for k, v in d.items() if k not in DATE_KEYS}  # noqa: E731
+        if isinstance(old, dict) and undated(old) == json.loads(json.dumps(undated(value))):
+            value.update({k: old[k] for k in DATE_KEYS if k in old and k in value})
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(value, f, indent=indent)
