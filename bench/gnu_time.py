@@ -1,4 +1,4 @@
-"""Helpers of the scripts that train cells under `/usr/bin/time -v -o FILE` (bench/listops_results.py,
+"""Helpers of the scripts that train cells under `/usr/bin/time -v -o FILE` (bench/listops_seeds.py,
 bench/lra_results.py, bench/pretrain_results.py, bench/pretrained_heads_results.py): the numbers of
 its reports, the machine line of their tables, an atomic JSON write and the rewrite of a doc's
 generated part (and its re-rendering from the JSON alone)."""
