@@ -46,7 +46,9 @@ transformers.BertForMaskedLM(config).save_pretrained(base, safe_serialization=Tr
 with open(os.path.join(base, "vocab.txt"), "w") as f:
     f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
 PYEOF
-rm -rf "$OUT/run" "$OUT"/*.time
+# A new model: no analysis of an earlier one may be resumed (analyze heads resumes from OUT/passes.jsonl).
+rm -rf "$OUT/run" "$OUT"/*.time "$OUT/analysis" "$OUT/analysis-exact" "$OUT/pruned" \
+  "$OUT/over-training"
 AK=("$BUILD/attnkit" --threads 2)
 timed() { local name="$1"; shift; /usr/bin/time -o "$OUT/$name.time" -v "${AK[@]}" "$@"; }
 timed train train --init "$OUT/base" --task.name classification \
