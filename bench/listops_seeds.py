@@ -13,9 +13,10 @@ between its listops-seeds markers, from the JSON alone (tests/python/test_docs_t
 
 Each run is `attnkit --threads 1 train` under `/usr/bin/time -v`, niced, one after another, in
 runs/PREFIX-KIND (seed 0; the single-seed runs of 2026-11-24 had those names) or
-runs/PREFIX-KIND-seedS; an interrupted run resumes from its newest checkpoint (every 1,000 steps). A finished run is scored at
-once, and its record (curve, cost, and the test items the comparisons are computed from) goes to
-docs/cells/PREFIX/KIND-seedS.json, kept in git: runs/ lives on one machine, the records outlive it,
+runs/PREFIX-KIND-seedS; an interrupted run resumes from its newest checkpoint (every 1,000
+steps). A finished run is scored at once, and its record (curve, cost, and the test items the
+comparisons are computed from) goes to docs/cells/PREFIX/KIND-seedS.json, kept in git: runs/ lives
+on one machine, the records outlive it,
 so the cells can be filled over several sessions on different machines (about 40 CPU minutes each;
 each record names its machine), and a recorded run is never trained again. `--kinds` / `--seeds`
 pick the runs to train, so two drivers can fill disjoint cells side by side. The docs are written
