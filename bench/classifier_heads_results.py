@@ -19,7 +19,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gnu_time import machine_isa, read_gnu_time, results_driver_main  # noqa: E402
-from heads_tables import interval, keep_one_and_single, level_until, profile_rows, unpruned  # noqa: E402
+from heads_tables import keep_one_and_single, level_until, profile_rows, pruning_steps, unpruned  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- classifier-heads:begin -->", "<!-- classifier-heads:end -->"
@@ -41,16 +41,9 @@ def command(time_file):
 
 
 def profile_with_intervals(profile):
-    """Rows of one order's profile: pruned heads, accuracy and its change against the unpruned
-    model with the paired bootstrap interval (steps that prune no more than the last are dropped)."""
-    stats = {s["step"]: s for s in profile["statistics"]["vs_unpruned"]}
-    rows = []
-    for k, step in enumerate(profile["steps"]):
-        if k == 0 or step["pruned"] == profile["steps"][k - 1]["pruned"]:
-            continue
-        rows.append({"fraction": step["fraction"], "pruned": step["pruned"], "accuracy": step["metric"],
-                     "change": interval(stats[k]["difference"])})
-    return rows
+    """Rows of one order's profile: pruned heads, accuracy and its change against the unpruned model."""
+    return [{"fraction": step["fraction"], "pruned": step["pruned"], "accuracy": step["metric"], "change": change}
+            for _, step, change in pruning_steps(profile)]
 
 
 def summarize(out, build):

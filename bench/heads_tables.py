@@ -34,22 +34,27 @@ def keep_one_and_single(heads, key):
     return keep, single
 
 
+def pruning_steps(profile):
+    """(k, step, change against the unpruned model) of each step of one order's profile that prunes
+    more than the last (the unpruned model, and steps --min-heads left where the last one was,
+    are skipped)."""
+    stats = {s["step"]: s for s in profile["statistics"]["vs_unpruned"]}
+    for k, step in enumerate(profile["steps"]):
+        if k > 0 and step["pruned"] != profile["steps"][k - 1]["pruned"]:
+            yield k, step, interval(stats[k]["difference"])
+
+
 def profile_rows(heads, key):
     """The importance-order pruning profile of heads (not key/value groups), one row per step that
     prunes more than the last: the metric, its change against the unpruned model, the random orders'
     mean ± sd, the reverse order, importance − random and its verdict, heads gone per site."""
     profiles = {p["order"]: p for p in heads["profiles"] if not p.get("groups")}
-    importance_profile = profiles["importance"]
-    stats = {s["step"]: s for s in importance_profile["statistics"]["vs_unpruned"]}
     band = next(b for b in heads["random_orders"]["bands"] if b["unit"] == "head")
     versus = {c["step"]: c for c in band["importance_vs_random"]}
     rows = []
-    for k, step in enumerate(importance_profile["steps"]):
-        if k == 0 or step["pruned"] == importance_profile["steps"][k - 1]["pruned"]:
-            continue  # the unpruned model, and steps that --min-heads left where the last one was
+    for k, step, change in pruning_steps(profiles["importance"]):
         rows.append({"fraction": step["fraction"], "pruned": step["pruned"], key: step["metric"],
-                     "pruned_by_site": step["pruned_by_site"],
-                     "change": interval(stats[k]["difference"]),
+                     "pruned_by_site": step["pruned_by_site"], "change": change,
                      "random": {f: band["steps"][k]["metric"][f] for f in ("mean", "sd", "low", "high")},
                      "reverse": profiles["reverse"]["steps"][k]["metric"],
                      "importance_minus_random": interval(versus[k]["difference"]),
