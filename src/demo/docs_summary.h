@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -39,6 +40,13 @@ inline std::optional<nlohmann::json> read_docs_summary(
   }
   if (!ok) throw Error(fmt::format("{}: not a {} summary", file.string(), driver));
   return j;
+}
+
+// The number under `key` of a summary's object, NaN where it is missing. (j.value(key, NAN) returns
+// a float, NAN being one: 0.3685 came back as 0.36849999 and showed as 36.8 where the docs, written
+// from the same JSON, say 36.9.)
+inline double number_or_nan(const nlohmann::json& j, const std::string& key) {
+  return j.value(key, std::numeric_limits<double>::quiet_NaN());
 }
 
 }  // namespace attnkit::demo

@@ -121,7 +121,7 @@ void add_measured_table(report::Section& section, const fs::path& file) {
   table.rows.push_back(chance);
   if (j.contains("majority") && j["majority"].is_object()) {
     std::vector<std::string> majority = {"the most frequent test label (always answering it)"};
-    for (const auto& t : tasks) majority.push_back(fmt::format("{:.2f}", j["majority"].value(t, NAN)));
+    for (const auto& t : tasks) majority.push_back(fmt::format("{:.2f}", number_or_nan(j["majority"], t)));
     majority.push_back("—");
     table.rows.push_back(majority);
   }

@@ -237,7 +237,8 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
       by_step.series.push_back(curve_series(name, kind, 0));
       by_cpu.series.push_back(curve_series(name, kind, 1));
     }
-    mlm.rows.push_back({kind, std::to_string(c["steps"].get<int64_t>()), fmt::format("{:.0f}", c.value("step_cpu_ms", NAN)),
+    mlm.rows.push_back({kind, std::to_string(c["steps"].get<int64_t>()),
+                        fmt::format("{:.0f}", number_or_nan(c, "step_cpu_ms")),
                         eval_value(name, "perplexity"), eval_value(name, "loss"), eval_value(name, "masked_accuracy")});
   }
   section.headlines.push_back({fmt::format("pretraining experiments at {:g} CPU s per kind: MLM kinds measured "
@@ -263,10 +264,10 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
     const std::string name = "mlm-" + slug(kind);
     if (!finished(name) || !cells[name].contains("mask_input_eval")) continue;
     const auto& e = cells[name]["mask_input_eval"];
-    on_mask.rows.push_back({kind, fmt::format("{:.1f}", e.value("mask_input_perplexity", NAN)),
-                            fmt::format("{:.1f}", e.value("unigram_perplexity", NAN)),
-                            fmt::format("{:.1f}%", 100 * e.value("mask_input_accuracy", NAN)),
-                            fmt::format("{:.1f}%", 100 * e.value("unigram_accuracy", NAN))});
+    on_mask.rows.push_back({kind, fmt::format("{:.1f}", number_or_nan(e, "mask_input_perplexity")),
+                            fmt::format("{:.1f}", number_or_nan(e, "unigram_perplexity")),
+                            fmt::format("{:.1f}%", 100 * number_or_nan(e, "mask_input_accuracy")),
+                            fmt::format("{:.1f}%", 100 * number_or_nan(e, "unigram_accuracy"))});
   }
   if (!on_mask.rows.empty()) section.blocks.push_back({{}, on_mask, {}});
   if (j.contains("mlm_comparisons") && j["mlm_comparisons"].is_array() && !j["mlm_comparisons"].empty()) {
@@ -277,9 +278,10 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
     for (const auto& c : j["mlm_comparisons"]) {
       const std::string a = c.value("a", ""), b = c.value("b", ""), v = c.value("verdict", "");
       pairs.rows.push_back({a + " − " + b,
-                            fmt::format("{:.1f} / {:.1f}", c.value("a_perplexity", NAN), c.value("b_perplexity", NAN)),
-                            fmt::format("{:+.1f} [{:+.1f}, {:+.1f}]", c.value("difference", NAN), c.value("low", NAN),
-                                        c.value("high", NAN)),
+                            fmt::format("{:.1f} / {:.1f}", number_or_nan(c, "a_perplexity"),
+                                        number_or_nan(c, "b_perplexity")),
+                            fmt::format("{:+.1f} [{:+.1f}, {:+.1f}]", number_or_nan(c, "difference"),
+                                        number_or_nan(c, "low"), number_or_nan(c, "high")),
                             v == "level" ? "level" : (v == "a" ? a : b) + " better"});
     }
     section.blocks.push_back({{}, pairs, {}});
@@ -324,7 +326,8 @@ std::string seed_comparisons(const nlohmann::json& rows, const std::string& a, c
   for (const auto& c : rows) {
     const std::string v = c.value("verdict", "");
     out += fmt::format("{}seed {}: {:+.1f} [{:+.1f}, {:+.1f}] {}", out.empty() ? "" : "; ", c.value("seed", 0),
-                       100 * c.value("difference", NAN), 100 * c.value("low", NAN), 100 * c.value("high", NAN),
+                       100 * number_or_nan(c, "difference"), 100 * number_or_nan(c, "low"),
+                       100 * number_or_nan(c, "high"),
                        v == "level" ? "level" : (v == "a" ? a : b) + " better");
   }
   return out;
@@ -364,7 +367,7 @@ void add_finetune_seeds(report::Section& section, const fs::path& file) {
     const std::string a = study.value("a", ""), b = study.value("b", "");
     auto accuracies = [&](const std::string& arm) {
       std::vector<double> values;
-      for (const auto& r : study["arms"][arm]) values.push_back(r.value("test_accuracy", NAN));
+      for (const auto& r : study["arms"][arm]) values.push_back(number_or_nan(r, "test_accuracy"));
       return arm + ": " + seed_accuracies(values);
     };
     table.rows.push_back({study.value("title", name), accuracies(a), accuracies(b),
@@ -394,7 +397,7 @@ void add_listops_seeds(report::Section& section, const fs::path& file) {
   for (const auto& kind : kinds) {
     std::vector<double> values;
     for (const auto& [key, cell] : j["cells"].items())
-      if (cell.value("kind", "") == kind) values.push_back(cell.value("test_accuracy", NAN));
+      if (cell.value("kind", "") == kind) values.push_back(number_or_nan(cell, "test_accuracy"));
     table.rows.push_back({kind, seed_accuracies(values)});
   }
   section.blocks.push_back({{}, table, {}});
