@@ -19,7 +19,9 @@ docs/cells/finetune-seeds-b600-f180/CELL.json (kept in git: runs/ lives on one m
 trained again. All fine-tuning cells of a study start from one pretraining: when its record exists
 but its checkpoint is not on this machine, the study's remaining cells are refused (delete the
 study's records to run it again). docs/finetune-seeds.json and the finetune-seeds region of
-docs/results.md are written from the records of every study whose cells are all recorded.
+docs/results.md are written from the records of every study whose cells are all recorded; a study
+whose runs shared their core (CPU seconds per wall second under 0.9: a CPU second there buys fewer
+steps) says which. Run the studies on an otherwise idle machine, at most one per core.
 """
 import argparse
 import datetime
@@ -31,8 +33,8 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pretrain_results as pr  # noqa: E402
 from bench_process import compare_items, mean_sd  # noqa: E402
-from gnu_time import (add_store_and_docs_arguments, machine, render_from_json, replace_region,  # noqa: E402
-                      write_json)
+from gnu_time import (add_store_and_docs_arguments, cpu_share, machine, render_from_json, replace_region,  # noqa: E402
+                      shared_runs, write_json)
 
 ROOT = pr.ROOT
 STUDIES = {"albert": {"title": "ALBERT: un-shared vs shared layers", "pretrain": "mlm-albert",
@@ -81,7 +83,8 @@ def summarize(args, studies, seeds):
                 r = pr.load(args, pr.seeded(cell, seed))
                 machines.add(r.get("machine", "?"))
                 rows.append({"seed": seed, "test_accuracy": r["test"]["accuracy"], "steps": r["steps"],
-                             "train_cpu_s": r["train_cpu_s"], "items": r["test_items"]["items"]})
+                             "train_cpu_s": r["train_cpu_s"], "cpu_share": cpu_share(r),
+                             "items": r["test_items"]["items"]})
             arms[arm] = rows
         (a_arm, a_cell), (b_arm, b_cell) = spec["arms"]
         for seed in seeds:
@@ -90,6 +93,7 @@ def summarize(args, studies, seeds):
             comparisons.append({"seed": seed, **{k: p[k] for k in ("difference", "low", "high", "verdict")}})
         out["studies"][study] = {"title": spec["title"], "a": a_arm, "b": b_arm, "arms": arms,
                                  "pretrain": {"cell": spec["pretrain"], "steps": pretrain["steps"],
+                                              "cpu_share": cpu_share(pretrain),
                                               "validation_perplexity": (pretrain.get("final_eval") or {}).get("perplexity")},
                                  "comparisons": comparisons}
     out["machine"] = "; ".join(sorted(machines))
@@ -115,8 +119,14 @@ def markdown(s):
         lines += [f"### {study['title']}", "",
                   f"Pretraining: {study['pretrain']['cell']}, {study['pretrain']['steps']:,} steps"
                   + (f", validation perplexity {study['pretrain']['validation_perplexity']:.1f}"
-                     if study['pretrain']['validation_perplexity'] else "") + ".", "",
-                  "| arm | test accuracy per seed | mean ± sd | steps per seed |", "|---|---|---|---|"]
+                     if study['pretrain']['validation_perplexity'] else "") + ".", ""]
+        shared = shared_runs({study["pretrain"]["cell"]: study["pretrain"].get("cpu_share"),
+                              **{f"{arm} seed {r['seed']}": r.get("cpu_share")
+                                 for arm in (a, b) for r in study["arms"][arm]}})
+        if shared:
+            lines += [f"These runs shared their core (CPU seconds per wall second: {shared}; about 1 on a core of "
+                      "their own): a CPU second there can buy fewer steps than on an idle machine.", ""]
+        lines += ["| arm | test accuracy per seed | mean ± sd | steps per seed |", "|---|---|---|---|"]
         for arm in (a, b):
             rows = study["arms"][arm]
             m, sd = mean_sd([r["test_accuracy"] for r in rows])

@@ -40,6 +40,24 @@ def read_run_times(run):
     return cpu_total, wall_total, peak
 
 
+# A one-thread run that had the CPU for less than this share of its wall time shared its core with
+# other processes: a CPU second there can buy fewer steps (the other processes' cache and memory
+# traffic), so CPU-budgeted runs compare like for like only when they ran under the same load.
+SHARED_CPU = 0.9
+
+
+def cpu_share(record):
+    """CPU seconds per wall second of a run's record (process_cpu_s / wall_s), None without them."""
+    cpu, wall = record.get("process_cpu_s"), record.get("wall_s")
+    return cpu / wall if cpu and wall else None
+
+
+def shared_runs(shares):
+    """"softmax 0.51, ..." of the runs, {name: cpu_share}, that shared their core; "" if none did."""
+    return ", ".join(f"{name} {share:.2f}" for name, share in shares.items()
+                     if share is not None and share < SHARED_CPU)
+
+
 def machine():
     """The machine line of the cell tables: CPU model and core count."""
     model = ""

@@ -53,7 +53,7 @@ import struct
 import subprocess
 import sys
 
-from gnu_time import machine, read_run_times, render_from_json, replace_region, write_json
+from gnu_time import cpu_share, machine, read_run_times, render_from_json, replace_region, shared_runs, write_json
 from bench_process import compare_items
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -802,6 +802,13 @@ def markdown(summary, experiments):
                     "; ".join(f"{k}: {m or 'not recorded'}" for k, m in ran_on.items()) +
                     "): an equal CPU budget is not equal work across them; compare them against steps, not CPU "
                     "seconds.", ""]
+        shared = shared_runs({k: cpu_share(cells[f"mlm-{slug(k)}"]) for k in study_kinds
+                              if cells.get(f"mlm-{slug(k)}")})
+        if shared:
+            out += [f"**Some cells shared their core** (CPU seconds per wall second: {shared}; about 1 on a core "
+                    "of their own): beside other processes a CPU second can buy fewer steps, so the comparison at "
+                    "equal CPU seconds is not quite like for like; the comparison against steps (the first plot) "
+                    "is.", ""]
         out += [
                 "| attention | validation MLM perplexity | validation loss | masked accuracy | final training loss | cost |",
                 "|---|---|---|---|---|---|"]

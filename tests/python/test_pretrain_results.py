@@ -94,6 +94,13 @@ class PretrainResults(unittest.TestCase):
         self.assertAlmostEqual(wall, one[1] + two[1])
         self.assertEqual(peak, max(one[2], two[2]))
 
+    def test_runs_that_shared_their_core_are_named(self):
+        import gnu_time
+        self.assertAlmostEqual(gnu_time.cpu_share({"process_cpu_s": 30.0, "wall_s": 60.0}), 0.5)
+        self.assertIsNone(gnu_time.cpu_share({"steps": 3}))  # a failed or older record
+        self.assertEqual(gnu_time.shared_runs({"a": 0.5, "b": 0.99, "c": None, "d": 0.85}), "a 0.50, d 0.85")
+        self.assertEqual(gnu_time.shared_runs({"a": 0.95}), "")
+
     def test_plan_counts_every_cell_once(self):
         # 11 pretraining cells and 10 fine-tuning cells; mlm-softmax is needed by a, b, c, d and e.
         self.assertEqual(pr.planned_cpu(600, 180, pr.EXPERIMENTS), 11 * 600 + 10 * 180)
@@ -159,6 +166,8 @@ class PretrainResults(unittest.TestCase):
             self.assertIn("**These cells ran on different machines** (softmax: machine A; cosformer: machine B; "
                           "linear:relu: not recorded", block)
             self.assertNotIn("different machines", main)
+            self.assertIn("**Some cells shared their core** (CPU seconds per wall second: softmax 0.70, "
+                          "cosformer 0.10, linear:relu 0.70;", block)
             self.assertNotIn("### (b)", block)
             self.assertIn("1 CPU s / 10 s wall in the processes that ended (an interrupted one is not counted)", block)
             self.assertIn("7 CPU s / 10 s wall in all", block)
