@@ -17,6 +17,7 @@
 #include "attnkit/train/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -29,6 +30,15 @@ namespace attnkit::demo {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A one-thread run that had the CPU for less than this share of its wall time shared its core: a
+// CPU second there can buy fewer steps (bench/gnu_time.py's SHARED_CPU, which the docs use).
+constexpr double kSharedCpu = 0.9;
+
+// "NAME 0.51" when a record's process CPU seconds per wall second is under kSharedCpu, else "".
+std::string shared_core(const std::string& name, double share) {
+  return share < kSharedCpu ? fmt::format("{} {:.2f}", name, share) : "";
+}
 
 struct Curve {
   std::vector<double> steps, values;
@@ -217,6 +227,7 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
     return series;
   };
   int measured = 0;
+  std::vector<std::string> shared;  // the cells that shared their core
   report::LinePlot by_step{"MLM training loss against steps (same model, same tokens)", "training step",
                            "MLM loss (masked tokens)"};
   report::LinePlot by_cpu{"MLM training loss against CPU time of training steps (one thread)",
@@ -233,6 +244,8 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
     }
     ++measured;
     const auto& c = cells[name];
+    const auto share = shared_core(kind, number_or_nan(c, "process_cpu_s") / number_or_nan(c, "wall_s"));
+    if (!share.empty()) shared.push_back(share);
     if (c.contains("train_curve")) {
       by_step.series.push_back(curve_series(name, kind, 0));
       by_cpu.series.push_back(curve_series(name, kind, 1));
@@ -256,6 +269,13 @@ void add_pretraining_results(report::Section& section, const fs::path& file) {
     section.blocks.push_back({{}, {}, report::Figure{by_cpu.title, report::render_svg(by_cpu)}});
   }
   section.blocks.push_back({{}, mlm, {}});
+  if (!shared.empty())
+    section.blocks.push_back({fmt::format("Some cells shared their core (CPU seconds per wall second: {}; about 1 on a "
+                                          "core of their own): a CPU second there can buy fewer steps, so the "
+                                          "comparison at equal CPU seconds is not quite like for like; the one "
+                                          "against steps is.",
+                                          fmt::join(shared, ", ")),
+                              {}, {}});
   report::Table on_mask{"on the validation targets whose input is [MASK], beside the frequency baseline on the same "
                         "targets (each predicted from the training tokens' counts, whatever its context): a model "
                         "level with it has learned which tokens are frequent, not how to read the context",
@@ -363,6 +383,7 @@ void add_finetune_seeds(report::Section& section, const fs::path& file) {
                                   j.value("date", ""), j.value("finetune_budget_cpu_s", 0.0)),
                       {"study", "a: test accuracy per seed", "b: test accuracy per seed", "a − b per seed (points)"},
                       {}};
+  std::vector<std::string> shared;  // the runs that shared their core
   for (const auto& [name, study] : j["studies"].items()) {
     const std::string a = study.value("a", ""), b = study.value("b", "");
     auto accuracies = [&](const std::string& arm) {
@@ -372,8 +393,21 @@ void add_finetune_seeds(report::Section& section, const fs::path& file) {
     };
     table.rows.push_back({study.value("title", name), accuracies(a), accuracies(b),
                           seed_comparisons(study["comparisons"], a, b)});
+    const auto& pretrain = study.value("pretrain", nlohmann::json::object());
+    auto share = shared_core(pretrain.value("cell", "pretraining"), number_or_nan(pretrain, "cpu_share"));
+    if (!share.empty()) shared.push_back(share);
+    for (const auto& arm : {a, b})
+      for (const auto& r : study["arms"][arm]) {
+        share = shared_core(fmt::format("{} seed {}", arm, r.value("seed", 0)), number_or_nan(r, "cpu_share"));
+        if (!share.empty()) shared.push_back(study.value("title", name) + ": " + share);
+      }
   }
   section.blocks.push_back({{}, table, {}});
+  if (!shared.empty())
+    section.blocks.push_back({fmt::format("Runs that shared their core (CPU seconds per wall second; about 1 on a core "
+                                          "of their own, and a CPU second there can buy fewer steps): {}.",
+                                          fmt::join(shared, "; ")),
+                              {}, {}});
 }
 
 // ListOps by seeds of docs/listops-seeds.json (bench/listops_seeds.py).
