@@ -393,14 +393,16 @@ void add_finetune_seeds(report::Section& section, const fs::path& file) {
     };
     table.rows.push_back({study.value("title", name), accuracies(a), accuracies(b),
                           seed_comparisons(study["comparisons"], a, b)});
+    // Each run of the study that shared its core, as "TITLE: NAME 0.66".
+    auto note_shared = [&](const std::string& run, double cpu_share) {
+      const auto share = shared_core(run, cpu_share);
+      if (!share.empty()) shared.push_back(study.value("title", name) + ": " + share);
+    };
     const auto& pretrain = study.value("pretrain", nlohmann::json::object());
-    auto share = shared_core(pretrain.value("cell", "pretraining"), number_or_nan(pretrain, "cpu_share"));
-    if (!share.empty()) shared.push_back(share);
+    note_shared(pretrain.value("cell", "pretraining"), number_or_nan(pretrain, "cpu_share"));
     for (const auto& arm : {a, b})
-      for (const auto& r : study["arms"][arm]) {
-        share = shared_core(fmt::format("{} seed {}", arm, r.value("seed", 0)), number_or_nan(r, "cpu_share"));
-        if (!share.empty()) shared.push_back(study.value("title", name) + ": " + share);
-      }
+      for (const auto& r : study["arms"][arm])
+        note_shared(fmt::format("{} seed {}", arm, r.value("seed", 0)), number_or_nan(r, "cpu_share"));
   }
   section.blocks.push_back({{}, table, {}});
   if (!shared.empty())

@@ -146,37 +146,39 @@ class Report(unittest.TestCase):
                 for study in seeds.get("studies", {}).values():
                     self.assertIn(study["title"], training)
                     # Each run that shared its core is named with its CPU seconds per wall second.
+                    pretrain = study.get("pretrain", {})
+                    if (pretrain.get("cpu_share") or 1.0) < 0.9:
+                        self.assertIn(f"{study['title']}: {pretrain['cell']} {pretrain['cpu_share']:.2f}", training)
                     for arm, arm_rows in study["arms"].items():
                         for r in arm_rows:
                             if (r.get("cpu_share") or 1.0) < 0.9:
                                 self.assertIn(f"{study['title']}: {arm} seed {r['seed']} {r['cpu_share']:.2f}",
                                               training)
-            # Pretraining studies at other budgets, each with its kinds' paired verdicts.
+            # Pretraining studies: the cells that shared their core, named in every study (the main
+            # one too); those at other budgets each with its kinds' paired verdicts.
             for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
-                if name.startswith("pretrain-results-") and name.endswith(".json"):
-                    with open(os.path.join(ROOT, "docs", name), encoding="utf-8") as f:
-                        study = json.load(f)
-                    self.assertIn(f"pretraining experiments at {study['budget_cpu_s']:g} CPU s per kind", text)
-                    for c in study.get("mlm_comparisons", []):
-                        self.assertIn(f"{c['difference']:+.1f} [{c['low']:+.1f}, {c['high']:+.1f}]", training)
-                    # Each kind at the [MASK] inputs beside the frequency baseline, where measured.
-                    for cell in study["cells"].values():
-                        if cell.get("mask_input_eval"):
-                            e = cell["mask_input_eval"]
-                            self.assertIn("on the validation targets whose input is [MASK]", training)
-                            self.assertIn(f"{e['mask_input_perplexity']:.1f}", training)
-                            self.assertIn(f"{100 * e['unigram_accuracy']:.1f}%", training)
-            # The pretraining cells that shared their core, named in every study (the main one too).
-            for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
-                if name.startswith("pretrain-results") and name.endswith(".json"):
-                    with open(os.path.join(ROOT, "docs", name), encoding="utf-8") as f:
-                        study = json.load(f)
-                    for kind in study["kinds"]:
-                        cell = study["cells"].get("mlm-" + kind.replace(":", "-")) or {}
-                        if cell.get("process_cpu_s") and cell.get("wall_s") and "failed" not in cell:
-                            share = cell["process_cpu_s"] / cell["wall_s"]
-                            if share < 0.9:
-                                self.assertIn(f"{kind} {share:.2f}", training)
+                if not (name.startswith("pretrain-results") and name.endswith(".json")):
+                    continue
+                with open(os.path.join(ROOT, "docs", name), encoding="utf-8") as f:
+                    study = json.load(f)
+                for kind in study["kinds"]:
+                    cell = study["cells"].get("mlm-" + kind.replace(":", "-")) or {}
+                    if cell.get("process_cpu_s") and cell.get("wall_s") and "failed" not in cell:
+                        share = cell["process_cpu_s"] / cell["wall_s"]
+                        if share < 0.9:
+                            self.assertIn(f"{kind} {share:.2f}", training)
+                if not name.startswith("pretrain-results-"):
+                    continue
+                self.assertIn(f"pretraining experiments at {study['budget_cpu_s']:g} CPU s per kind", text)
+                for c in study.get("mlm_comparisons", []):
+                    self.assertIn(f"{c['difference']:+.1f} [{c['low']:+.1f}, {c['high']:+.1f}]", training)
+                # Each kind at the [MASK] inputs beside the frequency baseline, where measured.
+                for cell in study["cells"].values():
+                    if cell.get("mask_input_eval"):
+                        e = cell["mask_input_eval"]
+                        self.assertIn("on the validation targets whose input is [MASK]", training)
+                        self.assertIn(f"{e['mask_input_perplexity']:.1f}", training)
+                        self.assertIn(f"{100 * e['unigram_accuracy']:.1f}%", training)
             # Michel et al.'s experiment on the leak-free split, from docs/bible-heads.json.
             with open(os.path.join(ROOT, "docs", "bible-heads.json"), encoding="utf-8") as f:
                 bible = json.load(f)
